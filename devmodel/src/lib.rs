@@ -1,0 +1,1 @@
+//! The Neuron device model: memories, engines, DMA, semaphores, notifications, scheduler

@@ -1,0 +1,1 @@
+//! The fake neuron.ko: ioctl dispatch and validation, process table, mem chunks, mmap

@@ -1,0 +1,1 @@
+//! Instruction encodings decoded into one Instr form; encoders

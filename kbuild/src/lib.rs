@@ -1,0 +1,1 @@
+//! Kernel builder: emits NEFFs in the real container layout from a small Rust API
