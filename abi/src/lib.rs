@@ -16,6 +16,7 @@ pub mod device;
 pub mod ioctl;
 pub mod notify;
 pub mod structs;
+pub mod tpb;
 pub mod udma;
 
 pub use arch::Arch;

@@ -1,1 +1,62 @@
-//! libnrt-like runtime: loads NEFFs and executes them through the driver ABI only
+//! A runtime modelled on libnrt. It reaches the device only through
+//! [`neuron_abi::DeviceFile`]: real syscalls on `/dev/neuronN` ([`sys::SysDevice`]) or any
+//! other implementation of the same ABI (the emulator's in-process file). It never depends on
+//! the emulator or the device model.
+
+pub mod config;
+pub mod dmaexp;
+pub mod drv;
+mod mapped;
+pub mod model;
+pub mod status;
+pub mod sys;
+
+pub use config::Config;
+pub use model::{ExecOutput, Model, TensorInfo};
+pub use status::{NrtError, NrtStatus};
+
+use neuron_abi::arch::Arch;
+use neuron_abi::DeviceFile;
+use std::sync::Arc;
+
+/// One initialised runtime bound to one device.
+#[derive(Debug)]
+pub struct Runtime {
+    drv: drv::Driver,
+    device_index: u32,
+    arch: Arch,
+    config: Config,
+}
+
+impl Runtime {
+    /// Bind to an open device and check that the driver is one this runtime can use.
+    pub fn new(dev: Arc<dyn DeviceFile>, device_index: u32, config: Config) -> Result<Runtime, NrtError> {
+        let drv = drv::Driver::new(dev);
+        let info = drv.basic_info().map_err(|e| NrtError::new(NrtStatus::Failure, format!("DEVICE_BASIC_INFO failed: {e}")))?;
+        let arch = match info.architecture {
+            2 => Arch::V2Trn1,
+            3 => Arch::V3Trn2,
+            a => return Err(NrtError::new(NrtStatus::Failure, format!("unsupported device architecture {a}"))),
+        };
+        let cv = drv.compatible_version().map_err(|e| NrtError::new(NrtStatus::Failure, format!("COMPATIBLE_VERSION failed: {e}")))?;
+        tracing::debug!(target: "TDRV", "driver compatibility range {}..{}", cv.min, cv.max);
+        Ok(Runtime { drv, device_index, arch, config })
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Load a NEFF onto NeuronCore `nc` of this device.
+    pub fn load(&self, neff: &[u8], nc: u32) -> Result<Model, NrtError> {
+        if nc >= self.arch.nc_count() {
+            return Err(NrtError::new(NrtStatus::LoadNotEnoughNc, format!("NC {nc} does not exist (device has {})", self.arch.nc_count())));
+        }
+        let opts = model::LoadOptions { validate_hash: self.config.validate_hash, exec_timeout: self.config.exec_timeout, device_index: self.device_index };
+        model::load(&self.drv, neff, nc, opts)
+    }
+}

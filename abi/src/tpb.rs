@@ -1,0 +1,23 @@
+//! Layout of one NeuronCore's (TPB's) device-address window, as the runtime and the device
+//! model both use it.
+//!
+//! The window base is the TPB SBUF mmap key (`Arch::tpb_sbuf_mmap_offset`, `driver-abi.md`
+//! §2.4). Offsets marked project-defined are this emulator's choices where no public source
+//! gives the real value; see `docs/architecture.md`.
+
+/// SBUF at the window base: 128 partitions at a 256 KiB stride (the 32 MiB SBUF window divided
+/// by 128 partitions; inferred, MED). A partition holds 192 KiB (v2) or 224 KiB (v3).
+pub const SBUF: u64 = 0x0;
+pub const SBUF_PARTITION_STRIDE: u64 = 0x4_0000;
+/// PSUM: 128 partitions x 16 KiB (project-defined placement, LOW).
+pub const PSUM: u64 = 0x200_0000;
+pub const PSUM_PARTITION_STRIDE: u64 = 0x4000;
+/// The 8 KiB event/semaphore register page (`driver-abi.md` §5; HIGH).
+pub const SEMAPHORE_PAGE: u64 = 0x270_0000;
+pub const SEMAPHORE_PAGE_SIZE: u64 = 0x2000;
+/// Engine instruction ports: DMA writes to port `e` feed engine `e`'s sequencer in order
+/// (project-defined; the driver only says instruction streams are fed by DMA).
+pub const INSTR_PORT: u64 = 0x280_0000;
+pub const INSTR_PORT_STRIDE: u64 = 0x1_0000;
+/// Size of one TPB window.
+pub const WINDOW: u64 = 0x400_0000;

@@ -1,0 +1,752 @@
+//! The device: cores, DMA engines, memories, notification queues and the discrete-event
+//! scheduler that runs them.
+//!
+//! One global clock in picoseconds; events are ordered by (time, insertion sequence), so a run
+//! is bit-for-bit deterministic for the same inputs. The device runs only when asked
+//! ([`Device::run`]) and touches no OS facilities; the emulator drives it from a thread.
+
+use crate::arch::{tpb, ArchProfile};
+use crate::core::{self, CoreMem, Scratch};
+use crate::fault::{Fault, FaultKind, OpFault};
+use crate::hbm::SparseMem;
+use crate::hostmem::HostRegion;
+use crate::regs::RegPage;
+use crate::time::Ps;
+use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE};
+use neuron_abi::udma::UdmaDesc;
+use neuron_isa::{testenc, Engine, Instr, Op, SemOp, WaitCond};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use zerocopy::FromBytes;
+
+/// DMA engines per NeuronCore and queues per DMA engine (`driver-abi.md` §3.1).
+pub const DMA_ENGINES_PER_NC: usize = 16;
+pub const DMA_QUEUES: usize = 16;
+/// Notification-queue types used by the device (`driver-abi.md` §4).
+pub const NQ_NOTIFY: u8 = 1;
+pub const NQ_ERROR: u8 = 3;
+
+/// A device address that no memory answers, or an access the target cannot take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemError {
+    pub addr: u64,
+    pub len: u64,
+    pub reason: &'static str,
+}
+
+impl fmt::Display for MemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "device address 0x{:x} (+{} bytes): {}", self.addr, self.len, self.reason)
+    }
+}
+impl std::error::Error for MemError {}
+
+/// Why a DMA queue operation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaError {
+    NoSuchQueue,
+    NotInitialised,
+    Overrun,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Step(usize, usize),
+    Complete(usize, usize),
+    Dma(usize, usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EngStatus {
+    Idle,
+    Blocked,
+    Busy,
+    Faulted,
+}
+
+#[derive(Debug)]
+struct EngineState {
+    ibuf: Vec<u8>,
+    consumed: usize,
+    pc: u32,
+    status: EngStatus,
+    pending: Option<(Instr, u8)>,
+    inflight: Option<(Instr, u8)>,
+    scheduled: bool,
+}
+
+impl EngineState {
+    fn new() -> Self {
+        EngineState { ibuf: Vec::new(), consumed: 0, pc: 0, status: EngStatus::Idle, pending: None, inflight: None, scheduled: false }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Nq {
+    base: u64,
+    entries: u64,
+    index: u64,
+}
+
+#[derive(Debug)]
+struct Core {
+    mem: CoreMem,
+    regs: Arc<RegPage>,
+    engines: Vec<EngineState>,
+    nqs: HashMap<(u8, u8), Nq>,
+    scratch: Scratch,
+}
+
+/// Hardware state of one DMA queue (TX/M2S and RX/S2M rings share head/tail bookkeeping here
+/// because every transfer is a descriptor pair).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueState {
+    pub enabled: bool,
+    pub aborted: bool,
+    pub tx_base: u64,
+    pub rx_base: u64,
+    /// Ring sizes in descriptors.
+    pub tx_len: u32,
+    pub rx_len: u32,
+    pub head: u64,
+    pub tx_tail: u64,
+    pub rx_tail: u64,
+}
+
+#[derive(Debug, Default)]
+struct DmaQueue {
+    st: QueueState,
+    scheduled: bool,
+}
+
+/// Counters for benchmarks and reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub events: u64,
+    pub instructions: u64,
+    pub dma_descriptors: u64,
+    pub dma_bytes: u64,
+    pub notifications: u64,
+    pub dropped_notifications: u64,
+}
+
+/// One span on the device timeline (for Perfetto/Chrome trace output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceEvent {
+    pub nc: usize,
+    /// "Tensor", "Scalar", ... or "DMA e.q".
+    pub track: String,
+    pub name: &'static str,
+    pub pc: u32,
+    pub start: Ps,
+    pub dur: Ps,
+}
+
+/// The whole device.
+#[derive(Debug)]
+pub struct Device {
+    profile: ArchProfile,
+    now: Ps,
+    seq: u64,
+    events: BinaryHeap<Reverse<(Ps, u64, Ev)>>,
+    cores: Vec<Core>,
+    dma: Vec<Vec<DmaQueue>>,
+    hbm: SparseMem,
+    host: BTreeMap<u64, HostRegion>,
+    faults: Vec<Fault>,
+    stats: Stats,
+    trace: Option<Vec<TraceEvent>>,
+    copybuf: Vec<u8>,
+}
+
+impl Device {
+    pub fn new(profile: ArchProfile) -> Device {
+        let cores = (0..profile.nc_count)
+            .map(|_| Core {
+                mem: CoreMem::new(&profile),
+                regs: Arc::new(RegPage::new()),
+                engines: (0..5).map(|_| EngineState::new()).collect(),
+                nqs: HashMap::new(),
+                scratch: Scratch::default(),
+            })
+            .collect();
+        let dma = (0..profile.dma_engines).map(|_| (0..DMA_QUEUES).map(|_| DmaQueue::default()).collect()).collect();
+        Device {
+            profile,
+            now: Ps::ZERO,
+            seq: 0,
+            events: BinaryHeap::new(),
+            cores,
+            dma,
+            hbm: SparseMem::new(),
+            host: BTreeMap::new(),
+            faults: Vec::new(),
+            stats: Stats::default(),
+            trace: None,
+            copybuf: Vec::new(),
+        }
+    }
+
+    pub fn profile(&self) -> &ArchProfile {
+        &self.profile
+    }
+    pub fn now(&self) -> Ps {
+        self.now
+    }
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+    pub fn hbm_resident_bytes(&self) -> u64 {
+        self.hbm.resident_bytes()
+    }
+
+    /// Start (or stop, with `false`) recording a timeline.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.trace = on.then(Vec::new);
+    }
+    /// Take the recorded timeline.
+    pub fn take_trace(&mut self) -> Vec<TraceEvent> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The register page of core `nc` (shared with user-space mappings).
+    pub fn regs(&self, nc: usize) -> Option<Arc<RegPage>> {
+        self.cores.get(nc).map(|c| c.regs.clone())
+    }
+
+    fn schedule(&mut self, at: Ps, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Whether events are pending.
+    pub fn busy(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Whether some engine waits on a semaphore or event (so host writes may unblock it).
+    pub fn waiting(&self) -> bool {
+        self.cores.iter().any(|c| c.engines.iter().any(|e| e.status == EngStatus::Blocked))
+    }
+
+    // ---------------------------------------------------------------- host memory
+
+    /// Register a host ("coherent DMA") region at host physical address `pa` (without the
+    /// arch host bit). Returns its address for user mappings.
+    pub fn add_host_region(&mut self, pa: u64, len: usize) -> Option<*mut u8> {
+        let r = HostRegion::new(len)?;
+        let p = r.as_ptr();
+        self.host.insert(pa, r);
+        Some(p)
+    }
+    pub fn remove_host_region(&mut self, pa: u64) {
+        self.host.remove(&pa);
+    }
+    pub fn host_region_ptr(&self, pa: u64) -> Option<*mut u8> {
+        self.host.get(&pa).map(|r| r.as_ptr())
+    }
+
+    // ---------------------------------------------------------------- address routing
+
+    fn host_bit(&self) -> u64 {
+        self.profile.arch.host_base_bit()
+    }
+
+    fn in_hbm(&self, addr: u64, len: u64) -> bool {
+        let a = self.profile.arch;
+        (0..a.hbm_count()).any(|k| {
+            a.hbm_base(k).is_some_and(|base| addr >= base && addr.checked_add(len).is_some_and(|e| e <= base + a.hbm_size()))
+        })
+    }
+
+    fn host_region(&self, addr: u64, len: u64) -> Result<(&HostRegion, usize), MemError> {
+        let key = addr & !self.host_bit();
+        let err = MemError { addr, len, reason: "no host memory chunk there" };
+        let (base, r) = self.host.range(..=key).next_back().ok_or(err.clone())?;
+        let off = key - base;
+        if off.checked_add(len).is_some_and(|e| e <= r.len() as u64) {
+            Ok((r, off as usize))
+        } else {
+            Err(err)
+        }
+    }
+
+    /// Read device memory (HBM, host chunks, SBUF/PSUM windows, register pages).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        let len = buf.len() as u64;
+        if addr & self.host_bit() != 0 {
+            let (r, off) = self.host_region(addr, len)?;
+            r.read(off, buf);
+            return Ok(());
+        }
+        if self.in_hbm(addr, len) {
+            self.hbm.read(addr, buf);
+            return Ok(());
+        }
+        if let Some((nc, off)) = self.profile.tpb_of(addr) {
+            return self.tpb_read(nc, off, addr, buf);
+        }
+        Err(MemError { addr, len, reason: "unmapped device address" })
+    }
+
+    /// Write device memory, with the side effects of register and instruction-port writes.
+    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        let len = data.len() as u64;
+        if addr & self.host_bit() != 0 {
+            let (r, off) = self.host_region(addr, len)?;
+            r.write(off, data);
+            return Ok(());
+        }
+        if self.in_hbm(addr, len) {
+            self.hbm.write(addr, data);
+            return Ok(());
+        }
+        if let Some((nc, off)) = self.profile.tpb_of(addr) {
+            return self.tpb_write(nc, off, addr, data);
+        }
+        Err(MemError { addr, len, reason: "unmapped device address" })
+    }
+
+    /// Fill device memory with a byte.
+    pub fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), MemError> {
+        if addr & self.host_bit() == 0 && self.in_hbm(addr, len) {
+            self.hbm.fill(addr, len, byte);
+            return Ok(());
+        }
+        let chunk = vec![byte; 64 * 1024];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(chunk.len() as u64) as usize;
+            self.write(addr + done, &chunk[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Forget the contents of a freed HBM range (returns its pages to the host).
+    pub fn discard(&mut self, addr: u64, len: u64) {
+        if self.in_hbm(addr, len) {
+            self.hbm.discard(addr, len);
+        }
+    }
+
+    fn sbuf_window(&self, off: u64, len: u64, space: neuron_isa::Space) -> Option<usize> {
+        let (base, stride, pb) = match space {
+            neuron_isa::Space::Sbuf => (tpb::SBUF, tpb::SBUF_PARTITION_STRIDE, self.profile.sbuf_partition_bytes as u64),
+            neuron_isa::Space::Psum => (tpb::PSUM, tpb::PSUM_PARTITION_STRIDE, self.profile.psum_partition_bytes as u64),
+        };
+        let rel = off.checked_sub(base)?;
+        let (p, inpart) = (rel / stride, rel % stride);
+        (p < self.profile.partitions as u64 && inpart + len <= pb).then(|| (p * pb + inpart) as usize)
+    }
+
+    fn tpb_read(&self, nc: usize, off: u64, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        let len = buf.len() as u64;
+        let core = &self.cores[nc];
+        for space in [neuron_isa::Space::Sbuf, neuron_isa::Space::Psum] {
+            if let Some(at) = self.sbuf_window(off, len, space) {
+                buf.copy_from_slice(&core.mem.bytes(space)[at..at + buf.len()]);
+                return Ok(());
+            }
+        }
+        if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off) && off % 4 == 0 && len % 4 == 0 {
+            for (i, w) in buf.chunks_exact_mut(4).enumerate() {
+                let v = core.regs.read_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64).ok_or(MemError { addr, len, reason: "register page overrun" })?;
+                w.copy_from_slice(&v.to_le_bytes());
+            }
+            return Ok(());
+        }
+        Err(MemError { addr, len, reason: "not a readable NeuronCore address (outside SBUF/PSUM partitions or registers)" })
+    }
+
+    fn tpb_write(&mut self, nc: usize, off: u64, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        let len = data.len() as u64;
+        for space in [neuron_isa::Space::Sbuf, neuron_isa::Space::Psum] {
+            if let Some(at) = self.sbuf_window(off, len, space) {
+                self.cores[nc].mem.bytes_mut(space)[at..at + data.len()].copy_from_slice(data);
+                return Ok(());
+            }
+        }
+        if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off) {
+            if off % 4 != 0 || len % 4 != 0 {
+                return Err(MemError { addr, len, reason: "register writes must be whole aligned 32-bit words" });
+            }
+            for (i, w) in data.chunks_exact(4).enumerate() {
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                if !self.cores[nc].regs.write_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64, v) {
+                    return Err(MemError { addr, len, reason: "register page overrun" });
+                }
+            }
+            self.wake_blocked(nc);
+            return Ok(());
+        }
+        let port_end = tpb::INSTR_PORT + 5 * tpb::INSTR_PORT_STRIDE;
+        if (tpb::INSTR_PORT..port_end).contains(&off) {
+            let e = ((off - tpb::INSTR_PORT) / tpb::INSTR_PORT_STRIDE) as usize;
+            let eng = &mut self.cores[nc].engines[e];
+            eng.ibuf.extend_from_slice(data);
+            if eng.status == EngStatus::Idle && !eng.scheduled {
+                eng.scheduled = true;
+                let now = self.now;
+                self.schedule(now, Ev::Step(nc, e));
+            }
+            return Ok(());
+        }
+        Err(MemError { addr, len, reason: "not a writable NeuronCore address" })
+    }
+
+    /// Address of engine `e`'s instruction port on core `nc`.
+    pub fn instr_port(&self, nc: usize, e: Engine) -> u64 {
+        self.profile.tpb_base(nc) + tpb::INSTR_PORT + e.index() as u64 * tpb::INSTR_PORT_STRIDE
+    }
+
+    // ---------------------------------------------------------------- registers
+
+    /// A semaphore/event register write by the host (ioctl or BAR path): applied now.
+    pub fn reg_write(&mut self, nc: usize, page_off: u64, v: u32) -> bool {
+        let Some(c) = self.cores.get(nc) else { return false };
+        let ok = c.regs.write_reg(page_off, v);
+        if ok {
+            self.wake_blocked(nc);
+        }
+        ok
+    }
+
+    /// Apply stores user space made through mapped register pages. Call only at quiescent
+    /// points (see `regs`). Returns whether anything changed.
+    pub fn drain_mailboxes(&mut self) -> bool {
+        let mut any = false;
+        for nc in 0..self.cores.len() {
+            if self.cores[nc].regs.drain_mailboxes() {
+                any = true;
+                self.wake_blocked(nc);
+            }
+        }
+        any
+    }
+
+    fn wake_blocked(&mut self, nc: usize) {
+        let now = self.now;
+        for e in 0..5 {
+            let st = &mut self.cores[nc].engines[e];
+            if st.status == EngStatus::Blocked && !st.scheduled {
+                st.scheduled = true;
+                st.status = EngStatus::Idle;
+                self.seq += 1;
+                self.events.push(Reverse((now, self.seq, Ev::Step(nc, e))));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- notifications
+
+    /// Point notification queue (`nq_type`, `engine_index`) of core `nc` at `size` bytes of
+    /// device memory at `base` (`size` a power of two, checked by the caller).
+    pub fn nq_configure(&mut self, nc: usize, nq_type: u8, engine_index: u8, base: u64, size: u64) -> bool {
+        let Some(c) = self.cores.get_mut(nc) else { return false };
+        c.nqs.insert((nq_type, engine_index), Nq { base, entries: size / ENTRY_SIZE as u64, index: 0 });
+        true
+    }
+
+    fn post(&mut self, nc: usize, nq_type: u8, engine_index: u8, kind: NotifyKind, engine: u8, value: u32, pc: u32) {
+        let Some(q) = self.cores[nc].nqs.get_mut(&(nq_type, engine_index)) else {
+            self.stats.dropped_notifications += 1;
+            return;
+        };
+        if q.entries == 0 {
+            self.stats.dropped_notifications += 1;
+            return;
+        }
+        let slot = q.index % q.entries;
+        let phase = (q.index / q.entries) % 2 == 0;
+        q.index += 1;
+        let addr = q.base + slot * ENTRY_SIZE as u64;
+        let e = NotificationEntry::new(kind, engine, value, pc, self.now.0, phase);
+        let bytes = zerocopy::IntoBytes::as_bytes(&e).to_vec();
+        self.stats.notifications += 1;
+        // Publish the payload first and the word holding the phase bit last.
+        if addr & self.host_bit() != 0 {
+            if let Ok((r, off)) = self.host_region(addr, bytes.len() as u64) {
+                r.write(off + 4, &bytes[4..]);
+                r.store_u32_release(off, e.word0);
+                return;
+            }
+        } else if self.write(addr + 4, &bytes[4..]).is_ok() && self.write(addr, &bytes[..4]).is_ok() {
+            return;
+        }
+        self.stats.dropped_notifications += 1;
+    }
+
+    fn fault(&mut self, nc: usize, engine: Option<Engine>, pc: u32, opcode: u8, f: OpFault) {
+        let fault = Fault { kind: f.kind, nc, engine, pc, opcode, detail: f.detail };
+        tracing::debug!(target: "devmodel", "fault: {fault}");
+        let eidx = engine.map(|e| e.index() as u8).unwrap_or(7);
+        self.post(nc, NQ_ERROR, 0, NotifyKind::Error, eidx, fault.kind.code(), pc);
+        self.faults.push(fault);
+    }
+
+    // ---------------------------------------------------------------- DMA
+
+    /// `DMA_QUEUE_INIT`: bind rings and reset the queue's pointers.
+    pub fn dma_queue_init(&mut self, eng: usize, q: usize, tx_base: u64, tx_len: u32, rx_base: u64, rx_len: u32) -> Result<(), DmaError> {
+        let dq = self.dma.get_mut(eng).and_then(|e| e.get_mut(q)).ok_or(DmaError::NoSuchQueue)?;
+        dq.st = QueueState { enabled: true, aborted: false, tx_base, rx_base, tx_len, rx_len, head: 0, tx_tail: 0, rx_tail: 0 };
+        // A stale pending step for the old ring is harmless: dma_step re-reads the state.
+        Ok(())
+    }
+
+    pub fn dma_queue_state(&self, eng: usize, q: usize) -> Option<QueueState> {
+        self.dma.get(eng).and_then(|e| e.get(q)).map(|d| d.st)
+    }
+
+    /// Ring the doorbell: advance the RX and TX tails.
+    pub fn dma_queue_start(&mut self, eng: usize, q: usize, tx: u32, rx: u32) -> Result<(), DmaError> {
+        let now = self.now;
+        let dq = self.dma.get_mut(eng).and_then(|e| e.get_mut(q)).ok_or(DmaError::NoSuchQueue)?;
+        if !dq.st.enabled || dq.st.tx_len == 0 || dq.st.rx_len == 0 {
+            return Err(DmaError::NotInitialised);
+        }
+        let (tx_t, rx_t) = (dq.st.tx_tail + tx as u64, dq.st.rx_tail + rx as u64);
+        if tx_t - dq.st.head > dq.st.tx_len as u64 || rx_t - dq.st.head > dq.st.rx_len as u64 {
+            return Err(DmaError::Overrun);
+        }
+        dq.st.tx_tail = tx_t;
+        dq.st.rx_tail = rx_t;
+        if !dq.scheduled {
+            dq.scheduled = true;
+            self.schedule(now, Ev::Dma(eng, q));
+        }
+        Ok(())
+    }
+
+    fn dma_nc(&self, eng: usize) -> usize {
+        (eng / DMA_ENGINES_PER_NC).min(self.cores.len().saturating_sub(1))
+    }
+
+    fn dma_step(&mut self, eng: usize, q: usize) {
+        let st = self.dma[eng][q].st;
+        self.dma[eng][q].scheduled = false;
+        if st.aborted || !st.enabled || st.head >= st.tx_tail.min(st.rx_tail) {
+            return;
+        }
+        let nc = self.dma_nc(eng);
+        let (tx_idx, rx_idx) = (st.head % st.tx_len.max(1) as u64, st.head % st.rx_len.max(1) as u64);
+        let abort = |this: &mut Device, why: String| {
+            this.dma[eng][q].st.aborted = true;
+            this.fault(nc, None, st.head as u32, 0, OpFault { kind: FaultKind::DmaAbort, detail: format!("DMA engine {eng} queue {q}: {why}") });
+        };
+        let mut raw = [0u8; 32];
+        let (tx_ok, rx_ok) = {
+            let (a, b) = raw.split_at_mut(16);
+            (self.read(st.tx_base + tx_idx * 16, a), self.read(st.rx_base + rx_idx * 16, b))
+        };
+        if let Err(e) = tx_ok.and(rx_ok) {
+            return abort(self, format!("descriptor fetch failed: {e}"));
+        }
+        let (Ok(tx), Ok(rx)) = (UdmaDesc::read_from_bytes(&raw[..16]), UdmaDesc::read_from_bytes(&raw[16..])) else {
+            return abort(self, "descriptor decode".into());
+        };
+        let (tl, rl) = (tx.len(), rx.len());
+        if tl != rl {
+            return abort(self, format!("descriptor {} length mismatch: TX {tl} bytes, RX {rl} bytes", st.head));
+        }
+        let mut buf = std::mem::take(&mut self.copybuf);
+        buf.resize(tl as usize, 0);
+        let res = self.read(tx.buf_ptr, &mut buf).and_then(|_| self.write(rx.buf_ptr, &buf));
+        self.copybuf = buf;
+        if let Err(e) = res {
+            return abort(self, format!("descriptor {}: {e}", st.head));
+        }
+        self.stats.dma_descriptors += 1;
+        self.stats.dma_bytes += tl as u64;
+        let cost = self.profile.cost.dma_desc_latency + Ps::from_bytes(tl as u64, self.profile.cost.dma_bytes_per_ns);
+        if let Some(t) = self.trace.as_mut() {
+            t.push(TraceEvent { nc, track: format!("DMA {eng}.{q}"), name: "DMA", pc: st.head as u32, start: self.now, dur: cost });
+        }
+        let dq = &mut self.dma[eng][q];
+        dq.st.head += 1;
+        if dq.st.head < dq.st.tx_tail.min(dq.st.rx_tail) {
+            dq.scheduled = true;
+            let at = self.now + cost;
+            self.schedule(at, Ev::Dma(eng, q));
+        }
+    }
+
+    // ---------------------------------------------------------------- engines
+
+    fn engine_step(&mut self, nc: usize, e: usize) {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        let st = &mut self.cores[nc].engines[e];
+        st.scheduled = false;
+        if matches!(st.status, EngStatus::Busy | EngStatus::Faulted) {
+            return;
+        }
+        if st.pending.is_none() {
+            if st.ibuf.len() - st.consumed < testenc::WORD {
+                st.status = EngStatus::Idle;
+                return;
+            }
+            let word = &st.ibuf[st.consumed..st.consumed + testenc::WORD];
+            let opcode = word[0];
+            match testenc::decode(word) {
+                Ok(i) => {
+                    st.pending = Some((i, opcode));
+                    st.consumed += testenc::WORD;
+                    if st.consumed >= 1 << 16 {
+                        st.ibuf.drain(..st.consumed);
+                        st.consumed = 0;
+                    }
+                }
+                Err(err) => {
+                    let pc = st.pc;
+                    st.status = EngStatus::Faulted;
+                    self.fault(nc, Some(engine), pc, opcode, OpFault::bad(format!("cannot decode instruction: {err}")));
+                    return;
+                }
+            }
+        }
+        let Some((instr, opcode)) = st.pending else { return };
+        if let Some(w) = instr.sync.wait {
+            let regs = &self.cores[nc].regs;
+            let ok = match w.cond {
+                WaitCond::Eq => regs.sem(w.index) == w.value,
+                WaitCond::Ge => regs.sem(w.index) >= w.value,
+                WaitCond::EventSetThenClear => regs.event(w.index) != 0,
+            };
+            if !ok {
+                self.cores[nc].engines[e].status = EngStatus::Blocked;
+                return;
+            }
+            if w.cond == WaitCond::EventSetThenClear {
+                regs.set_event(w.index, 0);
+            }
+        }
+        let pc = self.cores[nc].engines[e].pc;
+        let cost = &self.profile.cost;
+        let mhz = cost.engine_mhz[e];
+        let overhead = cost.instr_overhead_cycles;
+        let cycles = match instr.op {
+            Op::DmaTrigger { .. } => {
+                self.cores[nc].engines[e].status = EngStatus::Faulted;
+                return self.fault(nc, Some(engine), pc, opcode, OpFault::bad("DMA_TRIGGER is a NEFF pseudo-instruction; the runtime must translate it before load"));
+            }
+            Op::DmaStart { dma_engine, queue, descs } => {
+                let geng = nc * DMA_ENGINES_PER_NC + dma_engine as usize;
+                if dma_engine as usize >= DMA_ENGINES_PER_NC {
+                    self.cores[nc].engines[e].status = EngStatus::Faulted;
+                    return self.fault(nc, Some(engine), pc, opcode, OpFault::bad(format!("DMA engine {dma_engine} out of range")));
+                }
+                if let Err(err) = self.dma_queue_start(geng, queue as usize, descs, descs) {
+                    self.cores[nc].engines[e].status = EngStatus::Faulted;
+                    return self.fault(nc, Some(engine), pc, opcode, OpFault { kind: FaultKind::DmaAbort, detail: format!("DMA queue {geng}.{queue}: {err:?}") });
+                }
+                overhead
+            }
+            ref op => {
+                let core = &mut self.cores[nc];
+                match core::execute(op, &mut core.mem, &mut core.scratch) {
+                    Ok(elems) => match op {
+                        Op::MatMul { moving, .. } => {
+                            let per = if matches!(moving.dtype, neuron_isa::Dtype::F32) { 4 } else { 1 };
+                            overhead + elems * per / cost.pe_cols_per_cycle.max(1)
+                        }
+                        _ => overhead + elems / cost.stream_elems_per_cycle.max(1),
+                    },
+                    Err(f) => {
+                        core.engines[e].status = EngStatus::Faulted;
+                        return self.fault(nc, Some(engine), pc, opcode, f);
+                    }
+                }
+            }
+        };
+        self.stats.instructions += 1;
+        let dur = Ps::from_cycles(cycles, mhz);
+        if let Some(t) = self.trace.as_mut() {
+            t.push(TraceEvent { nc, track: engine.profiler_name().to_string(), name: instr.mnemonic(), pc, start: self.now, dur });
+        }
+        let st = &mut self.cores[nc].engines[e];
+        st.pending = None;
+        st.inflight = Some((instr, opcode));
+        st.status = EngStatus::Busy;
+        st.scheduled = true;
+        let at = self.now + dur;
+        self.schedule(at, Ev::Complete(nc, e));
+    }
+
+    fn engine_complete(&mut self, nc: usize, e: usize) {
+        let st = &mut self.cores[nc].engines[e];
+        st.scheduled = false;
+        let Some((instr, _)) = st.inflight.take() else { return };
+        st.status = EngStatus::Idle;
+        let pc = st.pc;
+        if let Op::End = instr.op {
+            st.pc = 0;
+        } else {
+            st.pc += 1;
+        }
+        if let Some(u) = instr.sync.update {
+            let regs = &self.cores[nc].regs;
+            match u.op {
+                SemOp::Inc => regs.add_sem(u.index, 1),
+                SemOp::Dec => regs.add_sem(u.index, -1),
+                SemOp::Add => regs.add_sem(u.index, u.value),
+                SemOp::Set => regs.set_sem(u.index, u.value),
+                SemOp::EventSet => regs.set_event(u.index, 1),
+            }
+            self.wake_blocked(nc);
+        }
+        match instr.op {
+            Op::Notify { id } => self.post(nc, NQ_NOTIFY, e as u8, NotifyKind::Notify, e as u8, id as u32, pc),
+            Op::End => self.post(nc, NQ_NOTIFY, e as u8, NotifyKind::End, e as u8, 0, pc),
+            _ => {}
+        }
+        let st = &mut self.cores[nc].engines[e];
+        if !st.scheduled {
+            st.scheduled = true;
+            let now = self.now;
+            self.schedule(now, Ev::Step(nc, e));
+        }
+    }
+
+    /// Run up to `budget` events. Returns whether events remain.
+    pub fn run(&mut self, budget: usize) -> bool {
+        for _ in 0..budget {
+            let Some(Reverse((t, _, ev))) = self.events.pop() else { return false };
+            if t > self.now {
+                self.now = t;
+            }
+            self.stats.events += 1;
+            match ev {
+                Ev::Step(nc, e) => self.engine_step(nc, e),
+                Ev::Complete(nc, e) => self.engine_complete(nc, e),
+                Ev::Dma(eng, q) => self.dma_step(eng, q),
+            }
+        }
+        !self.events.is_empty()
+    }
+
+    /// Reset one core: engines, memories, registers, its DMA queues and notification queues.
+    pub fn reset_nc(&mut self, nc: usize) {
+        let Some(c) = self.cores.get_mut(nc) else { return };
+        c.engines = (0..5).map(|_| EngineState::new()).collect();
+        c.mem.clear();
+        c.regs.reset();
+        c.nqs.clear();
+        for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {
+            if let Some(qs) = self.dma.get_mut(eng) {
+                for dq in qs.iter_mut() {
+                    *dq = DmaQueue::default();
+                }
+            }
+        }
+        self.events.retain(|Reverse((_, _, ev))| match *ev {
+            Ev::Step(n, _) | Ev::Complete(n, _) => n != nc,
+            Ev::Dma(eng, _) => eng / DMA_ENGINES_PER_NC != nc,
+        });
+    }
+}

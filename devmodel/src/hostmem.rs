@@ -1,0 +1,94 @@
+//! Host ("DMA-coherent") memory regions: owned by the device model, reachable by device DMA
+//! and mapped into the runtime's address space.
+//!
+//! The runtime reads and writes these bytes through a raw pointer (its mmap) while the device
+//! thread DMAs into them, exactly as with real coherent memory. Ordering is by protocol:
+//! notification entries publish their first word last with release ordering.
+#![allow(unsafe_code)]
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One page-aligned, zero-initialised allocation.
+#[derive(Debug)]
+pub struct HostRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is a plain heap allocation; concurrent access from the runtime's mapping
+// and the device thread is coordinated by the device protocol (as with real coherent memory),
+// and every access from this crate goes through bounds-checked raw copies.
+unsafe impl Send for HostRegion {}
+// SAFETY: see above; no method hands out Rust references into the region.
+unsafe impl Sync for HostRegion {}
+
+impl HostRegion {
+    /// Allocate `len` bytes (rounded up to whole 4 KiB pages by the caller's contract;
+    /// here any len > 0 works). Returns `None` if the allocator refuses.
+    pub fn new(len: usize) -> Option<HostRegion> {
+        let layout = Layout::from_size_align(len.max(1), 4096).ok()?;
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { alloc_zeroed(layout) };
+        NonNull::new(p).map(|ptr| HostRegion { ptr, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address user space sees when it maps this region.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn check(&self, off: usize, n: usize) -> bool {
+        off.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+
+    /// Copy out `buf.len()` bytes at `off`. Returns false if out of range.
+    pub fn read(&self, off: usize, buf: &mut [u8]) -> bool {
+        if !self.check(off, buf.len()) {
+            return false;
+        }
+        // SAFETY: range checked above; the destination is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
+    /// Copy `data` in at `off`. Returns false if out of range.
+    pub fn write(&self, off: usize, data: &[u8]) -> bool {
+        if !self.check(off, data.len()) {
+            return false;
+        }
+        // SAFETY: range checked above; the source is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len()) };
+        true
+    }
+
+    /// Store a 32-bit word with release ordering (publishes earlier writes to a poller).
+    pub fn store_u32_release(&self, off: usize, v: u32) -> bool {
+        if !self.check(off, 4) || off % 4 != 0 {
+            return false;
+        }
+        // SAFETY: in range and 4-byte aligned (the region itself is page aligned); AtomicU32 has
+        // the same layout as u32.
+        let a = unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) };
+        a.store(v, Ordering::Release);
+        true
+    }
+}
+
+impl Drop for HostRegion {
+    fn drop(&mut self) {
+        if let Ok(layout) = Layout::from_size_align(self.len.max(1), 4096) {
+            // SAFETY: allocated in `new` with this exact layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! A device mapping (`mmap` through the [`DeviceFile`] seam) with bounds-checked accessors.
+//!
+//! The memory behind it is shared with the device (coherent host memory or a register page),
+//! so every access is a volatile or atomic access through a raw pointer.
+#![allow(unsafe_code)]
+
+use neuron_abi::{DeviceFile, Errno};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug)]
+struct Ptr(*mut u8);
+// SAFETY: the pointer refers to a shared device mapping that stays valid until munmap in
+// Drop; all accesses are atomic or volatile and bounds-checked.
+unsafe impl Send for Ptr {}
+// SAFETY: as above.
+unsafe impl Sync for Ptr {}
+
+/// One mapping; unmapped on drop.
+pub struct Mapped {
+    ptr: Ptr,
+    len: usize,
+    dev: Arc<dyn DeviceFile>,
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapped").field("ptr", &self.ptr).field("len", &self.len).finish()
+    }
+}
+
+impl Mapped {
+    pub fn new(dev: Arc<dyn DeviceFile>, len: usize, offset: u64) -> Result<Mapped, Errno> {
+        let p = dev.mmap(len, offset)?;
+        if p.is_null() || (p as usize) % 8 != 0 {
+            let _ = dev.munmap(p, len);
+            return Err(Errno::EFAULT);
+        }
+        Ok(Mapped { ptr: Ptr(p), len, dev })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn word(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds and 4-byte aligned (the base is 8-aligned); the mapping lives as
+        // long as `self`; AtomicU32 has u32's layout and atomics are valid on shared memory.
+        Some(unsafe { &*(self.ptr.0.add(off) as *const AtomicU32) })
+    }
+
+    pub fn load_u32_acquire(&self, off: usize) -> Option<u32> {
+        self.word(off).map(|w| w.load(Ordering::Acquire))
+    }
+
+    pub fn store_u32(&self, off: usize, v: u32) -> bool {
+        self.word(off).map(|w| w.store(v, Ordering::SeqCst)).is_some()
+    }
+
+    pub fn fetch_add_u32(&self, off: usize, v: u32) -> bool {
+        self.word(off).map(|w| w.fetch_add(v, Ordering::SeqCst)).is_some()
+    }
+
+    /// Copy bytes out with volatile reads (the device may write concurrently; the caller
+    /// orders this after an acquire load of a publishing word).
+    pub fn read(&self, off: usize, buf: &mut [u8]) -> bool {
+        if off.checked_add(buf.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: bounds checked above.
+            *b = unsafe { std::ptr::read_volatile(self.ptr.0.add(off + i)) };
+        }
+        true
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        let _ = self.dev.munmap(self.ptr.0, self.len);
+    }
+}

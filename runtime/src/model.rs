@@ -1,0 +1,560 @@
+//! Loading a NEFF onto a NeuronCore and executing it — all through the driver ABI.
+//!
+//! Load: parse the NEFF, place every variable in device memory, expand the DMA descriptions
+//! into real descriptor rings, translate pseudo-instructions, wrap each engine's program in the
+//! runtime prologue/epilogue, stage the programs and their fetch rings, create notification
+//! queues and map them, map the core's semaphore page.
+//!
+//! Execute: copy inputs in, clear semaphores, re-arm the rings, ring the fetch doorbells, open
+//! the start gate through the mapped semaphore page, then poll the notification queues for
+//! every engine's end-of-execution entry against `NEURON_RT_EXEC_TIMEOUT`.
+
+use crate::dmaexp::{self, Pattern};
+use crate::drv::{Chunk, Driver};
+use crate::mapped::Mapped;
+use crate::status::{NrtError, NrtStatus};
+use neuron_abi::consts::{MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY};
+use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_OOB};
+use neuron_abi::tpb;
+use neuron_abi::udma::{UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY, QUEUE_TYPE_RX, QUEUE_TYPE_TX};
+use neuron_isa::{testenc, Dtype, Engine, Instr, Op, SemOp, WaitCond};
+use neuron_neff::{Neff, NeffError, ParseOptions, VarType};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use zerocopy::FromBytes;
+
+/// Semaphore the runtime reserves as the start gate of every execution.
+pub const START_SEM: u8 = 255;
+/// NOTIFY id the prologue posts when an engine passes the start gate.
+pub const START_NOTIFY_ID: u16 = 0xFFF0;
+/// Bytes per notification queue (256 entries).
+pub const NQ_BYTES: u32 = 4096;
+/// DMA engines (per core) that fetch the five engines' instructions; data queues use the
+/// engines after them (a runtime choice: the driver leaves queue use to the runtime).
+pub const FETCH_DMA_ENGINE_BASE: u32 = 0;
+pub const DATA_DMA_ENGINE_BASE: u32 = 5;
+pub const DATA_DMA_ENGINES: u32 = 11;
+
+/// Name, type and shape of a model input or output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<u64>,
+    /// Bytes.
+    pub size: u64,
+}
+
+#[derive(Debug)]
+struct Queue {
+    eng: u32,
+    qid: u32,
+    tx: Chunk,
+    rx: Chunk,
+    ring: u32,
+    count: u32,
+}
+
+#[derive(Debug)]
+struct NqReader {
+    map: Mapped,
+    entries: u64,
+    index: u64,
+}
+
+impl NqReader {
+    fn next(&mut self) -> Option<NotificationEntry> {
+        let slot = (self.index % self.entries) as usize * ENTRY_SIZE;
+        let phase = (self.index / self.entries) % 2 == 0;
+        let w0 = self.map.load_u32_acquire(slot)?;
+        let probe = NotificationEntry { word0: w0, pc: 0, timestamp_ps: 0 };
+        if w0 == 0 || probe.phase() != phase {
+            return None;
+        }
+        let mut b = [0u8; ENTRY_SIZE];
+        if !self.map.read(slot, &mut b) {
+            return None;
+        }
+        let mut e = NotificationEntry::read_from_bytes(&b).ok()?;
+        e.word0 = w0;
+        self.index += 1;
+        Some(e)
+    }
+}
+
+/// Result of one execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecOutput {
+    /// Output tensors in model order.
+    pub outputs: Vec<(TensorInfo, Vec<u8>)>,
+    /// Emulated (or real) device time from the first engine passing the start gate to the
+    /// last end-of-execution notification, in picoseconds.
+    pub device_time_ps: u64,
+}
+
+/// A model loaded on one NeuronCore.
+#[derive(Debug)]
+pub struct Model {
+    drv: Driver,
+    device_index: u32,
+    nc: u32,
+    name: String,
+    inputs: Vec<(TensorInfo, Chunk)>,
+    outputs: Vec<(TensorInfo, Chunk)>,
+    chunks: Vec<Chunk>,
+    programs: Vec<Vec<u8>>,
+    fetch: Vec<Queue>,
+    data: Vec<Queue>,
+    nqs: Vec<NqReader>,
+    err_nq: NqReader,
+    sem_page: Mapped,
+    timeout: Duration,
+    unrecoverable: bool,
+}
+
+fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
+    let status = if e == neuron_abi::Errno::ENOMEM { NrtStatus::Resource } else { NrtStatus::Failure };
+    NrtError::new(status, format!("{what} failed: {e}"))
+}
+
+fn neff_err(e: NeffError) -> NrtError {
+    match e {
+        NeffError::UnsupportedVersion { .. } | NeffError::UnknownFeatureBits { .. } | NeffError::UnsupportedPackager { .. } => {
+            NrtError::new(NrtStatus::UnsupportedNeffVersion, e.to_string())
+        }
+        other => NrtError::invalid(other.to_string()),
+    }
+}
+
+struct Loader<'a> {
+    drv: &'a Driver,
+    nc: u32,
+    chunks: Vec<Chunk>,
+}
+
+impl Loader<'_> {
+    fn alloc(&mut self, size: u64, host: bool, mt: MemType, what: &str) -> Result<Chunk, NrtError> {
+        let c = self.drv.mem_alloc(size.max(1), host, self.nc, mt).map_err(|e| drv_err(&format!("allocating {size} bytes for {what}"), e))?;
+        self.chunks.push(c);
+        Ok(c)
+    }
+
+    fn free_all(&mut self) {
+        for c in self.chunks.drain(..) {
+            let _ = self.drv.mem_free(c.handle);
+        }
+    }
+}
+
+/// Parse options for a load.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub validate_hash: bool,
+    pub exec_timeout: Duration,
+    pub device_index: u32,
+}
+
+pub(crate) fn load(drv: &Driver, neff_bytes: &[u8], nc: u32, opts: LoadOptions) -> Result<Model, NrtError> {
+    let mut l = Loader { drv, nc, chunks: Vec::new() };
+    match load_inner(&mut l, neff_bytes, opts) {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            l.free_all();
+            Err(e)
+        }
+    }
+}
+
+fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Result<Model, NrtError> {
+    let nc = l.nc;
+    let popts = ParseOptions { validate_hash: opts.validate_hash, ..ParseOptions::default() };
+    let neff = Neff::parse_with(neff_bytes, &popts).map_err(|e| {
+        let h = NeffHeaderSummary::of(neff_bytes);
+        if matches!(e, NeffError::UnsupportedVersion { .. } | NeffError::UnknownFeatureBits { .. }) {
+            tracing::error!(
+                target: "NEFF",
+                "neff_parse NEFF version: {}.{}, features: 0x{:x} are not supported. Currently supporting: 0x{:x}",
+                h.major,
+                h.minor,
+                h.features,
+                neuron_neff::KNOWN_FEATURE_BITS
+            );
+        }
+        neff_err(e)
+    })?;
+    let name = neff.header().name_str();
+    let kelf = neff.kelf().map_err(neff_err)?;
+    let graph = kelf.graphs.first().ok_or_else(|| NrtError::invalid("kelf lists no subgraphs"))?;
+    let sg = graph.dir().to_string();
+    let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
+    let tmap = neff.tensor_map(&sg).ok();
+
+    // ---- variables
+    let (sb_base, sb_size) = l.drv.tpb_resource(nc, MMAP_RESOURCE_SBUF).map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+    let (sem_base, sem_size) = l.drv.tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE).map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
+    let mut vars: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut var_chunks: BTreeMap<String, Chunk> = BTreeMap::new();
+    for (vname, v) in &def.var {
+        match &v.ty {
+            VarType::StateBuffer => {
+                vars.insert(vname.clone(), (sb_base, sb_size));
+            }
+            VarType::Input | VarType::Output | VarType::File | VarType::Virtual | VarType::TmpBuf => {
+                let size = v.size.ok_or_else(|| NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size")))?;
+                let mt = match v.ty {
+                    VarType::File => MemType::CONSTANTS_DEVICE,
+                    VarType::Virtual | VarType::TmpBuf => MemType::SCRATCHPAD_DEVICE,
+                    _ => MemType::TENSORS_DEVICE,
+                };
+                let c = l.alloc(size, false, mt, vname)?;
+                if v.ty == VarType::File {
+                    let file = v.file_name.as_deref().ok_or_else(|| NrtError::invalid(format!("file var '{vname}' names no file")))?;
+                    let arr = neff.npy(&format!("{sg}/{file}")).map_err(neff_err)?;
+                    if arr.data.len() as u64 > size {
+                        return Err(NrtError::invalid(format!("constant '{file}' holds {} bytes, var '{vname}' only {size}", arr.data.len())));
+                    }
+                    l.drv.copy_to(&c, 0, &arr.data).map_err(|e| drv_err("MEM_BUF_COPY64 (constants)", e))?;
+                }
+                vars.insert(vname.clone(), (c.pa, size));
+                var_chunks.insert(vname.clone(), c);
+            }
+            _ => {}
+        }
+    }
+
+    // ---- tensor metadata
+    let dtype_of = |n: &str, fallback: &str| -> Result<Dtype, NrtError> {
+        Dtype::from_name(n).or_else(|| Dtype::from_name(fallback)).ok_or_else(|| NrtError::invalid(format!("unknown dtype '{n}'")))
+    };
+    let mut inputs = Vec::new();
+    for (iname, dt, shape) in neff.neff_json().map_err(neff_err)?.inputs() {
+        let c = *var_chunks.get(&iname).ok_or_else(|| NrtError::invalid(format!("input '{iname}' has no var in {sg}/def.json")))?;
+        let size = def.var.get(&iname).and_then(|v| v.size).unwrap_or(c.size);
+        inputs.push((TensorInfo { name: iname, dtype: dtype_of(&dt, "")?, shape, size }, c));
+    }
+    let mut outputs = Vec::new();
+    for (oname, v) in def.vars_of_type(&VarType::Output) {
+        let c = *var_chunks.get(oname).ok_or_else(|| NrtError::invalid(format!("output '{oname}' was not placed")))?;
+        let tm = tmap.as_ref().and_then(|t| t.get(oname));
+        let dt = tm.map(|t| t.dtype.as_str()).unwrap_or("uint8");
+        let shape = tm.and_then(|t| t.sim_shape.clone().or(t.tf_shape.clone())).unwrap_or_else(|| vec![v.size.unwrap_or(0)]);
+        outputs.push((TensorInfo { name: oname.to_string(), dtype: dtype_of(dt, "uint8")?, shape, size: v.size.unwrap_or(c.size) }, c));
+    }
+
+    // ---- engines: decode, translate DMA triggers, expand DMA blocks
+    let one = l.alloc(4096, true, MemType::MISC_HOST, "runtime constants")?;
+    l.drv.copy_to(&one, 0, &1u32.to_le_bytes()).map_err(|e| drv_err("MEM_BUF_COPY64", e))?;
+    let queue_names: Vec<&String> = def.dma_queue.keys().collect();
+    if queue_names.len() > DATA_DMA_ENGINES as usize {
+        return Err(NrtError::new(NrtStatus::Resource, format!("{} DMA queues declared, at most {DATA_DMA_ENGINES} supported", queue_names.len())));
+    }
+    let mut qdescs: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); queue_names.len()];
+    let mut qowner: Vec<Option<Engine>> = vec![None; queue_names.len()];
+    let mut programs: Vec<Vec<u8>> = Vec::new();
+    for (kind, json, instr_file) in def.engine_files() {
+        let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
+        let words = match instr_file {
+            Some(f) => neff.subgraph_file(&sg, f).map_err(neff_err)?.to_vec(),
+            None => Vec::new(),
+        };
+        let ej = match json {
+            Some(j) => Some(neff.engine_json(&sg, j).map_err(neff_err)?),
+            None => None,
+        };
+        let instrs = testenc::decode_stream(&words).map_err(|(pc, e)| {
+            let opcode = words.get(pc * testenc::WORD).copied().unwrap_or(0);
+            tracing::error!(target: "TDRV", "translate_one_pseudo_instr_v2 Unsupported hardware operator code {opcode} found in neff.");
+            NrtError::invalid(format!("{sg} engine {engine} pc {pc}: unsupported hardware operator code {opcode} (0x{opcode:02x}): {e}"))
+        })?;
+        let mut prog: Vec<Instr> = vec![
+            Instr::new(Op::Nop).wait(WaitCond::Ge, START_SEM, 1),
+            Instr::new(Op::Notify { id: START_NOTIFY_ID }),
+        ];
+        let mut used_blocks = std::collections::BTreeSet::new();
+        for (pc, mut ins) in instrs.into_iter().enumerate() {
+            if let Some(u) = ins.sync.update {
+                if u.index == START_SEM && u.op != SemOp::EventSet {
+                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: semaphore {START_SEM} is reserved by the runtime")));
+                }
+            }
+            if let Op::DmaTrigger { block } = ins.op {
+                let blk = ej.as_ref().and_then(|j| j.dma.iter().find(|b| b.id == block as u32)).ok_or_else(|| {
+                    NrtError::invalid(format!("{sg} engine {engine} pc {pc}: DMA block {block} is not in the engine's JSON"))
+                })?;
+                if !used_blocks.insert(block) {
+                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: DMA block {block} triggered twice")));
+                }
+                let qname = blk.queue.as_deref().ok_or_else(|| NrtError::invalid(format!("DMA block {block} names no queue")))?;
+                let qi = queue_names.iter().position(|q| q.as_str() == qname).ok_or_else(|| NrtError::invalid(format!("DMA block {block}: unknown queue '{qname}'")))?;
+                match qowner[qi] {
+                    Some(o) if o != engine => return Err(NrtError::invalid(format!("DMA queue '{qname}' is triggered by {o} and {engine}"))),
+                    _ => qowner[qi] = Some(engine),
+                }
+                let mut n = 0u32;
+                for (di, d) in blk.desc.iter().enumerate() {
+                    if d.op != "copy" {
+                        return Err(NrtError::invalid(format!("DMA block {block} desc {di}: unsupported op '{}'", d.op)));
+                    }
+                    let side = |var: &str, off: u64, sizes: &[u64], steps: &[i64], dt: Option<&str>| -> Result<Pattern, NrtError> {
+                        let (base, limit) = *vars.get(var).ok_or_else(|| NrtError::invalid(format!("DMA block {block} desc {di}: unknown variable '{var}'")))?;
+                        let esize = dt.and_then(Dtype::from_name).map(|d| d.size() as u64).unwrap_or(1);
+                        let p = Pattern { base, off, sizes: sizes.to_vec(), steps: steps.to_vec(), esize };
+                        p.check_bounds(var, limit).map_err(|e| NrtError::invalid(format!("DMA block {block} desc {di}: {e}")))?;
+                        Ok(p)
+                    };
+                    let from = side(&d.from, d.from_off, &d.from_sizes, &d.from_steps, d.from_dtype.as_deref())?;
+                    let to = side(&d.to, d.to_off, &d.to_sizes, &d.to_steps, d.to_dtype.as_deref().or(d.from_dtype.as_deref()))?;
+                    let pairs = dmaexp::expand(&from, &to).map_err(|e| NrtError::invalid(format!("DMA block {block} desc {di}: {e}")))?;
+                    n += pairs.len() as u32;
+                    qdescs[qi].extend(pairs);
+                }
+                if let Some(s) = blk.semaphore {
+                    if s >= 256 {
+                        return Err(NrtError::invalid(format!("DMA block {block}: semaphore {s} out of range")));
+                    }
+                    qdescs[qi].push((one.pa, sem_base + 0x1800 + 4 * s as u64, 4));
+                    n += 1;
+                }
+                ins.op = Op::DmaStart { dma_engine: (DATA_DMA_ENGINE_BASE + qi as u32) as u8, queue: 0, descs: n };
+            }
+            prog.push(ins);
+        }
+        prog.push(Instr::new(Op::End));
+        programs.push(prog.iter().flat_map(|i| testenc::encode(i)).collect());
+    }
+
+    // ---- rings
+    let mut data = Vec::new();
+    for (qi, descs) in qdescs.iter().enumerate() {
+        if descs.is_empty() {
+            continue;
+        }
+        let txd: Vec<UdmaDesc> = descs.iter().map(|&(s, _, n)| UdmaDesc::tx(s, n, DESC_FIRST | DESC_LAST).with_meta_ctrl(META_CTRL_COPY).with_ring_id(1)).collect();
+        let rxd: Vec<UdmaDesc> = descs.iter().map(|&(_, d, n)| UdmaDesc::rx(d, n, 0).with_ring_id(1)).collect();
+        data.push(make_queue(l, nc * 16 + DATA_DMA_ENGINE_BASE + qi as u32, &txd, &rxd, queue_names[qi])?);
+    }
+    let mut fetch = Vec::new();
+    for (e, prog) in programs.iter().enumerate() {
+        let code = l.alloc(prog.len() as u64, false, MemType::CODE_DEVICE, "instructions")?;
+        l.drv.copy_to(&code, 0, prog).map_err(|e| drv_err("MEM_BUF_COPY64 (instructions)", e))?;
+        let port = sb_base + tpb::INSTR_PORT + e as u64 * tpb::INSTR_PORT_STRIDE;
+        let mut txd = Vec::new();
+        let mut rxd = Vec::new();
+        for (i, piece) in prog.chunks(65536).enumerate() {
+            let n = piece.len() as u32;
+            txd.push(UdmaDesc::tx(code.pa + i as u64 * 65536, n, DESC_FIRST | DESC_LAST).with_meta_ctrl(META_CTRL_COPY).with_ring_id(1));
+            rxd.push(UdmaDesc::rx(port, n, 0).with_ring_id(1));
+        }
+        fetch.push(make_queue(l, nc * 16 + FETCH_DMA_ENGINE_BASE + e as u32, &txd, &rxd, "instruction fetch")?);
+    }
+
+    // ---- notification queues and the semaphore page
+    let dev = l.drv.dev.clone();
+    let mut nqs = Vec::new();
+    for e in 0..5u32 {
+        let (off, _) = l.drv.nq_init(nc, NQ_TYPE_NOTIFY, e, NQ_BYTES).map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
+        let map = Mapped::new(dev.clone(), NQ_BYTES as usize, off).map_err(|er| drv_err("mmap(notification queue)", er))?;
+        nqs.push(NqReader { map, entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64, index: 0 });
+    }
+    let (off, _) = l.drv.nq_init(nc, NQ_TYPE_ERROR, 0, NQ_BYTES).map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
+    let err_nq = NqReader { map: Mapped::new(dev.clone(), NQ_BYTES as usize, off).map_err(|er| drv_err("mmap(error queue)", er))?, entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64, index: 0 };
+    let sem_page = Mapped::new(dev, sem_size as usize, sem_base).map_err(|er| drv_err("mmap(semaphore page)", er))?;
+
+    tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
+    Ok(Model {
+        drv: l.drv.clone(),
+        device_index: opts.device_index,
+        nc,
+        name,
+        inputs,
+        outputs,
+        chunks: std::mem::take(&mut l.chunks),
+        programs,
+        fetch,
+        data,
+        nqs,
+        err_nq,
+        sem_page,
+        timeout: opts.exec_timeout,
+        unrecoverable: false,
+    })
+}
+
+fn make_queue(l: &mut Loader<'_>, eng: u32, txd: &[UdmaDesc], rxd: &[UdmaDesc], what: &str) -> Result<Queue, NrtError> {
+    let count = txd.len() as u32;
+    let ring = count.div_ceil(16).max(2) * 16;
+    let tx = l.alloc(ring as u64 * 16, true, MemType::DMA_RINGS_HOST, what)?;
+    let rx = l.alloc(ring as u64 * 16, true, MemType::DMA_RINGS_HOST, what)?;
+    l.drv.copy_descriptors(&tx, txd, QUEUE_TYPE_TX).map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (tx)", e))?;
+    l.drv.copy_descriptors(&rx, rxd, QUEUE_TYPE_RX).map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (rx)", e))?;
+    l.drv.queue_init(eng, 0, &tx, &rx, ring).map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+    Ok(Queue { eng, qid: 0, tx, rx, ring, count })
+}
+
+struct NeffHeaderSummary {
+    major: u64,
+    minor: u64,
+    features: u64,
+}
+
+impl NeffHeaderSummary {
+    fn of(b: &[u8]) -> Self {
+        let rd = |o: usize| b.get(o..o + 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
+        NeffHeaderSummary { major: rd(24), minor: rd(32), features: rd(544) }
+    }
+}
+
+impl Model {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn nc(&self) -> u32 {
+        self.nc
+    }
+    pub fn inputs(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.inputs.iter().map(|(t, _)| t)
+    }
+    pub fn outputs(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.outputs.iter().map(|(t, _)| t)
+    }
+    pub fn set_timeout(&mut self, t: Duration) {
+        self.timeout = t;
+    }
+
+    /// The opcode byte of word `pc` of `engine`'s loaded program.
+    fn opcode_at(&self, engine: usize, pc: u32) -> Option<u8> {
+        self.programs.get(engine)?.get(pc as usize * testenc::WORD).copied()
+    }
+
+    /// Run the model once. Every model input must be given, with exactly its size.
+    pub fn execute(&mut self, inputs: &[(&str, &[u8])]) -> Result<ExecOutput, NrtError> {
+        if self.unrecoverable {
+            return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc)));
+        }
+        for (n, _) in inputs {
+            if !self.inputs.iter().any(|(t, _)| t.name == *n) {
+                return Err(self.bad_input(format!("unknown input tensor '{n}'")));
+            }
+        }
+        for (t, c) in &self.inputs {
+            let mut given = inputs.iter().filter(|(n, _)| *n == t.name);
+            let data = given.next().ok_or_else(|| self.bad_input(format!("missing input tensor '{}'", t.name)))?.1;
+            if given.next().is_some() {
+                return Err(self.bad_input(format!("input tensor '{}' given twice", t.name)));
+            }
+            if data.len() as u64 != t.size {
+                return Err(self.bad_input(format!("input tensor '{}' is {} bytes, the model expects {}", t.name, data.len(), t.size)));
+            }
+            self.drv.copy_to(c, 0, data).map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))?;
+        }
+        let nc = self.nc;
+        for s in 0..256 {
+            self.drv.sem_write(nc, s, 0).map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+        }
+        for q in self.fetch.iter().chain(&self.data) {
+            self.drv.queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring).map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+        }
+        for q in &self.fetch {
+            self.drv.copy_start(q.eng, q.qid, q.count).map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
+        }
+        // Open the start gate through the mapped register page (increment register).
+        if !self.sem_page.fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1) {
+            return Err(NrtError::new(NrtStatus::Failure, "semaphore page mapping too small"));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let mut start = [None::<u64>; 5];
+        let mut end = [None::<u64>; 5];
+        let mut spins = 0u32;
+        loop {
+            let mut progressed = false;
+            for e in 0..5 {
+                while let Some(n) = self.nqs[e].next() {
+                    progressed = true;
+                    match n.kind() {
+                        NotifyKind::Notify if n.value() == START_NOTIFY_ID as u32 => start[e] = Some(n.timestamp_ps),
+                        NotifyKind::End => end[e] = Some(n.timestamp_ps),
+                        _ => {}
+                    }
+                }
+            }
+            if let Some(err) = self.err_nq.next() {
+                self.unrecoverable = true;
+                return Err(self.device_error(&err));
+            }
+            if end.iter().all(Option::is_some) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.unrecoverable = true;
+                return Err(self.timed_out(&end));
+            }
+            if progressed {
+                spins = 0;
+            } else {
+                spins += 1;
+                if spins > 64 {
+                    std::thread::sleep(Duration::from_micros(((spins - 64) as u64 * 10).min(1000)));
+                }
+            }
+        }
+        let t0 = start.iter().flatten().min().copied().unwrap_or(0);
+        let t1 = end.iter().flatten().max().copied().unwrap_or(t0);
+        let mut outs = Vec::new();
+        for (t, c) in &self.outputs {
+            let mut buf = vec![0u8; t.size as usize];
+            self.drv.copy_from(c, 0, &mut buf).map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))?;
+            outs.push((t.clone(), buf));
+        }
+        Ok(ExecOutput { outputs: outs, device_time_ps: t1.saturating_sub(t0) })
+    }
+
+    fn bad_input(&self, msg: String) -> NrtError {
+        tracing::error!(target: "NRT", "nrt_execute {msg}");
+        NrtError::invalid(msg)
+    }
+
+    fn timed_out(&self, end: &[Option<u64>; 5]) -> NrtError {
+        for (e, t) in end.iter().enumerate() {
+            if t.is_none() {
+                tracing::error!(target: "TDRV", "exec_consume_tpb_status_notifications Missing infer_status notification: (end:{e})");
+            }
+        }
+        let ms = self.timeout.as_millis();
+        let msg = format!(
+            "(FATAL-RT-UNDEFINED-STATE) execution timeout ({ms} ms) on Neuron Device {} NC {}, model {}, waiting for execution completion notification",
+            self.device_index, self.nc, self.name
+        );
+        tracing::error!(target: "TDRV", "exec_consume_infer_status_notifications {msg}");
+        tracing::error!(target: "NMGR", "dlr_infer Inference completed with err: {}", NrtStatus::Timeout.code());
+        NrtError::new(NrtStatus::Timeout, msg)
+    }
+
+    fn device_error(&self, n: &NotificationEntry) -> NrtError {
+        let engine = Engine::from_index(n.engine() as usize);
+        let code = n.value();
+        let (status, what) = match code {
+            ERR_OOB => (NrtStatus::ExecOob, "out-of-bounds access"),
+            ERR_BAD_INSTR => (NrtStatus::Invalid, "invalid instruction"),
+            ERR_DMA_ABORT => (NrtStatus::ExecHwErrDmaAbort, "DMA abort"),
+            _ => (NrtStatus::ExecCompletedWithErr, "hardware error"),
+        };
+        let where_ = match engine {
+            Some(e) => {
+                let op = self.opcode_at(e.index(), n.pc()).map(|o| format!("0x{o:02x}")).unwrap_or_else(|| "?".into());
+                format!("engine {e} pc {} opcode {op}", n.pc())
+            }
+            None => format!("DMA descriptor {}", n.pc()),
+        };
+        let msg = format!("nd{}:nc{}: {what} ({where_}), error code {code}, model {}", self.device_index, self.nc, self.name);
+        tracing::error!(target: "TDRV", "exec_consume_error_notifications {msg}");
+        NrtError::new(status, msg)
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        for c in self.chunks.drain(..) {
+            let _ = self.drv.mem_free(c.handle);
+        }
+    }
+}
