@@ -1,1 +1,260 @@
-fn main() {}
+//! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
+
+mod hostgemm;
+mod logging;
+mod tensorio;
+mod trace;
+
+use clap::{Args, Parser, Subcommand};
+use neuron_abi::arch::Arch;
+use neuron_abi::DeviceFile;
+use neuron_emulator::{Emulator, OpenOptions};
+use neuron_neff::npy::NpyArray;
+use neuron_runtime::{Config, Runtime};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(name = "neuron-emu", version, about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon")]
+struct Cli {
+    /// More log output (-v INFO, -vv DEBUG); NEURON_RT_LOG_LEVEL also applies.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Load a NEFF through /dev/neuron0's ABI onto an emulated device, run it, report outputs.
+    Run(RunArgs),
+    /// Benchmarks that print a ratio against a host baseline measured in the same run.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCmd,
+    },
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The NEFF file.
+    neff: PathBuf,
+    /// Input tensor from a .npy file (repeatable). Inputs not given get built-in
+    /// deterministic data (uniform in [-1, 1), seeded per input).
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Write each output to DIR/<name>.npy.
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    /// Write bf16/fp16/fp8 outputs as raw bit patterns (<u2 / |u1) instead of float32.
+    #[arg(long)]
+    raw: bool,
+    /// Device architecture: trn2, trn1 or inf2.
+    #[arg(long, default_value = "trn2")]
+    arch: String,
+    /// Seed of the built-in inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Directory of golden outputs (<name>.npy). Default: <neff stem>.golden next to the NEFF,
+    /// used only with built-in inputs and seed 0.
+    #[arg(long, value_name = "DIR")]
+    golden: Option<PathBuf>,
+    /// Write a Chrome/Perfetto trace of the device timeline.
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// NeuronCore to load on.
+    #[arg(long, default_value_t = 0)]
+    nc: u32,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
+    Gemm {
+        /// Matmul instructions (each [128x128]^T x [128x512], fp32).
+        #[arg(long, default_value_t = 512)]
+        matmuls: u32,
+        /// Timed executions (after one warm-up).
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+    },
+}
+
+/// A failure with the exit code it maps to (2: bad usage or input; 1: the run failed).
+struct Failure(u8, String);
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure(2, msg.into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.verbose);
+    let r = match cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Bench { which: BenchCmd::Gemm { matmuls, repeat } } => bench_gemm(matmuls, repeat),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(code, msg)) => {
+            eprintln!("neuron-emu: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn open_emulated(arch: Arch) -> Result<(Emulator, Arc<dyn DeviceFile>), Failure> {
+    let emu = Emulator::new(arch, 1);
+    let f = emu.open(0, OpenOptions::default()).map_err(|e| Failure(1, format!("open /dev/neuron0 (emulated): {e}")))?;
+    Ok((emu, Arc::new(f)))
+}
+
+fn run(a: RunArgs) -> Result<(), Failure> {
+    let arch = Arch::from_name(&a.arch).ok_or_else(|| usage(format!("unknown --arch '{}' (trn2, trn1, inf2)", a.arch)))?;
+    let bytes = std::fs::read(&a.neff).map_err(|e| usage(format!("cannot read {}: {e}", a.neff.display())))?;
+    let mut given: Vec<(String, PathBuf)> = Vec::new();
+    for s in &a.inputs {
+        let (n, p) = s.split_once('=').ok_or_else(|| usage(format!("--input expects NAME=FILE.npy, got '{s}'")))?;
+        given.push((n.to_string(), PathBuf::from(p)));
+    }
+    let (emu, dev) = open_emulated(arch)?;
+    let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
+    let t_load = Instant::now();
+    let mut model = rt.load(&bytes, a.nc).map_err(|e| Failure(1, format!("load failed: {e}")))?;
+    let load_time = t_load.elapsed();
+    let infos: Vec<_> = model.inputs().cloned().collect();
+    for (n, _) in &given {
+        if !infos.iter().any(|t| &t.name == n) {
+            let names: Vec<&str> = infos.iter().map(|t| t.name.as_str()).collect();
+            return Err(usage(format!("the model has no input '{n}' (inputs: {})", names.join(", "))));
+        }
+    }
+    let mut data: Vec<(String, Vec<u8>)> = Vec::new();
+    for (i, t) in infos.iter().enumerate() {
+        let bytes = match given.iter().find(|(n, _)| n == &t.name) {
+            Some((_, p)) => {
+                let raw = std::fs::read(p).map_err(|e| usage(format!("input '{}': cannot read {}: {e}", t.name, p.display())))?;
+                let arr = NpyArray::parse(&raw).map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
+                tensorio::npy_to_tensor(t, &arr).map_err(usage)?
+            }
+            None => {
+                let n = (t.size as usize) / t.dtype.size();
+                let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(a.seed, i), n, 1.0);
+                let mut b = vec![0u8; t.size as usize];
+                for (k, v) in vals.iter().enumerate() {
+                    neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
+                }
+                b
+            }
+        };
+        data.push((t.name.clone(), bytes));
+    }
+    if a.trace.is_some() {
+        emu.with_device(0, |d| d.set_tracing(true));
+    }
+    let refs: Vec<(&str, &[u8])> = data.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let t_exec = Instant::now();
+    let out = model.execute(&refs).map_err(|e| Failure(1, format!("execution failed: {e}")))?;
+    let wall = t_exec.elapsed();
+
+    let golden_dir = a.golden.clone().or_else(|| {
+        let d = a.neff.with_extension("golden");
+        (given.is_empty() && a.seed == 0 && d.is_dir()).then_some(d)
+    });
+    println!("model {} on emulated {} NC {} (load {:.1} ms)", model.name(), arch, a.nc, load_time.as_secs_f64() * 1e3);
+    let mut worst_fail = None;
+    for (t, bytes) in &out.outputs {
+        let sum = tensorio::checksum(bytes);
+        let mut line = format!("output {:<12} {:<9} {:?} checksum {:016x}", t.name, t.dtype.name(), t.shape, sum);
+        if let Some(g) = &golden_dir {
+            match compare_golden(g, &t.name, t.dtype, bytes) {
+                Ok(err) => line.push_str(&format!(" max_abs_err {err:.3e}")),
+                Err(e) => {
+                    line.push_str(" golden: unavailable");
+                    worst_fail = Some(e);
+                }
+            }
+        }
+        println!("{line}");
+        if let Some(dir) = &a.output_dir {
+            std::fs::create_dir_all(dir).map_err(|e| Failure(1, format!("cannot create {}: {e}", dir.display())))?;
+            let arr = tensorio::tensor_to_npy(t, bytes, a.raw).map_err(|e| Failure(1, e))?;
+            let p = dir.join(format!("{}.npy", t.name));
+            std::fs::write(&p, arr.to_bytes()).map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
+        }
+    }
+    println!("device time {:.3} us (emulated), host wall {:.3} ms", out.device_time_ps as f64 / 1e6, wall.as_secs_f64() * 1e3);
+    if let Some(p) = &a.trace {
+        let ev = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
+        trace::write_chrome_trace(p, &ev).map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
+        println!("trace: {} events -> {} (open in ui.perfetto.dev)", ev.len(), p.display());
+    }
+    if let Some(e) = worst_fail {
+        return Err(Failure(1, e));
+    }
+    drop(model);
+    Ok(())
+}
+
+fn compare_golden(dir: &Path, name: &str, dt: neuron_isa::Dtype, bytes: &[u8]) -> Result<f32, String> {
+    let p = dir.join(format!("{name}.npy"));
+    let raw = std::fs::read(&p).map_err(|e| format!("golden {}: {e}", p.display()))?;
+    let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
+    if g.dtype != neuron_neff::npy::NpyDtype::F32 {
+        return Err(format!("golden {} must be float32", p.display()));
+    }
+    let want = tensorio::to_f32(neuron_isa::Dtype::F32, &g.data);
+    let got = tensorio::to_f32(dt, bytes);
+    if want.len() != got.len() {
+        return Err(format!("golden {} has {} elements, output {}", p.display(), want.len(), got.len()));
+    }
+    Ok(want.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max))
+}
+
+fn bench_gemm(matmuls: u32, repeat: u32) -> Result<(), Failure> {
+    if matmuls == 0 || repeat == 0 {
+        return Err(usage("--matmuls and --repeat must be positive"));
+    }
+    let (m, k, n) = (128usize, 128usize, 512usize);
+    let flops = 2.0 * (m * k * n) as f64 * matmuls as f64;
+    let neff = neuron_kbuild::kernels::gemm_bench(matmuls).map_err(|e| Failure(1, e.to_string()))?;
+    let a = neuron_kbuild::prng::uniform(11, k * m, 1.0);
+    let b = neuron_kbuild::prng::uniform(12, k * n, 1.0);
+    let ab: Vec<u8> = a.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bb: Vec<u8> = b.iter().flat_map(|v| v.to_le_bytes()).collect();
+
+    // Host baseline: the same products on host matrices.
+    let mut c = vec![0f32; m * n];
+    let t = Instant::now();
+    for _ in 0..repeat {
+        for i in 0..matmuls {
+            hostgemm::sgemm_at_b(m, k, n, &a, &b, if i == 0 { 0.0 } else { 1.0 }, &mut c);
+        }
+    }
+    let host = t.elapsed().as_secs_f64() / repeat as f64;
+
+    let (_emu, dev) = open_emulated(Arch::V3Trn2)?;
+    let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
+    let mut model = rt.load(&neff, 0).map_err(|e| Failure(1, e.to_string()))?;
+    let inputs = [("a", ab.as_slice()), ("b", bb.as_slice())];
+    let warm = model.execute(&inputs).map_err(|e| Failure(1, e.to_string()))?;
+    let t = Instant::now();
+    let mut dev_ps = 0;
+    for _ in 0..repeat {
+        dev_ps = model.execute(&inputs).map_err(|e| Failure(1, e.to_string()))?.device_time_ps;
+    }
+    let emu_s = t.elapsed().as_secs_f64() / repeat as f64;
+    let got = tensorio::to_f32(neuron_isa::Dtype::F32, &warm.outputs[0].1);
+    let max_rel = got.iter().zip(&c).map(|(g, w)| (g - w).abs() / w.abs().max(1.0)).fold(0.0f32, f32::max);
+
+    let host_gf = flops / host / 1e9;
+    let emu_gf = flops / emu_s / 1e9;
+    println!("bench gemm: {matmuls} x MATMUL fp32 [128x128]^T x [128x512], {:.2} GFLOP per execution, {repeat} timed runs", flops / 1e9);
+    println!("  host sgemm (same shapes)      {:>8.2} ms  {:>7.1} GFLOP/s", host * 1e3, host_gf);
+    println!("  emulated, full stack          {:>8.2} ms  {:>7.1} GFLOP/s", emu_s * 1e3, emu_gf);
+    println!("  ratio emulated/host           {:>8.2}", emu_gf / host_gf);
+    println!("  emulated device time          {:>8.2} us; max rel diff vs host {:.1e}", dev_ps as f64 / 1e6, max_rel);
+    Ok(())
+}
