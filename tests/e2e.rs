@@ -11,13 +11,18 @@ fn mlp_bytes() -> Vec<u8> {
 }
 
 fn bf16_to_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(2).map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()).collect()
+    b.chunks_exact(2)
+        .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+        .collect()
 }
 
 #[test]
 fn checked_in_fixture_is_what_the_generator_builds() {
     let fresh = kernels::mlp().expect("build mlp");
-    assert!(fresh == mlp_bytes(), "fixtures/neff/mlp.neff is stale: run `cargo run -p neuron-kbuild --example gen_fixtures`");
+    assert!(
+        fresh == mlp_bytes(),
+        "fixtures/neff/mlp.neff is stale: run `cargo run -p neuron-kbuild --example gen_fixtures`"
+    );
 }
 
 #[test]
@@ -35,7 +40,11 @@ fn mlp_matches_the_independent_golden() {
     assert_eq!(got.len(), want.len());
     // Metric: max |got - want| over all elements, relative to max |want|; bf16 tolerance 2e-2.
     let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
-    let err = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    let err = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
     assert!(err <= 2e-2 * scale, "max abs err {err} vs max |y| {scale}");
     assert!(out.device_time_ps > 0);
 }
@@ -60,35 +69,64 @@ fn runs_are_bit_identical_in_outputs_and_device_time() {
 #[test]
 fn an_engine_that_never_finishes_times_out() {
     let s = setup(Duration::from_millis(300));
-    let mut m = s.rt.load(&kernels::broken(Broken::Hang).expect("build"), 0).expect("load");
+    let mut m =
+        s.rt.load(&kernels::broken(Broken::Hang).expect("build"), 0)
+            .expect("load");
     let input = vec![0u8; 128 * 4 * 4];
     let t = Instant::now();
     let e = m.execute(&[("in", &input)]).expect_err("must time out");
     let took = t.elapsed();
     assert_eq!(e.status, NrtStatus::Timeout);
     assert_eq!(e.status.code(), 5);
-    assert!(e.message.contains("(FATAL-RT-UNDEFINED-STATE) execution timeout (300 ms) on Neuron Device 0 NC 0"), "{}", e.message);
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(10), "took {took:?}");
+    assert!(
+        e.message.contains(
+            "(FATAL-RT-UNDEFINED-STATE) execution timeout (300 ms) on Neuron Device 0 NC 0"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(10),
+        "took {took:?}"
+    );
     // The core is now in an undefined state: further executions are refused.
-    assert_eq!(m.execute(&[("in", &input)]).expect_err("unrecoverable").status, NrtStatus::ExecUnitUnrecoverable);
+    assert_eq!(
+        m.execute(&[("in", &input)])
+            .expect_err("unrecoverable")
+            .status,
+        NrtStatus::ExecUnitUnrecoverable
+    );
 }
 
 #[test]
 fn out_of_bounds_sbuf_access_reports_exec_oob_with_engine_and_pc() {
     let s = setup(Duration::from_secs(10));
-    let mut m = s.rt.load(&kernels::broken(Broken::SbufOutOfBounds).expect("build"), 0).expect("load");
+    let mut m =
+        s.rt.load(&kernels::broken(Broken::SbufOutOfBounds).expect("build"), 0)
+            .expect("load");
     let e = m.execute(&[("in", &vec![0u8; 2048])]).expect_err("oob");
     assert_eq!(e.status, NrtStatus::ExecOob);
     // DVE's first NEFF word sits after the two-word runtime prologue: pc 2, opcode 0xe4.
-    assert!(e.message.contains("engine Vector pc 2 opcode 0xe4"), "{}", e.message);
+    assert!(
+        e.message.contains("engine Vector pc 2 opcode 0xe4"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
 fn unknown_opcode_fails_the_load_with_nrt_invalid() {
     let s = setup(Duration::from_secs(10));
-    let e = s.rt.load(&kernels::broken(Broken::UnknownOpcode).expect("build"), 0).expect_err("bad opcode");
+    let e =
+        s.rt.load(&kernels::broken(Broken::UnknownOpcode).expect("build"), 0)
+            .expect_err("bad opcode");
     assert_eq!(e.status, NrtStatus::Invalid);
-    assert!(e.message.contains("engine Scalar pc 0: unsupported hardware operator code 214"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("engine Scalar pc 0: unsupported hardware operator code 214"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -100,7 +138,12 @@ fn execute_checks_input_names_and_sizes() {
     assert_eq!(e.status, NrtStatus::Invalid);
     assert!(e.message.contains("missing input tensor 'x'"));
     let e = m.execute(&[("x", &x[..100])]).expect_err("size");
-    assert!(e.message.contains("input tensor 'x' is 100 bytes, the model expects 131072"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("input tensor 'x' is 100 bytes, the model expects 131072"),
+        "{}",
+        e.message
+    );
     let e = m.execute(&[("x", &x), ("z", &x)]).expect_err("unknown");
     assert!(e.message.contains("unknown input tensor 'z'"));
     // The model still works after rejected calls.
@@ -112,7 +155,11 @@ fn project_neffs_carry_the_test_isa_feature_bit_and_unknown_bits_are_refused() {
     let mut bytes = mlp_bytes();
     let h = neuron_neff::Neff::parse(&bytes).expect("parse");
     assert_eq!(h.header().feature_bits, neuron_neff::FEATURE_EMU_TEST_ISA);
-    assert_ne!(h.header().feature_bits & neuron_neff::LIBNRT_REJECTED_FEATURE_MASK, 0, "a real runtime must reject it");
+    assert_ne!(
+        h.header().feature_bits & neuron_neff::LIBNRT_REJECTED_FEATURE_MASK,
+        0,
+        "a real runtime must reject it"
+    );
     bytes[544..552].copy_from_slice(&(neuron_neff::FEATURE_EMU_TEST_ISA | 1 << 40).to_le_bytes());
     let s = setup(Duration::from_secs(10));
     let e = s.rt.load(&bytes, 0).expect_err("unknown feature");
@@ -123,19 +170,31 @@ fn project_neffs_carry_the_test_isa_feature_bit_and_unknown_bits_are_refused() {
 fn gemm_kernel_matches_a_plain_rust_reference() {
     let n = 3u32;
     let s = setup(Duration::from_secs(10));
-    let mut m = s.rt.load(&kernels::gemm_bench(n).expect("build"), 0).expect("load");
+    let mut m =
+        s.rt.load(&kernels::gemm_bench(n).expect("build"), 0)
+            .expect("load");
     let a = neuron_kbuild::prng::uniform(7, 128 * 128, 1.0);
     let b = neuron_kbuild::prng::uniform(8, 128 * 512, 1.0);
     let ab: Vec<u8> = a.iter().flat_map(|v| v.to_le_bytes()).collect();
     let bb: Vec<u8> = b.iter().flat_map(|v| v.to_le_bytes()).collect();
     let out = m.execute(&[("a", &ab), ("b", &bb)]).expect("execute");
-    let c: Vec<f32> = out.outputs[0].1.chunks_exact(4).map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]])).collect();
+    let c: Vec<f32> = out.outputs[0]
+        .1
+        .chunks_exact(4)
+        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        .collect();
     // Plain triple loop in f64: c[i][j] = n * sum_k a[k][i] * b[k][j].
     for i in (0..128).step_by(17) {
         for j in (0..512).step_by(31) {
-            let want: f64 = n as f64 * (0..128).map(|k| a[k * 128 + i] as f64 * b[k * 512 + j] as f64).sum::<f64>();
+            let want: f64 = n as f64
+                * (0..128)
+                    .map(|k| a[k * 128 + i] as f64 * b[k * 512 + j] as f64)
+                    .sum::<f64>();
             let got = c[i * 512 + j] as f64;
-            assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "({i},{j}) {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "({i},{j}) {got} vs {want}"
+            );
         }
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 /// Path of a file under the repository root.
 pub fn repo_path(rel: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel)
 }
 
 /// An emulator plus a runtime bound to its device 0 through the in-process backend.
@@ -20,9 +22,19 @@ pub struct Setup {
 
 pub fn setup(timeout: Duration) -> Setup {
     let emu = Emulator::new(Arch::V3Trn2, 1);
-    let f = emu.open(0, OpenOptions::default()).expect("open /dev/neuron0");
+    let f = emu
+        .open(0, OpenOptions::default())
+        .expect("open /dev/neuron0");
     let dev: Arc<dyn DeviceFile> = Arc::new(f);
-    let rt = Runtime::new(dev, 0, Config { exec_timeout: timeout, validate_hash: false }).expect("runtime");
+    let rt = Runtime::new(
+        dev,
+        0,
+        Config {
+            exec_timeout: timeout,
+            validate_hash: false,
+        },
+    )
+    .expect("runtime");
     Setup { emu, rt }
 }
 
@@ -41,5 +53,8 @@ pub fn read_f32_npy(path: &std::path::Path) -> Vec<f32> {
     let raw = std::fs::read(path).expect("read npy");
     let a = neuron_neff::npy::NpyArray::parse(&raw).expect("parse npy");
     assert_eq!(a.dtype, neuron_neff::npy::NpyDtype::F32);
-    a.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    a.data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }

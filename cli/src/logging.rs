@@ -13,7 +13,12 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
         let m = event.metadata();
         let target = m.target().rsplit("::").next().unwrap_or(m.target());
         write!(w, "{:<5} {}:", m.level(), target)?;
@@ -24,7 +29,11 @@ where
 
 /// The level from `NEURON_RT_LOG_LEVEL` (ERROR by default; `QUIET` turns logging off).
 fn env_level() -> Option<Level> {
-    match std::env::var("NEURON_RT_LOG_LEVEL").unwrap_or_default().to_ascii_uppercase().as_str() {
+    match std::env::var("NEURON_RT_LOG_LEVEL")
+        .unwrap_or_default()
+        .to_ascii_uppercase()
+        .as_str()
+    {
         "QUIET" => None,
         "TRACE" => Some(Level::TRACE),
         "DEBUG" => Some(Level::DEBUG),
@@ -38,9 +47,17 @@ fn env_level() -> Option<Level> {
 pub fn init(verbose: u8) {
     let mut level = env_level();
     if verbose > 0 {
-        let v = if verbose > 1 { Level::DEBUG } else { Level::INFO };
+        let v = if verbose > 1 {
+            Level::DEBUG
+        } else {
+            Level::INFO
+        };
         level = Some(level.map_or(v, |l| l.max(v)));
     }
     let Some(level) = level else { return };
-    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).event_format(NrtFormat).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .event_format(NrtFormat)
+        .try_init();
 }

@@ -17,7 +17,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
-#[command(name = "neuron-emu", version, about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon")]
+#[command(
+    name = "neuron-emu",
+    version,
+    about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon"
+)]
 struct Cli {
     /// More log output (-v INFO, -vv DEBUG); NEURON_RT_LOG_LEVEL also applies.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -94,7 +98,9 @@ fn main() -> ExitCode {
     logging::init(cli.verbose);
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
-        Cmd::Bench { which: BenchCmd::Gemm { matmuls, repeat } } => bench_gemm(matmuls, repeat),
+        Cmd::Bench {
+            which: BenchCmd::Gemm { matmuls, repeat },
+        } => bench_gemm(matmuls, repeat),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -107,41 +113,63 @@ fn main() -> ExitCode {
 
 fn open_emulated(arch: Arch) -> Result<(Emulator, Arc<dyn DeviceFile>), Failure> {
     let emu = Emulator::new(arch, 1);
-    let f = emu.open(0, OpenOptions::default()).map_err(|e| Failure(1, format!("open /dev/neuron0 (emulated): {e}")))?;
+    let f = emu
+        .open(0, OpenOptions::default())
+        .map_err(|e| Failure(1, format!("open /dev/neuron0 (emulated): {e}")))?;
     Ok((emu, Arc::new(f)))
 }
 
 fn run(a: RunArgs) -> Result<(), Failure> {
-    let arch = Arch::from_name(&a.arch).ok_or_else(|| usage(format!("unknown --arch '{}' (trn2, trn1, inf2)", a.arch)))?;
-    let bytes = std::fs::read(&a.neff).map_err(|e| usage(format!("cannot read {}: {e}", a.neff.display())))?;
+    let arch = Arch::from_name(&a.arch)
+        .ok_or_else(|| usage(format!("unknown --arch '{}' (trn2, trn1, inf2)", a.arch)))?;
+    let bytes = std::fs::read(&a.neff)
+        .map_err(|e| usage(format!("cannot read {}: {e}", a.neff.display())))?;
     let mut given: Vec<(String, PathBuf)> = Vec::new();
     for s in &a.inputs {
-        let (n, p) = s.split_once('=').ok_or_else(|| usage(format!("--input expects NAME=FILE.npy, got '{s}'")))?;
+        let (n, p) = s
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--input expects NAME=FILE.npy, got '{s}'")))?;
         given.push((n.to_string(), PathBuf::from(p)));
     }
     let (emu, dev) = open_emulated(arch)?;
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
     let t_load = Instant::now();
-    let mut model = rt.load(&bytes, a.nc).map_err(|e| Failure(1, format!("load failed: {e}")))?;
+    let mut model = rt
+        .load(&bytes, a.nc)
+        .map_err(|e| Failure(1, format!("load failed: {e}")))?;
     let load_time = t_load.elapsed();
     let infos: Vec<_> = model.inputs().cloned().collect();
     for (n, _) in &given {
         if !infos.iter().any(|t| &t.name == n) {
             let names: Vec<&str> = infos.iter().map(|t| t.name.as_str()).collect();
-            return Err(usage(format!("the model has no input '{n}' (inputs: {})", names.join(", "))));
+            return Err(usage(format!(
+                "the model has no input '{n}' (inputs: {})",
+                names.join(", ")
+            )));
         }
     }
     let mut data: Vec<(String, Vec<u8>)> = Vec::new();
     for (i, t) in infos.iter().enumerate() {
         let bytes = match given.iter().find(|(n, _)| n == &t.name) {
             Some((_, p)) => {
-                let raw = std::fs::read(p).map_err(|e| usage(format!("input '{}': cannot read {}: {e}", t.name, p.display())))?;
-                let arr = NpyArray::parse(&raw).map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
+                let raw = std::fs::read(p).map_err(|e| {
+                    usage(format!(
+                        "input '{}': cannot read {}: {e}",
+                        t.name,
+                        p.display()
+                    ))
+                })?;
+                let arr = NpyArray::parse(&raw)
+                    .map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
                 tensorio::npy_to_tensor(t, &arr).map_err(usage)?
             }
             None => {
                 let n = (t.size as usize) / t.dtype.size();
-                let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(a.seed, i), n, 1.0);
+                let vals = neuron_kbuild::prng::uniform(
+                    neuron_kbuild::prng::input_seed(a.seed, i),
+                    n,
+                    1.0,
+                );
                 let mut b = vec![0u8; t.size as usize];
                 for (k, v) in vals.iter().enumerate() {
                     neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
@@ -154,20 +182,37 @@ fn run(a: RunArgs) -> Result<(), Failure> {
     if a.trace.is_some() {
         emu.with_device(0, |d| d.set_tracing(true));
     }
-    let refs: Vec<(&str, &[u8])> = data.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let refs: Vec<(&str, &[u8])> = data
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
     let t_exec = Instant::now();
-    let out = model.execute(&refs).map_err(|e| Failure(1, format!("execution failed: {e}")))?;
+    let out = model
+        .execute(&refs)
+        .map_err(|e| Failure(1, format!("execution failed: {e}")))?;
     let wall = t_exec.elapsed();
 
     let golden_dir = a.golden.clone().or_else(|| {
         let d = a.neff.with_extension("golden");
         (given.is_empty() && a.seed == 0 && d.is_dir()).then_some(d)
     });
-    println!("model {} on emulated {} NC {} (load {:.1} ms)", model.name(), arch, a.nc, load_time.as_secs_f64() * 1e3);
+    println!(
+        "model {} on emulated {} NC {} (load {:.1} ms)",
+        model.name(),
+        arch,
+        a.nc,
+        load_time.as_secs_f64() * 1e3
+    );
     let mut worst_fail = None;
     for (t, bytes) in &out.outputs {
         let sum = tensorio::checksum(bytes);
-        let mut line = format!("output {:<12} {:<9} {:?} checksum {:016x}", t.name, t.dtype.name(), t.shape, sum);
+        let mut line = format!(
+            "output {:<12} {:<9} {:?} checksum {:016x}",
+            t.name,
+            t.dtype.name(),
+            t.shape,
+            sum
+        );
         if let Some(g) = &golden_dir {
             match compare_golden(g, &t.name, t.dtype, bytes) {
                 Ok(err) => line.push_str(&format!(" max_abs_err {err:.3e}")),
@@ -179,17 +224,28 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         }
         println!("{line}");
         if let Some(dir) = &a.output_dir {
-            std::fs::create_dir_all(dir).map_err(|e| Failure(1, format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Failure(1, format!("cannot create {}: {e}", dir.display())))?;
             let arr = tensorio::tensor_to_npy(t, bytes, a.raw).map_err(|e| Failure(1, e))?;
             let p = dir.join(format!("{}.npy", t.name));
-            std::fs::write(&p, arr.to_bytes()).map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
+            std::fs::write(&p, arr.to_bytes())
+                .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
         }
     }
-    println!("device time {:.3} us (emulated), host wall {:.3} ms", out.device_time_ps as f64 / 1e6, wall.as_secs_f64() * 1e3);
+    println!(
+        "device time {:.3} us (emulated), host wall {:.3} ms",
+        out.device_time_ps as f64 / 1e6,
+        wall.as_secs_f64() * 1e3
+    );
     if let Some(p) = &a.trace {
         let ev = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
-        trace::write_chrome_trace(p, &ev).map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
-        println!("trace: {} events -> {} (open in ui.perfetto.dev)", ev.len(), p.display());
+        trace::write_chrome_trace(p, &ev)
+            .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
+        println!(
+            "trace: {} events -> {} (open in ui.perfetto.dev)",
+            ev.len(),
+            p.display()
+        );
     }
     if let Some(e) = worst_fail {
         return Err(Failure(1, e));
@@ -198,7 +254,12 @@ fn run(a: RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn compare_golden(dir: &Path, name: &str, dt: neuron_isa::Dtype, bytes: &[u8]) -> Result<f32, String> {
+fn compare_golden(
+    dir: &Path,
+    name: &str,
+    dt: neuron_isa::Dtype,
+    bytes: &[u8],
+) -> Result<f32, String> {
     let p = dir.join(format!("{name}.npy"));
     let raw = std::fs::read(&p).map_err(|e| format!("golden {}: {e}", p.display()))?;
     let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
@@ -208,9 +269,18 @@ fn compare_golden(dir: &Path, name: &str, dt: neuron_isa::Dtype, bytes: &[u8]) -
     let want = tensorio::to_f32(neuron_isa::Dtype::F32, &g.data);
     let got = tensorio::to_f32(dt, bytes);
     if want.len() != got.len() {
-        return Err(format!("golden {} has {} elements, output {}", p.display(), want.len(), got.len()));
+        return Err(format!(
+            "golden {} has {} elements, output {}",
+            p.display(),
+            want.len(),
+            got.len()
+        ));
     }
-    Ok(want.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max))
+    Ok(want
+        .iter()
+        .zip(&got)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max))
 }
 
 fn bench_gemm(matmuls: u32, repeat: u32) -> Result<(), Failure> {
@@ -219,7 +289,8 @@ fn bench_gemm(matmuls: u32, repeat: u32) -> Result<(), Failure> {
     }
     let (m, k, n) = (128usize, 128usize, 512usize);
     let flops = 2.0 * (m * k * n) as f64 * matmuls as f64;
-    let neff = neuron_kbuild::kernels::gemm_bench(matmuls).map_err(|e| Failure(1, e.to_string()))?;
+    let neff =
+        neuron_kbuild::kernels::gemm_bench(matmuls).map_err(|e| Failure(1, e.to_string()))?;
     let a = neuron_kbuild::prng::uniform(11, k * m, 1.0);
     let b = neuron_kbuild::prng::uniform(12, k * n, 1.0);
     let ab: Vec<u8> = a.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -239,22 +310,43 @@ fn bench_gemm(matmuls: u32, repeat: u32) -> Result<(), Failure> {
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
     let mut model = rt.load(&neff, 0).map_err(|e| Failure(1, e.to_string()))?;
     let inputs = [("a", ab.as_slice()), ("b", bb.as_slice())];
-    let warm = model.execute(&inputs).map_err(|e| Failure(1, e.to_string()))?;
+    let warm = model
+        .execute(&inputs)
+        .map_err(|e| Failure(1, e.to_string()))?;
     let t = Instant::now();
     let mut dev_ps = 0;
     for _ in 0..repeat {
-        dev_ps = model.execute(&inputs).map_err(|e| Failure(1, e.to_string()))?.device_time_ps;
+        dev_ps = model
+            .execute(&inputs)
+            .map_err(|e| Failure(1, e.to_string()))?
+            .device_time_ps;
     }
     let emu_s = t.elapsed().as_secs_f64() / repeat as f64;
     let got = tensorio::to_f32(neuron_isa::Dtype::F32, &warm.outputs[0].1);
-    let max_rel = got.iter().zip(&c).map(|(g, w)| (g - w).abs() / w.abs().max(1.0)).fold(0.0f32, f32::max);
+    let max_rel = got
+        .iter()
+        .zip(&c)
+        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
+        .fold(0.0f32, f32::max);
 
     let host_gf = flops / host / 1e9;
     let emu_gf = flops / emu_s / 1e9;
     println!("bench gemm: {matmuls} x MATMUL fp32 [128x128]^T x [128x512], {:.2} GFLOP per execution, {repeat} timed runs", flops / 1e9);
-    println!("  host sgemm (same shapes)      {:>8.2} ms  {:>7.1} GFLOP/s", host * 1e3, host_gf);
-    println!("  emulated, full stack          {:>8.2} ms  {:>7.1} GFLOP/s", emu_s * 1e3, emu_gf);
+    println!(
+        "  host sgemm (same shapes)      {:>8.2} ms  {:>7.1} GFLOP/s",
+        host * 1e3,
+        host_gf
+    );
+    println!(
+        "  emulated, full stack          {:>8.2} ms  {:>7.1} GFLOP/s",
+        emu_s * 1e3,
+        emu_gf
+    );
     println!("  ratio emulated/host           {:>8.2}", emu_gf / host_gf);
-    println!("  emulated device time          {:>8.2} us; max rel diff vs host {:.1e}", dev_ps as f64 / 1e6, max_rel);
+    println!(
+        "  emulated device time          {:>8.2} us; max rel diff vs host {:.1e}",
+        dev_ps as f64 / 1e6,
+        max_rel
+    );
     Ok(())
 }

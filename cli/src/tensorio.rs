@@ -11,16 +11,29 @@ use neuron_runtime::TensorInfo;
 pub fn npy_to_tensor(t: &TensorInfo, a: &NpyArray) -> Result<Vec<u8>, String> {
     let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
     if shape != t.shape {
-        return Err(format!("input '{}': file has shape {:?}, the model expects {:?}", t.name, shape, t.shape));
+        return Err(format!(
+            "input '{}': file has shape {:?}, the model expects {:?}",
+            t.name, shape, t.shape
+        ));
     }
     if a.fortran_order && shape.len() > 1 {
-        return Err(format!("input '{}': Fortran-ordered arrays are not supported", t.name));
+        return Err(format!(
+            "input '{}': Fortran-ordered arrays are not supported",
+            t.name
+        ));
     }
     let native = npy_dtype(t.dtype);
-    if a.dtype == native || (matches!(native, NpyDtype::Void(_)) && matches!(a.dtype, NpyDtype::U16 | NpyDtype::U8) && a.dtype.size() == t.dtype.size()) {
+    if a.dtype == native
+        || (matches!(native, NpyDtype::Void(_))
+            && matches!(a.dtype, NpyDtype::U16 | NpyDtype::U8)
+            && a.dtype.size() == t.dtype.size())
+    {
         return Ok(a.data.clone());
     }
-    let narrow_float = matches!(t.dtype, Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5);
+    let narrow_float = matches!(
+        t.dtype,
+        Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5
+    );
     if a.dtype == NpyDtype::F32 && narrow_float {
         let n = a.element_count();
         let mut out = vec![0u8; n * t.dtype.size()];
@@ -30,18 +43,40 @@ pub fn npy_to_tensor(t: &TensorInfo, a: &NpyArray) -> Result<Vec<u8>, String> {
         }
         return Ok(out);
     }
-    Err(format!("input '{}': file dtype {} does not fit a {} tensor (give {} or float32)", t.name, a.dtype.descr(), t.dtype.name(), native.descr()))
+    Err(format!(
+        "input '{}': file dtype {} does not fit a {} tensor (give {} or float32)",
+        t.name,
+        a.dtype.descr(),
+        t.dtype.name(),
+        native.descr()
+    ))
 }
 
 /// An output as a `.npy` array: bf16/fp16/fp8 as float32 unless `raw` (then their bit
 /// patterns, `<u2` / `|u1`); other dtypes one to one.
 pub fn tensor_to_npy(t: &TensorInfo, data: &[u8], raw: bool) -> Result<NpyArray, String> {
     let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
-    let narrow_float = matches!(t.dtype, Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5);
+    let narrow_float = matches!(
+        t.dtype,
+        Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5
+    );
     let (dt, bytes) = if narrow_float && !raw {
-        (NpyDtype::F32, to_f32(t.dtype, data).iter().flat_map(|v| v.to_le_bytes()).collect())
+        (
+            NpyDtype::F32,
+            to_f32(t.dtype, data)
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        )
     } else if narrow_float {
-        (if t.dtype.size() == 2 { NpyDtype::U16 } else { NpyDtype::U8 }, data.to_vec())
+        (
+            if t.dtype.size() == 2 {
+                NpyDtype::U16
+            } else {
+                NpyDtype::U8
+            },
+            data.to_vec(),
+        )
     } else {
         (npy_dtype(t.dtype), data.to_vec())
     };
@@ -50,12 +85,16 @@ pub fn tensor_to_npy(t: &TensorInfo, data: &[u8], raw: bool) -> Result<NpyArray,
 
 /// Decode tensor bytes as f32 values.
 pub fn to_f32(dt: Dtype, data: &[u8]) -> Vec<f32> {
-    data.chunks_exact(dt.size()).map(|c| load_f32(dt, c)).collect()
+    data.chunks_exact(dt.size())
+        .map(|c| load_f32(dt, c))
+        .collect()
 }
 
 /// FNV-1a 64 of the raw bytes: a quick, stable checksum for eyeballing runs.
 pub fn checksum(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -63,19 +102,36 @@ mod tests {
     use super::*;
 
     fn info(dtype: Dtype, shape: &[u64]) -> TensorInfo {
-        TensorInfo { name: "t".into(), dtype, shape: shape.to_vec(), size: shape.iter().product::<u64>() * dtype.size() as u64 }
+        TensorInfo {
+            name: "t".into(),
+            dtype,
+            shape: shape.to_vec(),
+            size: shape.iter().product::<u64>() * dtype.size() as u64,
+        }
     }
 
     #[test]
     fn conversions() {
         let t = info(Dtype::Bf16, &[2]);
-        let a = NpyArray::new(NpyDtype::F32, vec![2], [1.0f32, 1.0 + 1.0 / 256.0].iter().flat_map(|v| v.to_le_bytes()).collect()).expect("npy");
+        let a = NpyArray::new(
+            NpyDtype::F32,
+            vec![2],
+            [1.0f32, 1.0 + 1.0 / 256.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        )
+        .expect("npy");
         let b = npy_to_tensor(&t, &a).expect("convert");
         assert_eq!(b, vec![0x80, 0x3F, 0x80, 0x3F], "ties to even");
         let bad = NpyArray::new(NpyDtype::F32, vec![3], vec![0; 12]).expect("npy");
-        assert!(npy_to_tensor(&t, &bad).expect_err("shape").contains("shape"));
+        assert!(npy_to_tensor(&t, &bad)
+            .expect_err("shape")
+            .contains("shape"));
         let i32a = NpyArray::new(NpyDtype::I32, vec![2], vec![0; 8]).expect("npy");
-        assert!(npy_to_tensor(&t, &i32a).expect_err("dtype").contains("dtype"));
+        assert!(npy_to_tensor(&t, &i32a)
+            .expect_err("dtype")
+            .contains("dtype"));
         let out = tensor_to_npy(&t, &b, false).expect("out");
         assert_eq!(out.dtype, NpyDtype::F32);
         let raw = tensor_to_npy(&t, &b, true).expect("raw");

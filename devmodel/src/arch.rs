@@ -58,7 +58,11 @@ impl ArchProfile {
                 instr_overhead_cycles: 64,
                 stream_elems_per_cycle: 1,
                 pe_cols_per_cycle: 1,
-                dma_bytes_per_ns: if matches!(arch, Arch::V2Trn1 | Arch::V2Inf2) { 17 } else { 23 },
+                dma_bytes_per_ns: if matches!(arch, Arch::V2Trn1 | Arch::V2Inf2) {
+                    17
+                } else {
+                    23
+                },
                 dma_desc_latency: Ps(64_000),
             },
         }
@@ -68,7 +72,9 @@ impl ArchProfile {
     /// `driver-abi.md` §2.4).
     pub fn tpb_base(&self, nc: usize) -> u64 {
         // nc is always < nc_count here; the fallback is an address no window matches.
-        self.arch.tpb_sbuf_mmap_offset(nc as u32).unwrap_or(u64::MAX - tpb::WINDOW)
+        self.arch
+            .tpb_sbuf_mmap_offset(nc as u32)
+            .unwrap_or(u64::MAX - tpb::WINDOW)
     }
 
     /// The NeuronCore whose TPB window holds `addr`, and the offset inside it.

@@ -117,7 +117,9 @@ impl CoreMem {
         let dt = t.dtype;
         let contiguous_f32 = dt == Dtype::F32 && t.is_contiguous();
         let mem = self.bytes_mut(t.space);
-        for (k, p) in (t.partition as usize..t.partition as usize + t.partitions as usize).enumerate() {
+        for (k, p) in
+            (t.partition as usize..t.partition as usize + t.partitions as usize).enumerate()
+        {
             let src = &vals[k * n..(k + 1) * n];
             let base = (p * pb) as i64 + t.offset as i64;
             if contiguous_f32 {
@@ -190,7 +192,10 @@ pub fn activate(f: ActFunc, x: f32) -> f32 {
 fn erf(x: f32) -> f32 {
     let xd = x as f64;
     let t = 1.0 / (1.0 + 0.327_591_1 * xd.abs());
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let mut y = 1.0 - poly * (-xd * xd).exp();
     if xd < 0.0 {
         y = -y;
@@ -204,8 +209,19 @@ fn erf(x: f32) -> f32 {
 /// partition (for the cost model) or a fault.
 pub fn execute(op: &Op, mem: &mut CoreMem, s: &mut Scratch) -> Result<u64, OpFault> {
     match op {
-        Op::MatMul { dst, stationary, moving, accumulate } => matmul(mem, s, dst, stationary, moving, *accumulate),
-        Op::Activation { func, dst, src, bias, scale } => {
+        Op::MatMul {
+            dst,
+            stationary,
+            moving,
+            accumulate,
+        } => matmul(mem, s, dst, stationary, moving, *accumulate),
+        Op::Activation {
+            func,
+            dst,
+            src,
+            bias,
+            scale,
+        } => {
             mem.check(dst, "dst")?;
             mem.check(src, "src")?;
             same_shape(dst, src)?;
@@ -214,9 +230,16 @@ pub fn execute(op: &Op, mem: &mut CoreMem, s: &mut Scratch) -> Result<u64, OpFau
             if let Some(b) = bias {
                 mem.check(b, "bias")?;
                 if b.partitions != src.partitions {
-                    return Err(OpFault::bad(format!("bias has {} partitions, src {}", b.partitions, src.partitions)));
+                    return Err(OpFault::bad(format!(
+                        "bias has {} partitions, src {}",
+                        b.partitions, src.partitions
+                    )));
                 }
-                let col = TensorRef { num: [1, 1], step: [0, 1], ..*b };
+                let col = TensorRef {
+                    num: [1, 1],
+                    step: [0, 1],
+                    ..*b
+                };
                 mem.gather(&col, &mut s.b);
             } else {
                 s.b.clear();
@@ -247,7 +270,12 @@ pub fn execute(op: &Op, mem: &mut CoreMem, s: &mut Scratch) -> Result<u64, OpFau
             mem.scatter(dst, &s.a);
             Ok(dst.free_elems() as u64)
         }
-        Op::TensorScalar { op, dst, src, scalar } => {
+        Op::TensorScalar {
+            op,
+            dst,
+            src,
+            scalar,
+        } => {
             mem.check(dst, "dst")?;
             mem.check(src, "src")?;
             same_shape(dst, src)?;
@@ -267,7 +295,9 @@ pub fn execute(op: &Op, mem: &mut CoreMem, s: &mut Scratch) -> Result<u64, OpFau
             mem.scatter(dst, &s.a);
             Ok(dst.free_elems() as u64)
         }
-        Op::Nop | Op::DmaTrigger { .. } | Op::DmaStart { .. } | Op::Notify { .. } | Op::End => Ok(0),
+        Op::Nop | Op::DmaTrigger { .. } | Op::DmaStart { .. } | Op::Notify { .. } | Op::End => {
+            Ok(0)
+        }
     }
 }
 
@@ -284,7 +314,14 @@ fn same_shape(a: &TensorRef, b: &TensorRef) -> Result<(), OpFault> {
     Ok(())
 }
 
-fn matmul(mem: &mut CoreMem, s: &mut Scratch, dst: &TensorRef, st: &TensorRef, mv: &TensorRef, acc: bool) -> Result<u64, OpFault> {
+fn matmul(
+    mem: &mut CoreMem,
+    s: &mut Scratch,
+    dst: &TensorRef,
+    st: &TensorRef,
+    mv: &TensorRef,
+    acc: bool,
+) -> Result<u64, OpFault> {
     if dst.space != Space::Psum || !matches!(dst.dtype, Dtype::F32 | Dtype::F32r) {
         return Err(OpFault::bad("matmul destination must be fp32 PSUM"));
     }
@@ -298,7 +335,10 @@ fn matmul(mem: &mut CoreMem, s: &mut Scratch, dst: &TensorRef, st: &TensorRef, m
     let m = st.free_elems();
     let n = mv.free_elems();
     if mv.partitions as usize != k {
-        return Err(OpFault::bad(format!("contraction mismatch: stationary {k} partitions, moving {}", mv.partitions)));
+        return Err(OpFault::bad(format!(
+            "contraction mismatch: stationary {k} partitions, moving {}",
+            mv.partitions
+        )));
     }
     if m > 128 || n > 512 || dst.partitions as usize != m || dst.free_elems() != n {
         return Err(OpFault::bad(format!(
@@ -311,20 +351,43 @@ fn matmul(mem: &mut CoreMem, s: &mut Scratch, dst: &TensorRef, st: &TensorRef, m
     // A = stationary^T (m x k), B = moving (k x n): take direct views when the operands are
     // fp32 with a single stride, else convert once into scratch.
     let (a_in_place, av) = match mem.f32_view(st) {
-        Some((off, pbw, cs)) => (true, View { off, rs: cs, cs: pbw }),
+        Some((off, pbw, cs)) => (
+            true,
+            View {
+                off,
+                rs: cs,
+                cs: pbw,
+            },
+        ),
         None => {
             mem.gather(st, &mut s.a);
-            (false, View { off: 0, rs: 1, cs: m })
+            (
+                false,
+                View {
+                    off: 0,
+                    rs: 1,
+                    cs: m,
+                },
+            )
         }
     };
     let (b_in_place, bv) = match mem.f32_view(mv) {
         Some((off, pbw, cs)) => (true, View { off, rs: pbw, cs }),
         None => {
             mem.gather(mv, &mut s.b);
-            (false, View { off: 0, rs: n, cs: 1 })
+            (
+                false,
+                View {
+                    off: 0,
+                    rs: n,
+                    cs: 1,
+                },
+            )
         }
     };
-    let c_view = mem.f32_view(dst).map(|(off, pbw, cs)| View { off, rs: pbw, cs });
+    let c_view = mem
+        .f32_view(dst)
+        .map(|(off, pbw, cs)| View { off, rs: pbw, cs });
     let CoreMem { sbuf, psum, .. } = mem;
     let a: &[f32] = if a_in_place { sbuf } else { &s.a };
     let b: &[f32] = if b_in_place { sbuf } else { &s.b };
@@ -334,7 +397,22 @@ fn matmul(mem: &mut CoreMem, s: &mut Scratch, dst: &TensorRef, st: &TensorRef, m
             // Strided PSUM destination: compute into scratch, then scatter.
             s.c.clear();
             s.c.resize(m * n, 0.0);
-            let ok = gemm::sgemm(m, k, n, a, av, b, bv, 0.0, &mut s.c, View { off: 0, rs: n, cs: 1 });
+            let ok = gemm::sgemm(
+                m,
+                k,
+                n,
+                a,
+                av,
+                b,
+                bv,
+                0.0,
+                &mut s.c,
+                View {
+                    off: 0,
+                    rs: n,
+                    cs: 1,
+                },
+            );
             if ok {
                 let mut prev = Vec::new();
                 if acc {
@@ -382,13 +460,34 @@ mod tests {
             m.scatter(&mv, &mvv);
             let dst = TensorRef::tile(Space::Psum, Dtype::F32, 0, mm as u8, 0, n as u16);
             let mut s = Scratch::default();
-            execute(&Op::MatMul { dst, stationary: st, moving: mv, accumulate: false }, &mut m, &mut s).expect("matmul");
-            execute(&Op::MatMul { dst, stationary: st, moving: mv, accumulate: true }, &mut m, &mut s).expect("matmul");
+            execute(
+                &Op::MatMul {
+                    dst,
+                    stationary: st,
+                    moving: mv,
+                    accumulate: false,
+                },
+                &mut m,
+                &mut s,
+            )
+            .expect("matmul");
+            execute(
+                &Op::MatMul {
+                    dst,
+                    stationary: st,
+                    moving: mv,
+                    accumulate: true,
+                },
+                &mut m,
+                &mut s,
+            )
+            .expect("matmul");
             let mut out = Vec::new();
             m.gather(&dst, &mut out);
             for i in 0..mm {
                 for j in 0..n {
-                    let want: f32 = 2.0 * (0..k).map(|x| sv[x * mm + i] * mvv[x * n + j]).sum::<f32>();
+                    let want: f32 =
+                        2.0 * (0..k).map(|x| sv[x * mm + i] * mvv[x * n + j]).sum::<f32>();
                     assert_eq!(out[i * n + j], want, "{dt:?} ({i},{j})");
                 }
             }
@@ -400,13 +499,42 @@ mod tests {
         let mut m = mem();
         let mut s = Scratch::default();
         let a = TensorRef::tile(Space::Sbuf, Dtype::F32, 0, 4, 0, 3);
-        m.scatter(&a, &[1.0, -2.0, 3.0, 4.0, -5.0, 6.0, 7.0, 8.0, -9.0, 10.0, 11.0, -12.0]);
+        m.scatter(
+            &a,
+            &[
+                1.0, -2.0, 3.0, 4.0, -5.0, 6.0, 7.0, 8.0, -9.0, 10.0, 11.0, -12.0,
+            ],
+        );
         let d = TensorRef::tile(Space::Sbuf, Dtype::Bf16, 0, 4, 64, 3);
-        execute(&Op::Activation { func: ActFunc::Relu, dst: d, src: a, bias: None, scale: 2.0 }, &mut m, &mut s).expect("act");
+        execute(
+            &Op::Activation {
+                func: ActFunc::Relu,
+                dst: d,
+                src: a,
+                bias: None,
+                scale: 2.0,
+            },
+            &mut m,
+            &mut s,
+        )
+        .expect("act");
         let mut out = Vec::new();
         m.gather(&d, &mut out);
-        assert_eq!(out, vec![2.0, 0.0, 6.0, 8.0, 0.0, 12.0, 14.0, 16.0, 0.0, 20.0, 22.0, 0.0]);
-        execute(&Op::TensorScalar { op: AluOp::Add, dst: d, src: d, scalar: 1.0 }, &mut m, &mut s).expect("ts");
+        assert_eq!(
+            out,
+            vec![2.0, 0.0, 6.0, 8.0, 0.0, 12.0, 14.0, 16.0, 0.0, 20.0, 22.0, 0.0]
+        );
+        execute(
+            &Op::TensorScalar {
+                op: AluOp::Add,
+                dst: d,
+                src: d,
+                scalar: 1.0,
+            },
+            &mut m,
+            &mut s,
+        )
+        .expect("ts");
         m.gather(&d, &mut out);
         assert_eq!(out[0], 3.0);
         let far = TensorRef::tile(Space::Sbuf, Dtype::F32, 0, 4, 224 * 1024 - 4, 3);

@@ -38,7 +38,11 @@ pub struct MemError {
 
 impl fmt::Display for MemError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "device address 0x{:x} (+{} bytes): {}", self.addr, self.len, self.reason)
+        write!(
+            f,
+            "device address 0x{:x} (+{} bytes): {}",
+            self.addr, self.len, self.reason
+        )
     }
 }
 impl std::error::Error for MemError {}
@@ -79,7 +83,15 @@ struct EngineState {
 
 impl EngineState {
     fn new() -> Self {
-        EngineState { ibuf: Vec::new(), consumed: 0, pc: 0, status: EngStatus::Idle, pending: None, inflight: None, scheduled: false }
+        EngineState {
+            ibuf: Vec::new(),
+            consumed: 0,
+            pc: 0,
+            status: EngStatus::Idle,
+            pending: None,
+            inflight: None,
+            scheduled: false,
+        }
     }
 }
 
@@ -172,7 +184,9 @@ impl Device {
                 scratch: Scratch::default(),
             })
             .collect();
-        let dma = (0..profile.dma_engines).map(|_| (0..DMA_QUEUES).map(|_| DmaQueue::default()).collect()).collect();
+        let dma = (0..profile.dma_engines)
+            .map(|_| (0..DMA_QUEUES).map(|_| DmaQueue::default()).collect())
+            .collect();
         Device {
             profile,
             now: Ps::ZERO,
@@ -231,7 +245,9 @@ impl Device {
 
     /// Whether some engine waits on a semaphore or event (so host writes may unblock it).
     pub fn waiting(&self) -> bool {
-        self.cores.iter().any(|c| c.engines.iter().any(|e| e.status == EngStatus::Blocked))
+        self.cores
+            .iter()
+            .any(|c| c.engines.iter().any(|e| e.status == EngStatus::Blocked))
     }
 
     // ---------------------------------------------------------------- host memory
@@ -260,13 +276,22 @@ impl Device {
     fn in_hbm(&self, addr: u64, len: u64) -> bool {
         let a = self.profile.arch;
         (0..a.hbm_count()).any(|k| {
-            a.hbm_base(k).is_some_and(|base| addr >= base && addr.checked_add(len).is_some_and(|e| e <= base + a.hbm_size()))
+            a.hbm_base(k).is_some_and(|base| {
+                addr >= base
+                    && addr
+                        .checked_add(len)
+                        .is_some_and(|e| e <= base + a.hbm_size())
+            })
         })
     }
 
     fn host_region(&self, addr: u64, len: u64) -> Result<(&HostRegion, usize), MemError> {
         let key = addr & !self.host_bit();
-        let err = MemError { addr, len, reason: "no host memory chunk there" };
+        let err = MemError {
+            addr,
+            len,
+            reason: "no host memory chunk there",
+        };
         let (base, r) = self.host.range(..=key).next_back().ok_or(err.clone())?;
         let off = key - base;
         if off.checked_add(len).is_some_and(|e| e <= r.len() as u64) {
@@ -291,7 +316,11 @@ impl Device {
         if let Some((nc, off)) = self.profile.tpb_of(addr) {
             return self.tpb_read(nc, off, addr, buf);
         }
-        Err(MemError { addr, len, reason: "unmapped device address" })
+        Err(MemError {
+            addr,
+            len,
+            reason: "unmapped device address",
+        })
     }
 
     /// Write device memory, with the side effects of register and instruction-port writes.
@@ -309,7 +338,11 @@ impl Device {
         if let Some((nc, off)) = self.profile.tpb_of(addr) {
             return self.tpb_write(nc, off, addr, data);
         }
-        Err(MemError { addr, len, reason: "unmapped device address" })
+        Err(MemError {
+            addr,
+            len,
+            reason: "unmapped device address",
+        })
     }
 
     /// Fill device memory with a byte.
@@ -337,12 +370,21 @@ impl Device {
 
     fn sbuf_window(&self, off: u64, len: u64, space: neuron_isa::Space) -> Option<usize> {
         let (base, stride, pb) = match space {
-            neuron_isa::Space::Sbuf => (tpb::SBUF, tpb::SBUF_PARTITION_STRIDE, self.profile.sbuf_partition_bytes as u64),
-            neuron_isa::Space::Psum => (tpb::PSUM, tpb::PSUM_PARTITION_STRIDE, self.profile.psum_partition_bytes as u64),
+            neuron_isa::Space::Sbuf => (
+                tpb::SBUF,
+                tpb::SBUF_PARTITION_STRIDE,
+                self.profile.sbuf_partition_bytes as u64,
+            ),
+            neuron_isa::Space::Psum => (
+                tpb::PSUM,
+                tpb::PSUM_PARTITION_STRIDE,
+                self.profile.psum_partition_bytes as u64,
+            ),
         };
         let rel = off.checked_sub(base)?;
         let (p, inpart) = (rel / stride, rel % stride);
-        (p < self.profile.partitions as u64 && inpart + len <= pb).then(|| (p * pb + inpart) as usize)
+        (p < self.profile.partitions as u64 && inpart + len <= pb)
+            .then(|| (p * pb + inpart) as usize)
     }
 
     fn tpb_read(&self, nc: usize, off: u64, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
@@ -354,14 +396,28 @@ impl Device {
                 return Ok(());
             }
         }
-        if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off) && off % 4 == 0 && len % 4 == 0 {
+        if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off)
+            && off % 4 == 0
+            && len % 4 == 0
+        {
             for (i, w) in buf.chunks_exact_mut(4).enumerate() {
-                let v = core.regs.read_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64).ok_or(MemError { addr, len, reason: "register page overrun" })?;
+                let v = core
+                    .regs
+                    .read_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64)
+                    .ok_or(MemError {
+                        addr,
+                        len,
+                        reason: "register page overrun",
+                    })?;
                 w.copy_from_slice(&v.to_le_bytes());
             }
             return Ok(());
         }
-        Err(MemError { addr, len, reason: "not a readable NeuronCore address (outside SBUF/PSUM partitions or registers)" })
+        Err(MemError {
+            addr,
+            len,
+            reason: "not a readable NeuronCore address (outside SBUF/PSUM partitions or registers)",
+        })
     }
 
     fn tpb_write(&mut self, nc: usize, off: u64, addr: u64, data: &[u8]) -> Result<(), MemError> {
@@ -374,12 +430,23 @@ impl Device {
         }
         if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off) {
             if off % 4 != 0 || len % 4 != 0 {
-                return Err(MemError { addr, len, reason: "register writes must be whole aligned 32-bit words" });
+                return Err(MemError {
+                    addr,
+                    len,
+                    reason: "register writes must be whole aligned 32-bit words",
+                });
             }
             for (i, w) in data.chunks_exact(4).enumerate() {
                 let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                if !self.cores[nc].regs.write_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64, v) {
-                    return Err(MemError { addr, len, reason: "register page overrun" });
+                if !self.cores[nc]
+                    .regs
+                    .write_reg(off - tpb::SEMAPHORE_PAGE + 4 * i as u64, v)
+                {
+                    return Err(MemError {
+                        addr,
+                        len,
+                        reason: "register page overrun",
+                    });
                 }
             }
             self.wake_blocked(nc);
@@ -397,7 +464,11 @@ impl Device {
             }
             return Ok(());
         }
-        Err(MemError { addr, len, reason: "not a writable NeuronCore address" })
+        Err(MemError {
+            addr,
+            len,
+            reason: "not a writable NeuronCore address",
+        })
     }
 
     /// Address of engine `e`'s instruction port on core `nc`.
@@ -409,7 +480,9 @@ impl Device {
 
     /// A semaphore/event register write by the host (ioctl or BAR path): applied now.
     pub fn reg_write(&mut self, nc: usize, page_off: u64, v: u32) -> bool {
-        let Some(c) = self.cores.get(nc) else { return false };
+        let Some(c) = self.cores.get(nc) else {
+            return false;
+        };
         let ok = c.regs.write_reg(page_off, v);
         if ok {
             self.wake_blocked(nc);
@@ -447,13 +520,38 @@ impl Device {
 
     /// Point notification queue (`nq_type`, `engine_index`) of core `nc` at `size` bytes of
     /// device memory at `base` (`size` a power of two, checked by the caller).
-    pub fn nq_configure(&mut self, nc: usize, nq_type: u8, engine_index: u8, base: u64, size: u64) -> bool {
-        let Some(c) = self.cores.get_mut(nc) else { return false };
-        c.nqs.insert((nq_type, engine_index), Nq { base, entries: size / ENTRY_SIZE as u64, index: 0 });
+    pub fn nq_configure(
+        &mut self,
+        nc: usize,
+        nq_type: u8,
+        engine_index: u8,
+        base: u64,
+        size: u64,
+    ) -> bool {
+        let Some(c) = self.cores.get_mut(nc) else {
+            return false;
+        };
+        c.nqs.insert(
+            (nq_type, engine_index),
+            Nq {
+                base,
+                entries: size / ENTRY_SIZE as u64,
+                index: 0,
+            },
+        );
         true
     }
 
-    fn post(&mut self, nc: usize, nq_type: u8, engine_index: u8, kind: NotifyKind, engine: u8, value: u32, pc: u32) {
+    fn post(
+        &mut self,
+        nc: usize,
+        nq_type: u8,
+        engine_index: u8,
+        kind: NotifyKind,
+        engine: u8,
+        value: u32,
+        pc: u32,
+    ) {
         let Some(q) = self.cores[nc].nqs.get_mut(&(nq_type, engine_index)) else {
             self.stats.dropped_notifications += 1;
             return;
@@ -476,26 +574,64 @@ impl Device {
                 r.store_u32_release(off, e.word0);
                 return;
             }
-        } else if self.write(addr + 4, &bytes[4..]).is_ok() && self.write(addr, &bytes[..4]).is_ok() {
+        } else if self.write(addr + 4, &bytes[4..]).is_ok() && self.write(addr, &bytes[..4]).is_ok()
+        {
             return;
         }
         self.stats.dropped_notifications += 1;
     }
 
     fn fault(&mut self, nc: usize, engine: Option<Engine>, pc: u32, opcode: u8, f: OpFault) {
-        let fault = Fault { kind: f.kind, nc, engine, pc, opcode, detail: f.detail };
+        let fault = Fault {
+            kind: f.kind,
+            nc,
+            engine,
+            pc,
+            opcode,
+            detail: f.detail,
+        };
         tracing::debug!(target: "devmodel", "fault: {fault}");
         let eidx = engine.map(|e| e.index() as u8).unwrap_or(7);
-        self.post(nc, NQ_ERROR, 0, NotifyKind::Error, eidx, fault.kind.code(), pc);
+        self.post(
+            nc,
+            NQ_ERROR,
+            0,
+            NotifyKind::Error,
+            eidx,
+            fault.kind.code(),
+            pc,
+        );
         self.faults.push(fault);
     }
 
     // ---------------------------------------------------------------- DMA
 
     /// `DMA_QUEUE_INIT`: bind rings and reset the queue's pointers.
-    pub fn dma_queue_init(&mut self, eng: usize, q: usize, tx_base: u64, tx_len: u32, rx_base: u64, rx_len: u32) -> Result<(), DmaError> {
-        let dq = self.dma.get_mut(eng).and_then(|e| e.get_mut(q)).ok_or(DmaError::NoSuchQueue)?;
-        dq.st = QueueState { enabled: true, aborted: false, tx_base, rx_base, tx_len, rx_len, head: 0, tx_tail: 0, rx_tail: 0 };
+    pub fn dma_queue_init(
+        &mut self,
+        eng: usize,
+        q: usize,
+        tx_base: u64,
+        tx_len: u32,
+        rx_base: u64,
+        rx_len: u32,
+    ) -> Result<(), DmaError> {
+        let dq = self
+            .dma
+            .get_mut(eng)
+            .and_then(|e| e.get_mut(q))
+            .ok_or(DmaError::NoSuchQueue)?;
+        dq.st = QueueState {
+            enabled: true,
+            aborted: false,
+            tx_base,
+            rx_base,
+            tx_len,
+            rx_len,
+            head: 0,
+            tx_tail: 0,
+            rx_tail: 0,
+        };
         // A stale pending step for the old ring is harmless: dma_step re-reads the state.
         Ok(())
     }
@@ -505,9 +641,19 @@ impl Device {
     }
 
     /// Ring the doorbell: advance the RX and TX tails.
-    pub fn dma_queue_start(&mut self, eng: usize, q: usize, tx: u32, rx: u32) -> Result<(), DmaError> {
+    pub fn dma_queue_start(
+        &mut self,
+        eng: usize,
+        q: usize,
+        tx: u32,
+        rx: u32,
+    ) -> Result<(), DmaError> {
         let now = self.now;
-        let dq = self.dma.get_mut(eng).and_then(|e| e.get_mut(q)).ok_or(DmaError::NoSuchQueue)?;
+        let dq = self
+            .dma
+            .get_mut(eng)
+            .and_then(|e| e.get_mut(q))
+            .ok_or(DmaError::NoSuchQueue)?;
         if !dq.st.enabled || dq.st.tx_len == 0 || dq.st.rx_len == 0 {
             return Err(DmaError::NotInitialised);
         }
@@ -535,38 +681,72 @@ impl Device {
             return;
         }
         let nc = self.dma_nc(eng);
-        let (tx_idx, rx_idx) = (st.head % st.tx_len.max(1) as u64, st.head % st.rx_len.max(1) as u64);
+        let (tx_idx, rx_idx) = (
+            st.head % st.tx_len.max(1) as u64,
+            st.head % st.rx_len.max(1) as u64,
+        );
         let abort = |this: &mut Device, why: String| {
             this.dma[eng][q].st.aborted = true;
-            this.fault(nc, None, st.head as u32, 0, OpFault { kind: FaultKind::DmaAbort, detail: format!("DMA engine {eng} queue {q}: {why}") });
+            this.fault(
+                nc,
+                None,
+                st.head as u32,
+                0,
+                OpFault {
+                    kind: FaultKind::DmaAbort,
+                    detail: format!("DMA engine {eng} queue {q}: {why}"),
+                },
+            );
         };
         let mut raw = [0u8; 32];
         let (tx_ok, rx_ok) = {
             let (a, b) = raw.split_at_mut(16);
-            (self.read(st.tx_base + tx_idx * 16, a), self.read(st.rx_base + rx_idx * 16, b))
+            (
+                self.read(st.tx_base + tx_idx * 16, a),
+                self.read(st.rx_base + rx_idx * 16, b),
+            )
         };
         if let Err(e) = tx_ok.and(rx_ok) {
             return abort(self, format!("descriptor fetch failed: {e}"));
         }
-        let (Ok(tx), Ok(rx)) = (UdmaDesc::read_from_bytes(&raw[..16]), UdmaDesc::read_from_bytes(&raw[16..])) else {
+        let (Ok(tx), Ok(rx)) = (
+            UdmaDesc::read_from_bytes(&raw[..16]),
+            UdmaDesc::read_from_bytes(&raw[16..]),
+        ) else {
             return abort(self, "descriptor decode".into());
         };
         let (tl, rl) = (tx.len(), rx.len());
         if tl != rl {
-            return abort(self, format!("descriptor {} length mismatch: TX {tl} bytes, RX {rl} bytes", st.head));
+            return abort(
+                self,
+                format!(
+                    "descriptor {} length mismatch: TX {tl} bytes, RX {rl} bytes",
+                    st.head
+                ),
+            );
         }
         let mut buf = std::mem::take(&mut self.copybuf);
         buf.resize(tl as usize, 0);
-        let res = self.read(tx.buf_ptr, &mut buf).and_then(|_| self.write(rx.buf_ptr, &buf));
+        let res = self
+            .read(tx.buf_ptr, &mut buf)
+            .and_then(|_| self.write(rx.buf_ptr, &buf));
         self.copybuf = buf;
         if let Err(e) = res {
             return abort(self, format!("descriptor {}: {e}", st.head));
         }
         self.stats.dma_descriptors += 1;
         self.stats.dma_bytes += tl as u64;
-        let cost = self.profile.cost.dma_desc_latency + Ps::from_bytes(tl as u64, self.profile.cost.dma_bytes_per_ns);
+        let cost = self.profile.cost.dma_desc_latency
+            + Ps::from_bytes(tl as u64, self.profile.cost.dma_bytes_per_ns);
         if let Some(t) = self.trace.as_mut() {
-            t.push(TraceEvent { nc, track: format!("DMA {eng}.{q}"), name: "DMA", pc: st.head as u32, start: self.now, dur: cost });
+            t.push(TraceEvent {
+                nc,
+                track: format!("DMA {eng}.{q}"),
+                name: "DMA",
+                pc: st.head as u32,
+                start: self.now,
+                dur: cost,
+            });
         }
         let dq = &mut self.dma[eng][q];
         dq.st.head += 1;
@@ -605,12 +785,20 @@ impl Device {
                 Err(err) => {
                     let pc = st.pc;
                     st.status = EngStatus::Faulted;
-                    self.fault(nc, Some(engine), pc, opcode, OpFault::bad(format!("cannot decode instruction: {err}")));
+                    self.fault(
+                        nc,
+                        Some(engine),
+                        pc,
+                        opcode,
+                        OpFault::bad(format!("cannot decode instruction: {err}")),
+                    );
                     return;
                 }
             }
         }
-        let Some((instr, opcode)) = st.pending else { return };
+        let Some((instr, opcode)) = st.pending else {
+            return;
+        };
         if let Some(w) = instr.sync.wait {
             let regs = &self.cores[nc].regs;
             let ok = match w.cond {
@@ -635,15 +823,34 @@ impl Device {
                 self.cores[nc].engines[e].status = EngStatus::Faulted;
                 return self.fault(nc, Some(engine), pc, opcode, OpFault::bad("DMA_TRIGGER is a NEFF pseudo-instruction; the runtime must translate it before load"));
             }
-            Op::DmaStart { dma_engine, queue, descs } => {
+            Op::DmaStart {
+                dma_engine,
+                queue,
+                descs,
+            } => {
                 let geng = nc * DMA_ENGINES_PER_NC + dma_engine as usize;
                 if dma_engine as usize >= DMA_ENGINES_PER_NC {
                     self.cores[nc].engines[e].status = EngStatus::Faulted;
-                    return self.fault(nc, Some(engine), pc, opcode, OpFault::bad(format!("DMA engine {dma_engine} out of range")));
+                    return self.fault(
+                        nc,
+                        Some(engine),
+                        pc,
+                        opcode,
+                        OpFault::bad(format!("DMA engine {dma_engine} out of range")),
+                    );
                 }
                 if let Err(err) = self.dma_queue_start(geng, queue as usize, descs, descs) {
                     self.cores[nc].engines[e].status = EngStatus::Faulted;
-                    return self.fault(nc, Some(engine), pc, opcode, OpFault { kind: FaultKind::DmaAbort, detail: format!("DMA queue {geng}.{queue}: {err:?}") });
+                    return self.fault(
+                        nc,
+                        Some(engine),
+                        pc,
+                        opcode,
+                        OpFault {
+                            kind: FaultKind::DmaAbort,
+                            detail: format!("DMA queue {geng}.{queue}: {err:?}"),
+                        },
+                    );
                 }
                 overhead
             }
@@ -652,7 +859,11 @@ impl Device {
                 match core::execute(op, &mut core.mem, &mut core.scratch) {
                     Ok(elems) => match op {
                         Op::MatMul { moving, .. } => {
-                            let per = if matches!(moving.dtype, neuron_isa::Dtype::F32) { 4 } else { 1 };
+                            let per = if matches!(moving.dtype, neuron_isa::Dtype::F32) {
+                                4
+                            } else {
+                                1
+                            };
                             overhead + elems * per / cost.pe_cols_per_cycle.max(1)
                         }
                         _ => overhead + elems / cost.stream_elems_per_cycle.max(1),
@@ -667,7 +878,14 @@ impl Device {
         self.stats.instructions += 1;
         let dur = Ps::from_cycles(cycles, mhz);
         if let Some(t) = self.trace.as_mut() {
-            t.push(TraceEvent { nc, track: engine.profiler_name().to_string(), name: instr.mnemonic(), pc, start: self.now, dur });
+            t.push(TraceEvent {
+                nc,
+                track: engine.profiler_name().to_string(),
+                name: instr.mnemonic(),
+                pc,
+                start: self.now,
+                dur,
+            });
         }
         let st = &mut self.cores[nc].engines[e];
         st.pending = None;
@@ -681,7 +899,9 @@ impl Device {
     fn engine_complete(&mut self, nc: usize, e: usize) {
         let st = &mut self.cores[nc].engines[e];
         st.scheduled = false;
-        let Some((instr, _)) = st.inflight.take() else { return };
+        let Some((instr, _)) = st.inflight.take() else {
+            return;
+        };
         st.status = EngStatus::Idle;
         let pc = st.pc;
         if let Op::End = instr.op {
@@ -701,7 +921,15 @@ impl Device {
             self.wake_blocked(nc);
         }
         match instr.op {
-            Op::Notify { id } => self.post(nc, NQ_NOTIFY, e as u8, NotifyKind::Notify, e as u8, id as u32, pc),
+            Op::Notify { id } => self.post(
+                nc,
+                NQ_NOTIFY,
+                e as u8,
+                NotifyKind::Notify,
+                e as u8,
+                id as u32,
+                pc,
+            ),
             Op::End => self.post(nc, NQ_NOTIFY, e as u8, NotifyKind::End, e as u8, 0, pc),
             _ => {}
         }
@@ -716,7 +944,9 @@ impl Device {
     /// Run up to `budget` events. Returns whether events remain.
     pub fn run(&mut self, budget: usize) -> bool {
         for _ in 0..budget {
-            let Some(Reverse((t, _, ev))) = self.events.pop() else { return false };
+            let Some(Reverse((t, _, ev))) = self.events.pop() else {
+                return false;
+            };
             if t > self.now {
                 self.now = t;
             }
@@ -732,7 +962,9 @@ impl Device {
 
     /// Reset one core: engines, memories, registers, its DMA queues and notification queues.
     pub fn reset_nc(&mut self, nc: usize) {
-        let Some(c) = self.cores.get_mut(nc) else { return };
+        let Some(c) = self.cores.get_mut(nc) else {
+            return;
+        };
         c.engines = (0..5).map(|_| EngineState::new()).collect();
         c.mem.clear();
         c.regs.reset();

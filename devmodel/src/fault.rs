@@ -47,7 +47,11 @@ impl fmt::Display for Fault {
                 "nc{} {} pc={} opcode=0x{:02x}: {:?}: {}",
                 self.nc, e, self.pc, self.opcode, self.kind, self.detail
             ),
-            None => write!(f, "nc{} DMA desc={}: {:?}: {}", self.nc, self.pc, self.kind, self.detail),
+            None => write!(
+                f,
+                "nc{} DMA desc={}: {:?}: {}",
+                self.nc, self.pc, self.kind, self.detail
+            ),
         }
     }
 }
@@ -61,9 +65,15 @@ pub struct OpFault {
 
 impl OpFault {
     pub fn oob(detail: impl Into<String>) -> Self {
-        OpFault { kind: FaultKind::OutOfBounds, detail: detail.into() }
+        OpFault {
+            kind: FaultKind::OutOfBounds,
+            detail: detail.into(),
+        }
     }
     pub fn bad(detail: impl Into<String>) -> Self {
-        OpFault { kind: FaultKind::BadInstruction, detail: detail.into() }
+        OpFault {
+            kind: FaultKind::BadInstruction,
+            detail: detail.into(),
+        }
     }
 }

@@ -16,15 +16,29 @@ impl View {
         if rows == 0 || cols == 0 {
             return Some(self.off);
         }
-        self.off.checked_add((rows - 1).checked_mul(self.rs)?)?.checked_add((cols - 1).checked_mul(self.cs)?)
+        self.off
+            .checked_add((rows - 1).checked_mul(self.rs)?)?
+            .checked_add((cols - 1).checked_mul(self.cs)?)
     }
 }
 
 /// `C[m x n] = A[m x k] * B[k x n] + beta * C`. Returns false (and does nothing) if any view
 /// would leave its slice. `beta == 0` ignores C's old contents (NaN-safe).
 #[allow(clippy::too_many_arguments)]
-pub fn sgemm(m: usize, k: usize, n: usize, a: &[f32], av: View, b: &[f32], bv: View, beta: f32, c: &mut [f32], cv: View) -> bool {
-    let fits = |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len || r == 0 || cl == 0);
+pub fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    av: View,
+    b: &[f32],
+    bv: View,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    let fits =
+        |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len || r == 0 || cl == 0);
     if !(fits(a.len(), &av, m, k) && fits(b.len(), &bv, k, n) && fits(c.len(), &cv, m, n)) {
         return false;
     }
@@ -32,9 +46,14 @@ pub fn sgemm(m: usize, k: usize, n: usize, a: &[f32], av: View, b: &[f32], bv: V
         return true;
     }
     let as_isize = |x: usize| isize::try_from(x).ok();
-    let (Some(rsa), Some(csa), Some(rsb), Some(csb), Some(rsc), Some(csc)) =
-        (as_isize(av.rs), as_isize(av.cs), as_isize(bv.rs), as_isize(bv.cs), as_isize(cv.rs), as_isize(cv.cs))
-    else {
+    let (Some(rsa), Some(csa), Some(rsb), Some(csb), Some(rsc), Some(csc)) = (
+        as_isize(av.rs),
+        as_isize(av.cs),
+        as_isize(bv.rs),
+        as_isize(bv.cs),
+        as_isize(cv.rs),
+        as_isize(cv.cs),
+    ) else {
         return false;
     };
     // C's rows/cols must not alias each other for a write (rs or cs of 0 with >1 extent).
@@ -74,13 +93,59 @@ mod tests {
         let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.5 - 1.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
         let mut c = vec![1.0f32; m * n];
-        assert!(sgemm(m, k, n, &a, View { off: 0, rs: k, cs: 1 }, &b, View { off: 0, rs: n, cs: 1 }, 1.0, &mut c, View { off: 0, rs: n, cs: 1 }));
+        assert!(sgemm(
+            m,
+            k,
+            n,
+            &a,
+            View {
+                off: 0,
+                rs: k,
+                cs: 1
+            },
+            &b,
+            View {
+                off: 0,
+                rs: n,
+                cs: 1
+            },
+            1.0,
+            &mut c,
+            View {
+                off: 0,
+                rs: n,
+                cs: 1
+            }
+        ));
         for i in 0..m {
             for j in 0..n {
                 let want: f32 = 1.0 + (0..k).map(|x| a[i * k + x] * b[x * n + j]).sum::<f32>();
                 assert!((c[i * n + j] - want).abs() < 1e-5);
             }
         }
-        assert!(!sgemm(m, k, n, &a, View { off: 1, rs: k, cs: 1 }, &b, View { off: 0, rs: n, cs: 1 }, 0.0, &mut c, View { off: 0, rs: n, cs: 1 }));
+        assert!(!sgemm(
+            m,
+            k,
+            n,
+            &a,
+            View {
+                off: 1,
+                rs: k,
+                cs: 1
+            },
+            &b,
+            View {
+                off: 0,
+                rs: n,
+                cs: 1
+            },
+            0.0,
+            &mut c,
+            View {
+                off: 0,
+                rs: n,
+                cs: 1
+            }
+        ));
     }
 }

@@ -40,7 +40,10 @@ impl SparseMem {
             let a = addr + done as u64;
             let (pg, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(data.len() - done);
-            let page = self.pages.entry(pg).or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            let page = self
+                .pages
+                .entry(pg)
+                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
             page[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
@@ -57,7 +60,10 @@ impl SparseMem {
                 done += n as u64;
                 continue;
             }
-            let page = self.pages.entry(pg).or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            let page = self
+                .pages
+                .entry(pg)
+                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
             page[off..off + n].fill(byte);
             done += n as u64;
         }

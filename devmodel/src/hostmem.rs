@@ -57,7 +57,9 @@ impl HostRegion {
             return false;
         }
         // SAFETY: range checked above; the destination is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), buf.as_mut_ptr(), buf.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), buf.as_mut_ptr(), buf.len())
+        };
         true
     }
 
@@ -67,7 +69,9 @@ impl HostRegion {
             return false;
         }
         // SAFETY: range checked above; the source is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len())
+        };
         true
     }
 

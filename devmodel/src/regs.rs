@@ -51,7 +51,11 @@ impl RegPage {
     /// Zero every register and empty the mailboxes.
     pub fn reset(&self) {
         for (i, w) in self.words.iter().enumerate() {
-            let v = if (SEM_SET..SEM_SET + COUNT).contains(&i) { SET_EMPTY } else { 0 };
+            let v = if (SEM_SET..SEM_SET + COUNT).contains(&i) {
+                SET_EMPTY
+            } else {
+                0
+            };
             w.store(v, Ordering::SeqCst);
         }
     }
@@ -86,12 +90,17 @@ impl RegPage {
     /// A register write as the hardware sees it (DMA or BAR store): applied immediately.
     /// Returns false for an offset outside the page or misaligned.
     pub fn write_reg(&self, off: u64, v: u32) -> bool {
-        let Some(i) = usize::try_from(off / 4).ok().filter(|i| off % 4 == 0 && *i < PAGE_WORDS) else {
+        let Some(i) = usize::try_from(off / 4)
+            .ok()
+            .filter(|i| off % 4 == 0 && *i < PAGE_WORDS)
+        else {
             return false;
         };
         match i {
             _ if i < EVENTS + COUNT => self.words[i].store(v, Ordering::SeqCst),
-            _ if (SEM_SET..SEM_SET + COUNT).contains(&i) => self.words[SEM_VALUE + i - SEM_SET].store(v, Ordering::SeqCst),
+            _ if (SEM_SET..SEM_SET + COUNT).contains(&i) => {
+                self.words[SEM_VALUE + i - SEM_SET].store(v, Ordering::SeqCst)
+            }
             _ if (SEM_INC..SEM_INC + COUNT).contains(&i) => {
                 self.words[SEM_VALUE + i - SEM_INC].fetch_add(v, Ordering::SeqCst);
             }
@@ -99,7 +108,9 @@ impl RegPage {
                 self.words[SEM_VALUE + i - SEM_DEC].fetch_sub(v, Ordering::SeqCst);
             }
             // Reading or writing the value window directly is allowed on the page.
-            _ if (SEM_VALUE..SEM_VALUE + COUNT).contains(&i) => self.words[i].store(v, Ordering::SeqCst),
+            _ if (SEM_VALUE..SEM_VALUE + COUNT).contains(&i) => {
+                self.words[i].store(v, Ordering::SeqCst)
+            }
             _ => {}
         }
         true

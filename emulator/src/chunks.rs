@@ -119,7 +119,17 @@ impl ChunkTable {
 
     /// Allocate a chunk. Returns a copy of the new chunk.
     #[allow(clippy::too_many_arguments)]
-    pub fn alloc(&mut self, size: u64, align: u64, host: bool, hbm: u32, nc_id: u32, mem_type: u32, pid: u32, lifespan: Lifespan) -> Result<Chunk, Errno> {
+    pub fn alloc(
+        &mut self,
+        size: u64,
+        align: u64,
+        host: bool,
+        hbm: u32,
+        nc_id: u32,
+        mem_type: u32,
+        pid: u32,
+        lifespan: Lifespan,
+    ) -> Result<Chunk, Errno> {
         if size == 0 {
             return Err(Errno::EINVAL);
         }
@@ -133,14 +143,31 @@ impl ChunkTable {
         let pa = if host {
             self.host.alloc(size, PAGE).ok_or(Errno::ENOMEM)? | self.host_bit
         } else {
-            self.hbm.get_mut(hbm as usize).ok_or(Errno::EINVAL)?.alloc(size, align).ok_or(Errno::ENOMEM)?
+            self.hbm
+                .get_mut(hbm as usize)
+                .ok_or(Errno::EINVAL)?
+                .alloc(size, align)
+                .ok_or(Errno::ENOMEM)?
         };
         let handle = self.free_handles.pop().unwrap_or_else(|| {
             let h = self.next_handle;
             self.next_handle += 1;
             h
         });
-        let c = Chunk { handle, pa, size, host, hbm, nc_id, mem_type, pid, refcount: 1, lifespan, maps: 0, zombie: false };
+        let c = Chunk {
+            handle,
+            pa,
+            size,
+            host,
+            hbm,
+            nc_id,
+            mem_type,
+            pid,
+            refcount: 1,
+            lifespan,
+            maps: 0,
+            zombie: false,
+        };
         self.by_pa.insert(pa, handle);
         self.chunks.insert(handle, c.clone());
         Ok(c)
@@ -164,7 +191,11 @@ impl ChunkTable {
     /// Drop one reference. Returns the chunk if it is now gone (its memory must be released
     /// by the caller), or None if references or mappings remain.
     pub fn free(&mut self, handle: u64) -> Result<Option<Chunk>, Errno> {
-        let c = self.chunks.get_mut(&handle).filter(|c| !c.zombie).ok_or(Errno::EINVAL)?;
+        let c = self
+            .chunks
+            .get_mut(&handle)
+            .filter(|c| !c.zombie)
+            .ok_or(Errno::EINVAL)?;
         c.refcount -= 1;
         if c.refcount > 0 {
             return Ok(None);
@@ -205,7 +236,12 @@ impl ChunkTable {
 
     /// Handles of a process's chunks with the given lifespan.
     pub fn owned_by(&self, pid: u32, lifespan: Lifespan) -> Vec<u64> {
-        let mut v: Vec<u64> = self.chunks.values().filter(|c| c.pid == pid && c.lifespan == lifespan && !c.zombie).map(|c| c.handle).collect();
+        let mut v: Vec<u64> = self
+            .chunks
+            .values()
+            .filter(|c| c.pid == pid && c.lifespan == lifespan && !c.zombie)
+            .map(|c| c.handle)
+            .collect();
         v.sort_unstable();
         v
     }
@@ -233,24 +269,50 @@ mod tests {
     #[test]
     fn handles_are_recycled_lifo_and_ranges_coalesce() {
         let mut t = ChunkTable::new(&[(0x100_0000, 0x1000_0000)], 0x4000_0000_0000);
-        let a = t.alloc(1, 0, false, 0, 0, 9, 1, Lifespan::CurProcess).expect("a");
-        let b = t.alloc(5000, 0, false, 0, 0, 9, 1, Lifespan::CurProcess).expect("b");
+        let a = t
+            .alloc(1, 0, false, 0, 0, 9, 1, Lifespan::CurProcess)
+            .expect("a");
+        let b = t
+            .alloc(5000, 0, false, 0, 0, 9, 1, Lifespan::CurProcess)
+            .expect("b");
         assert_eq!((a.handle, b.handle), (1, 2));
         assert_eq!(a.size, 4096);
         assert_eq!(b.size, 8192);
         assert_eq!(b.pa, a.pa + 4096);
         assert!(t.free(a.handle).expect("free").is_some());
-        let c = t.alloc(4096, 0, false, 0, 0, 9, 1, Lifespan::CurProcess).expect("c");
+        let c = t
+            .alloc(4096, 0, false, 0, 0, 9, 1, Lifespan::CurProcess)
+            .expect("c");
         assert_eq!(c.handle, a.handle, "LIFO handle reuse");
         assert_eq!(c.pa, a.pa, "first fit reuses the hole");
-        let h = t.alloc(100, 0, true, 0, 0, 2, 1, Lifespan::CurProcess).expect("host");
+        let h = t
+            .alloc(100, 0, true, 0, 0, 2, 1, Lifespan::CurProcess)
+            .expect("host");
         assert_eq!(h.pa & 0x4000_0000_0000, 0x4000_0000_0000);
         assert!(h.pa & !0x4000_0000_0000 < 0x1_0000_0000);
-        assert_eq!(t.alloc(100, 4096, true, 0, 0, 2, 1, Lifespan::CurProcess).map(|_| ()), Err(Errno::EINVAL));
-        assert_eq!(t.alloc(0, 0, false, 0, 0, 2, 1, Lifespan::CurProcess).map(|_| ()), Err(Errno::EINVAL));
-        assert_eq!(t.alloc(4096, 0, false, 3, 0, 2, 1, Lifespan::CurProcess).map(|_| ()), Err(Errno::EINVAL));
-        assert_eq!(t.alloc(1 << 40, 0, false, 0, 0, 2, 1, Lifespan::CurProcess).map(|_| ()), Err(Errno::ENOMEM));
-        let big = t.alloc(1 << 20, 1 << 20, false, 0, 0, 2, 1, Lifespan::CurProcess).expect("aligned");
+        assert_eq!(
+            t.alloc(100, 4096, true, 0, 0, 2, 1, Lifespan::CurProcess)
+                .map(|_| ()),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            t.alloc(0, 0, false, 0, 0, 2, 1, Lifespan::CurProcess)
+                .map(|_| ()),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            t.alloc(4096, 0, false, 3, 0, 2, 1, Lifespan::CurProcess)
+                .map(|_| ()),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            t.alloc(1 << 40, 0, false, 0, 0, 2, 1, Lifespan::CurProcess)
+                .map(|_| ()),
+            Err(Errno::ENOMEM)
+        );
+        let big = t
+            .alloc(1 << 20, 1 << 20, false, 0, 0, 2, 1, Lifespan::CurProcess)
+            .expect("aligned");
         assert_eq!(big.pa % (1 << 20), 0);
         assert_eq!(t.find_pa(big.pa + 100).map(|c| c.handle), Some(big.handle));
         assert_eq!(t.free(999).map(|_| ()), Err(Errno::EINVAL));

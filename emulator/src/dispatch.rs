@@ -30,7 +30,10 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
     let arch = f.sh.arch;
     match cmd {
         NEURON_IOCTL_DEVICE_BASIC_INFO => {
-            let v = DeviceBasicInfo { architecture: arch.architecture(), revision: REVISION };
+            let v = DeviceBasicInfo {
+                architecture: arch.architecture(),
+                revision: REVISION,
+            };
             write_struct(arg, &v).map(|_| 0)
         }
         NEURON_IOCTL_DEVICE_INFO => {
@@ -44,7 +47,13 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
             write_struct(arg, &v).map(|_| 0)
         }
         NEURON_IOCTL_DRIVER_INFO_GET => {
-            let v = DeviceDriverInfo { architecture: arch.architecture(), revision: REVISION, version: 0, size: 24, feature_flags1: DRIVER_FEATURE_FLAGS1_2_26 };
+            let v = DeviceDriverInfo {
+                architecture: arch.architecture(),
+                revision: REVISION,
+                version: 0,
+                size: 24,
+                feature_flags1: DRIVER_FEATURE_FLAGS1_2_26,
+            };
             write_struct(arg, &v).map(|_| 0)
         }
         NEURON_IOCTL_DRIVER_INFO_SET => Err(Errno::ENOTSUPP),
@@ -52,25 +61,65 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
             let (min, max) = arch.compat_versions();
             write_struct(arg, &CompatibleVersion { max, min }).map(|_| 0)
         }
-        NEURON_IOCTL_DEVICE_INIT | NEURON_IOCTL_DEVICE_RELEASE | NEURON_IOCTL_DMA_ENG_INIT | NEURON_IOCTL_DMA_QUEUE_RELEASE | NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1 => Ok(0),
+        NEURON_IOCTL_DEVICE_INIT
+        | NEURON_IOCTL_DEVICE_RELEASE
+        | NEURON_IOCTL_DMA_ENG_INIT
+        | NEURON_IOCTL_DMA_QUEUE_RELEASE
+        | NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1 => Ok(0),
         NEURON_IOCTL_DMA_QUIESCE_QUEUES => Err(Errno::ENOIOCTLCMD),
 
         // ------------------------------------------------------------ memory
         NEURON_IOCTL_MEM_ALLOC => {
             let a: MemAlloc = read_struct(arg)?;
-            alloc(f, a.size, 0, a.host_memory, a.dram_channel, a.nc_id, MemType::UNKNOWN_DEVICE.0, a.mem_handle)
+            alloc(
+                f,
+                a.size,
+                0,
+                a.host_memory,
+                a.dram_channel,
+                a.nc_id,
+                MemType::UNKNOWN_DEVICE.0,
+                a.mem_handle,
+            )
         }
         NEURON_IOCTL_MEM_ALLOC_V2 => {
             let a: MemAllocV2 = read_struct(arg)?;
-            alloc(f, a.size, a.align, a.host_memory, a.dram_channel, a.nc_id, MemType::UNKNOWN_DEVICE.0, a.mem_handle)
+            alloc(
+                f,
+                a.size,
+                a.align,
+                a.host_memory,
+                a.dram_channel,
+                a.nc_id,
+                MemType::UNKNOWN_DEVICE.0,
+                a.mem_handle,
+            )
         }
         NEURON_IOCTL_MEM_ALLOC_V2MT => {
             let a: MemAllocV2MemType = read_struct(arg)?;
-            alloc(f, a.size, a.align, a.host_memory, a.dram_channel, a.nc_id, a.mem_type, a.mem_handle)
+            alloc(
+                f,
+                a.size,
+                a.align,
+                a.host_memory,
+                a.dram_channel,
+                a.nc_id,
+                a.mem_type,
+                a.mem_handle,
+            )
         }
         NEURON_IOCTL_MEM_ALLOC_V2MT64 => {
             let a: MemAllocV2MemType64 = read_struct(arg)?;
-            alloc(f, a.size, a.align, a.host_memory, a.dram_channel, a.nc_id, a.mem_type, a.mem_handle)
+            alloc(
+                f,
+                a.size,
+                a.align,
+                a.host_memory,
+                a.dram_channel,
+                a.nc_id,
+                a.mem_type,
+                a.mem_handle,
+            )
         }
         NEURON_IOCTL_MEM_FREE => {
             let a: MemFree = read_struct(arg)?;
@@ -94,12 +143,22 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         }
         NEURON_IOCTL_MEM_GET_PA => {
             let a: MemGetPa = read_struct(arg)?;
-            let pa = f.sh.lock().chunks.get(a.mem_handle).ok_or(Errno::EINVAL)?.pa;
+            let pa =
+                f.sh.lock()
+                    .chunks
+                    .get(a.mem_handle)
+                    .ok_or(Errno::EINVAL)?
+                    .pa;
             copy_to_user(a.pa, &pa.to_le_bytes()).map(|_| 0)
         }
         NEURON_IOCTL_MEM_GET_INFO => {
             let a: MemGetInfo = read_struct(arg)?;
-            let pa = f.sh.lock().chunks.get(a.mem_handle).ok_or(Errno::EINVAL)?.pa;
+            let pa =
+                f.sh.lock()
+                    .chunks
+                    .get(a.mem_handle)
+                    .ok_or(Errno::EINVAL)?
+                    .pa;
             copy_to_user(a.pa, &pa.to_le_bytes())?;
             if a.mmap_offset != 0 {
                 copy_to_user(a.mmap_offset, &pa.to_le_bytes())?;
@@ -108,11 +167,25 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         }
         NEURON_IOCTL_MEM_BUF_COPY => {
             let a: MemBufCopy = read_struct(arg)?;
-            buf_copy(f, a.mem_handle, a.buffer, a.size as u64, a.offset as u64, a.copy_to_mem_handle != 0)
+            buf_copy(
+                f,
+                a.mem_handle,
+                a.buffer,
+                a.size as u64,
+                a.offset as u64,
+                a.copy_to_mem_handle != 0,
+            )
         }
         NEURON_IOCTL_MEM_BUF_COPY64 => {
             let a: MemBufCopy64 = read_struct(arg)?;
-            buf_copy(f, a.mem_handle, a.buffer, a.size, a.offset, a.copy_to_mem_handle != 0)
+            buf_copy(
+                f,
+                a.mem_handle,
+                a.buffer,
+                a.size,
+                a.offset,
+                a.copy_to_mem_handle != 0,
+            )
         }
         NEURON_IOCTL_MEMSET => {
             let a: Memset = read_struct(arg)?;
@@ -124,11 +197,25 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         }
         NEURON_IOCTL_MEM_COPY => {
             let a: MemCopy = read_struct(arg)?;
-            mem_copy(f, a.src_mem_handle, a.dst_mem_handle, a.size as u64, a.src_offset as u64, a.dst_offset as u64)
+            mem_copy(
+                f,
+                a.src_mem_handle,
+                a.dst_mem_handle,
+                a.size as u64,
+                a.src_offset as u64,
+                a.dst_offset as u64,
+            )
         }
         NEURON_IOCTL_MEM_COPY64 => {
             let a: MemCopy64 = read_struct(arg)?;
-            mem_copy(f, a.src_mem_handle, a.dst_mem_handle, a.size, a.src_offset, a.dst_offset)
+            mem_copy(
+                f,
+                a.src_mem_handle,
+                a.dst_mem_handle,
+                a.size,
+                a.src_offset,
+                a.dst_offset,
+            )
         }
 
         // ------------------------------------------------------------ DMA
@@ -138,11 +225,25 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         }
         NEURON_IOCTL_DMA_COPY_DESCRIPTORS => {
             let a: DmaCopyDescriptors = read_struct(arg)?;
-            copy_descriptors(f, a.mem_handle, a.buffer, a.num_descs, a.offset as u64, a.queue_type)
+            copy_descriptors(
+                f,
+                a.mem_handle,
+                a.buffer,
+                a.num_descs,
+                a.offset as u64,
+                a.queue_type,
+            )
         }
         NEURON_IOCTL_DMA_COPY_DESCRIPTORS64 => {
             let a: DmaCopyDescriptors64 = read_struct(arg)?;
-            copy_descriptors(f, a.mem_handle, a.buffer, a.num_descs, a.offset, a.queue_type)
+            copy_descriptors(
+                f,
+                a.mem_handle,
+                a.buffer,
+                a.num_descs,
+                a.offset,
+                a.queue_type,
+            )
         }
         NEURON_IOCTL_DMA_QUEUE_COPY_START => {
             let a: DmaQueueCopyStart = read_struct(arg)?;
@@ -151,7 +252,14 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
                 return Err(Errno::EINVAL);
             }
             let mut g = f.sh.lock();
-            g.dev.dma_queue_start(a.eng_id as usize, a.qid as usize, a.tx_desc_count, a.rx_desc_count).map_err(|_| Errno::EINVAL)?;
+            g.dev
+                .dma_queue_start(
+                    a.eng_id as usize,
+                    a.qid as usize,
+                    a.tx_desc_count,
+                    a.rx_desc_count,
+                )
+                .map_err(|_| Errno::EINVAL)?;
             drop(g);
             f.sh.kick.notify_all();
             Ok(0)
@@ -159,10 +267,36 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         NEURON_IOCTL_DMA_QUEUE_GET_STATE => {
             let a: DmaQueueGetState = read_struct(arg)?;
             check_queue(f, a.eng_id, a.qid)?;
-            let st = f.sh.lock().dev.dma_queue_state(a.eng_id as usize, a.qid as usize).ok_or(Errno::EINVAL)?;
-            let sw = if st.aborted { 3 } else if st.enabled { 2 } else { 1 };
-            let tx = DmaQueueState { hw_status: 0, sw_status: sw, base_addr: st.tx_base, length: st.tx_len, head_pointer: (st.head % st.tx_len.max(1) as u64) as u32, tail_pointer: (st.tx_tail % st.tx_len.max(1) as u64) as u32, ..Default::default() };
-            let rx = DmaQueueState { hw_status: 0, sw_status: sw, base_addr: st.rx_base, length: st.rx_len, head_pointer: (st.head % st.rx_len.max(1) as u64) as u32, tail_pointer: (st.rx_tail % st.rx_len.max(1) as u64) as u32, ..Default::default() };
+            let st =
+                f.sh.lock()
+                    .dev
+                    .dma_queue_state(a.eng_id as usize, a.qid as usize)
+                    .ok_or(Errno::EINVAL)?;
+            let sw = if st.aborted {
+                3
+            } else if st.enabled {
+                2
+            } else {
+                1
+            };
+            let tx = DmaQueueState {
+                hw_status: 0,
+                sw_status: sw,
+                base_addr: st.tx_base,
+                length: st.tx_len,
+                head_pointer: (st.head % st.tx_len.max(1) as u64) as u32,
+                tail_pointer: (st.tx_tail % st.tx_len.max(1) as u64) as u32,
+                ..Default::default()
+            };
+            let rx = DmaQueueState {
+                hw_status: 0,
+                sw_status: sw,
+                base_addr: st.rx_base,
+                length: st.rx_len,
+                head_pointer: (st.head % st.rx_len.max(1) as u64) as u32,
+                tail_pointer: (st.rx_tail % st.rx_len.max(1) as u64) as u32,
+                ..Default::default()
+            };
             write_struct(a.tx, &tx)?;
             write_struct(a.rx, &rx).map(|_| 0)
         }
@@ -174,21 +308,44 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         // ------------------------------------------------------------ notifications
         NEURON_IOCTL_NOTIFICATIONS_INIT_V2 => {
             let mut a: NotificationsInitV2 = read_struct(arg)?;
-            let (off, h) = nq_init(f, a.nq_dev_id, a.nq_dev_type, a.nq_type, a.engine_index, a.size, a.on_host_memory != 0, a.dram_channel, false)?;
+            let (off, h) = nq_init(
+                f,
+                a.nq_dev_id,
+                a.nq_dev_type,
+                a.nq_type,
+                a.engine_index,
+                a.size,
+                a.on_host_memory != 0,
+                a.dram_channel,
+                false,
+            )?;
             a.mmap_offset = off;
             a.mem_handle = h;
             write_struct(arg, &a).map(|_| 0)
         }
         NEURON_IOCTL_NOTIFICATIONS_INIT_WITH_REALLOC_V2 => {
             let mut a: NotificationsInitWithReallocV2 = read_struct(arg)?;
-            let (off, h) = nq_init(f, a.nq_dev_id, a.nq_dev_type, a.nq_type, a.engine_index, a.size, a.on_host_memory != 0, a.dram_channel, a.force_alloc_mem != 0)?;
+            let (off, h) = nq_init(
+                f,
+                a.nq_dev_id,
+                a.nq_dev_type,
+                a.nq_type,
+                a.engine_index,
+                a.size,
+                a.on_host_memory != 0,
+                a.dram_channel,
+                a.force_alloc_mem != 0,
+            )?;
             a.mmap_offset = off;
             a.mem_handle = h;
             write_struct(arg, &a).map(|_| 0)
         }
 
         // ------------------------------------------------------------ semaphores / events
-        NEURON_IOCTL_SEMAPHORE_INCREMENT | NEURON_IOCTL_SEMAPHORE_DECREMENT | NEURON_IOCTL_SEMAPHORE_WRITE | NEURON_IOCTL_SEMAPHORE_READ => {
+        NEURON_IOCTL_SEMAPHORE_INCREMENT
+        | NEURON_IOCTL_SEMAPHORE_DECREMENT
+        | NEURON_IOCTL_SEMAPHORE_WRITE
+        | NEURON_IOCTL_SEMAPHORE_READ => {
             let mut a: Semaphore = read_struct(arg)?;
             if a.nc_id >= arch.nc_count() {
                 return Err(Errno::E2BIG);
@@ -242,7 +399,9 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         // ------------------------------------------------------------ mmap info, reset
         NEURON_IOCTL_RESOURCE_MMAP_INFO => {
             let mut a: ResourceMmapInfo = read_struct(arg)?;
-            let w = arch.resource_mmap(a.block, a.block_id, a.resource).ok_or(Errno::EINVAL)?;
+            let w = arch
+                .resource_mmap(a.block, a.block_id, a.resource)
+                .ok_or(Errno::EINVAL)?;
             a.offset = w.offset;
             a.size = w.size;
             write_struct(arg, &a).map(|_| 0)
@@ -301,7 +460,16 @@ fn reset_nc(g: &mut DevState, nc: u32) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn alloc(f: &EmuFile, size: u64, align: u64, host: u32, channel: u32, nc_id: u32, mem_type: u32, out: u64) -> R {
+fn alloc(
+    f: &EmuFile,
+    size: u64,
+    align: u64,
+    host: u32,
+    channel: u32,
+    nc_id: u32,
+    mem_type: u32,
+    out: u64,
+) -> R {
     let arch = f.sh.arch;
     if nc_id >= arch.nc_count() {
         return Err(Errno::EINVAL);
@@ -310,8 +478,21 @@ fn alloc(f: &EmuFile, size: u64, align: u64, host: u32, channel: u32, nc_id: u32
         return Err(Errno::EFAULT);
     }
     let mut g = f.sh.lock();
-    let c = g.chunks.alloc(size, align, host != 0, channel, nc_id, mem_type, f.pid, Lifespan::CurProcess)?;
-    if c.host && g.dev.add_host_region(c.pa & !arch.host_base_bit(), c.size as usize).is_none() {
+    let c = g.chunks.alloc(
+        size,
+        align,
+        host != 0,
+        channel,
+        nc_id,
+        mem_type,
+        f.pid,
+        Lifespan::CurProcess,
+    )?;
+    if c.host
+        && g.dev
+            .add_host_region(c.pa & !arch.host_base_bit(), c.size as usize)
+            .is_none()
+    {
         let _ = g.chunks.free(c.handle);
         return Err(Errno::ENOMEM);
     }
@@ -350,9 +531,15 @@ fn buf_copy(f: &EmuFile, handle: u64, buffer: u64, size: u64, offset: u64, to_ch
         let t = &mut tmp[..n];
         if to_chunk {
             copy_from_user(buffer + done, t)?;
-            f.sh.lock().dev.write(addr + done, t).map_err(|_| Errno::EFAULT)?;
+            f.sh.lock()
+                .dev
+                .write(addr + done, t)
+                .map_err(|_| Errno::EFAULT)?;
         } else {
-            f.sh.lock().dev.read(addr + done, t).map_err(|_| Errno::EFAULT)?;
+            f.sh.lock()
+                .dev
+                .read(addr + done, t)
+                .map_err(|_| Errno::EFAULT)?;
             copy_to_user(buffer + done, t)?;
         }
         done += n as u64;
@@ -364,7 +551,9 @@ fn buf_copy(f: &EmuFile, handle: u64, buffer: u64, size: u64, offset: u64, to_ch
 fn memset(f: &EmuFile, handle: u64, offset: u64, value: u32, size: u64) -> R {
     let mut g = f.sh.lock();
     let addr = chunk_range(&g, handle, offset, size)?;
-    g.dev.fill(addr, size, value as u8).map_err(|_| Errno::EFAULT)?;
+    g.dev
+        .fill(addr, size, value as u8)
+        .map_err(|_| Errno::EFAULT)?;
     Ok(0)
 }
 
@@ -376,8 +565,12 @@ fn mem_copy(f: &EmuFile, src: u64, dst: u64, size: u64, src_off: u64, dst_off: u
     let mut done = 0u64;
     while done < size {
         let n = ((size - done) as usize).min(COPY_BLOCK);
-        g.dev.read(s + done, &mut tmp[..n]).map_err(|_| Errno::EFAULT)?;
-        g.dev.write(d + done, &tmp[..n]).map_err(|_| Errno::EFAULT)?;
+        g.dev
+            .read(s + done, &mut tmp[..n])
+            .map_err(|_| Errno::EFAULT)?;
+        g.dev
+            .write(d + done, &tmp[..n])
+            .map_err(|_| Errno::EFAULT)?;
         done += n as u64;
     }
     Ok(0)
@@ -406,13 +599,25 @@ fn queue_init(f: &EmuFile, a: &DmaQueueInit) -> R {
     };
     let tx = ring(&g, a.tx_handle, a.tx_desc_count)?;
     let rx = ring(&g, a.rx_handle, a.rx_desc_count)?;
-    let (txn, rxn) = (if a.tx_handle == 0 { 0 } else { a.tx_desc_count }, if a.rx_handle == 0 { 0 } else { a.rx_desc_count });
-    g.dev.dma_queue_init(a.eng_id as usize, a.qid as usize, tx, txn, rx, rxn).map_err(|_| Errno::EINVAL)?;
+    let (txn, rxn) = (
+        if a.tx_handle == 0 { 0 } else { a.tx_desc_count },
+        if a.rx_handle == 0 { 0 } else { a.rx_desc_count },
+    );
+    g.dev
+        .dma_queue_init(a.eng_id as usize, a.qid as usize, tx, txn, rx, rxn)
+        .map_err(|_| Errno::EINVAL)?;
     g.queue_owner.insert((a.eng_id, a.qid), f.pid);
     Ok(0)
 }
 
-fn copy_descriptors(f: &EmuFile, handle: u64, buffer: u64, num: u32, offset: u64, queue_type: u32) -> R {
+fn copy_descriptors(
+    f: &EmuFile,
+    handle: u64,
+    buffer: u64,
+    num: u32,
+    offset: u64,
+    queue_type: u32,
+) -> R {
     if queue_type > 1 {
         return Err(Errno::EINVAL);
     }
@@ -435,13 +640,29 @@ fn copy_descriptors(f: &EmuFile, handle: u64, buffer: u64, num: u32, offset: u64
 }
 
 #[allow(clippy::too_many_arguments)]
-fn nq_init(f: &EmuFile, nc: u32, dev_type: u32, nq_type: u32, engine: u32, size: u32, host: bool, channel: u32, force: bool) -> Result<(u64, u64), Errno> {
+fn nq_init(
+    f: &EmuFile,
+    nc: u32,
+    dev_type: u32,
+    nq_type: u32,
+    engine: u32,
+    size: u32,
+    host: bool,
+    channel: u32,
+    force: bool,
+) -> Result<(u64, u64), Errno> {
     let arch = f.sh.arch;
     if dev_type != NQ_DEVICE_TYPE_NEURON_CORE {
         // TOP_SP queues (collectives sequencers) are not modelled.
         return Err(Errno::EINVAL);
     }
-    if nc >= arch.nc_count() || nq_type.checked_mul(16).and_then(|v| v.checked_add(engine)).is_none_or(|id| id >= MAX_NQ) || engine >= 16 {
+    if nc >= arch.nc_count()
+        || nq_type
+            .checked_mul(16)
+            .and_then(|v| v.checked_add(engine))
+            .is_none_or(|id| id >= MAX_NQ)
+        || engine >= 16
+    {
         return Err(Errno::EINVAL);
     }
     if !size.is_power_of_two() || (size as usize) < ENTRY_SIZE {
@@ -459,11 +680,28 @@ fn nq_init(f: &EmuFile, nc: u32, dev_type: u32, nq_type: u32, engine: u32, size:
                     release_chunk_memory(&mut g, &c);
                 }
             }
-            let mt = if host { MemType::NOTIFICATION_HOST } else { MemType::NOTIFICATION_DEVICE };
+            let mt = if host {
+                MemType::NOTIFICATION_HOST
+            } else {
+                MemType::NOTIFICATION_DEVICE
+            };
             // Device NQs are aligned to their own size (`driver-abi.md` §4).
             let align = if host { 0 } else { size as u64 };
-            let c = g.chunks.alloc(size as u64, align, host, channel, nc, mt.0, f.pid, Lifespan::Device)?;
-            if c.host && g.dev.add_host_region(c.pa & !arch.host_base_bit(), c.size as usize).is_none() {
+            let c = g.chunks.alloc(
+                size as u64,
+                align,
+                host,
+                channel,
+                nc,
+                mt.0,
+                f.pid,
+                Lifespan::Device,
+            )?;
+            if c.host
+                && g.dev
+                    .add_host_region(c.pa & !arch.host_base_bit(), c.size as usize)
+                    .is_none()
+            {
                 let _ = g.chunks.free(c.handle);
                 return Err(Errno::ENOMEM);
             }
@@ -471,7 +709,8 @@ fn nq_init(f: &EmuFile, nc: u32, dev_type: u32, nq_type: u32, engine: u32, size:
             c
         }
     };
-    g.dev.nq_configure(nc as usize, nq_type as u8, engine as u8, c.pa, size as u64);
+    g.dev
+        .nq_configure(nc as usize, nq_type as u8, engine as u8, c.pa, size as u64);
     let off = if c.host { c.pa } else { u64::MAX };
     Ok((off, c.handle))
 }

@@ -38,7 +38,10 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { pid: std::process::id(), write_only: false }
+        OpenOptions {
+            pid: std::process::id(),
+            write_only: false,
+        }
     }
 }
 
@@ -108,7 +111,10 @@ fn worker(sh: Arc<DevShared>) {
             g = sh.lock();
             continue;
         }
-        let (ng, _) = sh.kick.wait_timeout(g, backoff).unwrap_or_else(|e| e.into_inner());
+        let (ng, _) = sh
+            .kick
+            .wait_timeout(g, backoff)
+            .unwrap_or_else(|e| e.into_inner());
         g = ng;
         backoff = (backoff * 2).min(MAX);
     }
@@ -130,7 +136,12 @@ impl Emulator {
             let profile = ArchProfile::new(arch);
             let hbm: Vec<(u64, u64)> = (0..arch.hbm_count())
                 .filter_map(|k| arch.hbm_base(k))
-                .map(|b| (b + arch.hbm_reserved_bytes(), arch.hbm_size() - arch.hbm_reserved_bytes()))
+                .map(|b| {
+                    (
+                        b + arch.hbm_reserved_bytes(),
+                        arch.hbm_size() - arch.hbm_reserved_bytes(),
+                    )
+                })
                 .collect();
             let nc = profile.nc_count;
             let st = DevState {
@@ -143,9 +154,17 @@ impl Emulator {
                 nc_owner: vec![None; nc],
                 node_open_count: 0,
             };
-            let sh = Arc::new(DevShared { index, arch, state: Mutex::new(st), kick: Condvar::new(), stop: AtomicBool::new(false) });
+            let sh = Arc::new(DevShared {
+                index,
+                arch,
+                state: Mutex::new(st),
+                kick: Condvar::new(),
+                stop: AtomicBool::new(false),
+            });
             let w = sh.clone();
-            let spawned = std::thread::Builder::new().name(format!("neuron{index}-device")).spawn(move || worker(w));
+            let spawned = std::thread::Builder::new()
+                .name(format!("neuron{index}-device"))
+                .spawn(move || worker(w));
             if let Ok(h) = spawned {
                 workers.push(h);
             }
@@ -179,7 +198,11 @@ impl Emulator {
             }
             g.node_open_count += 1;
         }
-        Ok(EmuFile { sh, pid: opts.pid, misc: opts.write_only })
+        Ok(EmuFile {
+            sh,
+            pid: opts.pid,
+            misc: opts.write_only,
+        })
     }
 
     /// Run `f` on device `index`'s model (for tools and tests: traces, statistics, faults).
@@ -249,9 +272,19 @@ impl DeviceFile for EmuFile {
                 // model has none yet (see docs/abi-coverage.md).
                 return Err(Errno::ENODEV);
             }
-            let p = g.dev.host_region_ptr(c.pa & !host_bit).ok_or(Errno::EFAULT)?;
+            let p = g
+                .dev
+                .host_region_ptr(c.pa & !host_bit)
+                .ok_or(Errno::EFAULT)?;
             g.chunks.map_ref(c.pa, 1);
-            g.maps.insert(p as usize, Mapping { len, chunk_pa: Some(c.pa), _regs: None });
+            g.maps.insert(
+                p as usize,
+                Mapping {
+                    len,
+                    chunk_pa: Some(c.pa),
+                    _regs: None,
+                },
+            );
             return Ok(p);
         }
         if let Some(w) = self.sh.arch.find_resource(offset, len as u64) {
@@ -259,7 +292,14 @@ impl DeviceFile for EmuFile {
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SEMAPHORE {
                 let regs = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
                 let p = regs.as_ptr();
-                g.maps.insert(p as usize, Mapping { len, chunk_pa: None, _regs: Some(regs) });
+                g.maps.insert(
+                    p as usize,
+                    Mapping {
+                        len,
+                        chunk_pa: None,
+                        _regs: Some(regs),
+                    },
+                );
                 return Ok(p);
             }
             return Err(Errno::ENODEV);
@@ -321,7 +361,12 @@ impl Drop for EmuFile {
             }
         }
         if last_of_process {
-            let owned: Vec<(u32, u32)> = g.queue_owner.iter().filter(|(_, p)| **p == pid).map(|(k, _)| *k).collect();
+            let owned: Vec<(u32, u32)> = g
+                .queue_owner
+                .iter()
+                .filter(|(_, p)| **p == pid)
+                .map(|(k, _)| *k)
+                .collect();
             for (eng, q) in owned {
                 // Re-point the queue at nothing: further doorbells are refused.
                 let _ = g.dev.dma_queue_init(eng as usize, q as usize, 0, 0, 0, 0);

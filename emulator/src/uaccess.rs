@@ -17,8 +17,14 @@ pub fn copy_from_user(addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     if addr == 0 {
         return Err(Errno::EFAULT);
     }
-    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let remote = libc::iovec { iov_base: addr as usize as *mut libc::c_void, iov_len: buf.len() };
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
     // SAFETY: `local` describes our own exclusively borrowed buffer; the kernel validates
     // `remote` and reports EFAULT instead of touching invalid memory.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
@@ -37,8 +43,14 @@ pub fn copy_to_user(addr: u64, data: &[u8]) -> Result<(), Errno> {
     if addr == 0 {
         return Err(Errno::EFAULT);
     }
-    let local = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
-    let remote = libc::iovec { iov_base: addr as usize as *mut libc::c_void, iov_len: data.len() };
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: data.len(),
+    };
     // SAFETY: `local` describes our own buffer (only read); the kernel validates `remote`.
     let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
     if n == data.len() as isize {

@@ -213,7 +213,7 @@ fn fp8_e3m4_to_f32(b: u8) -> f32 {
 /// finite value.
 fn f32_to_fp8(v: f32, ebits: u32, mbits: u32, fn_variant: bool) -> u8 {
     if v.is_nan() {
-        return if fn_variant { 0x7F } else { 0x7F };
+        return 0x7F;
     }
     let mut best = 0u8;
     let mut best_err = f32::INFINITY;

@@ -399,7 +399,7 @@ pub fn encode(i: &Instr) -> [u8; WORD] {
 
 /// Decode a whole instruction stream; the error carries the word index.
 pub fn decode_stream(bytes: &[u8]) -> Result<Vec<Instr>, (usize, DecodeError)> {
-    if bytes.len() % WORD != 0 {
+    if !bytes.len().is_multiple_of(WORD) {
         return Err((
             bytes.len() / WORD,
             DecodeError::ShortWord {

@@ -56,9 +56,19 @@ pub fn mlp() -> Result<Vec<u8>, BuildError> {
         ident[i * 128 + i] = 1.0;
     }
     k.constant_f32("ident", bf, &[128, 128], &ident)?;
-    k.constant_f32("w1", bf, &[512, 256], &uniform(MLP_W1.0, 512 * 256, MLP_W1.1))?;
+    k.constant_f32(
+        "w1",
+        bf,
+        &[512, 256],
+        &uniform(MLP_W1.0, 512 * 256, MLP_W1.1),
+    )?;
     k.constant_f32("b1", bf, &[256], &uniform(MLP_B1.0, 256, MLP_B1.1))?;
-    k.constant_f32("w2", bf, &[256, 128], &uniform(MLP_W2.0, 256 * 128, MLP_W2.1))?;
+    k.constant_f32(
+        "w2",
+        bf,
+        &[256, 128],
+        &uniform(MLP_W2.0, 256 * 128, MLP_W2.1),
+    )?;
     k.constant_f32("b2", bf, &[128], &uniform(MLP_B2.0, 128, MLP_B2.1))?;
     k.output("y", bf, &[128, 128])?;
     k.dma_queue("qSyncIO", Engine::Sp, &[S_DMA as u32]);
@@ -66,23 +76,96 @@ pub fn mlp() -> Result<Vec<u8>, BuildError> {
     let sp = Engine::Sp;
     let q = "qSyncIO";
     let loads = [
-        k.dma(sp, q, Some(S_DMA), &[Xfer::load("x", bf, 512, 0, 0, 128, 512, 0, X as u64)])?,
-        k.dma(sp, q, Some(S_DMA), &[Xfer::load("ident", bf, 128, 0, 0, 128, 128, 0, ID as u64)])?,
-        k.dma(sp, q, Some(S_DMA), &(0..4).map(|kt| Xfer::load("w1", bf, 256, kt * 128, 0, 128, 256, 0, (W1 + kt as u32 * 512) as u64)).collect::<Vec<_>>())?,
-        k.dma(sp, q, Some(S_DMA), &(0..2).map(|ht| Xfer::load("w2", bf, 128, ht * 128, 0, 128, 128, 0, (W2 + ht as u32 * 256) as u64)).collect::<Vec<_>>())?,
-        k.dma(sp, q, Some(S_DMA), &(0..2).map(|ht| Xfer::column("b1", bf, ht * 128, 128, (B1 + ht as u32 * 2) as u64)).collect::<Vec<_>>())?,
-        k.dma(sp, q, Some(S_DMA), &[Xfer::broadcast_row("b2", bf, 0, 128, 128, B2 as u64)])?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &[Xfer::load("x", bf, 512, 0, 0, 128, 512, 0, X as u64)],
+        )?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &[Xfer::load("ident", bf, 128, 0, 0, 128, 128, 0, ID as u64)],
+        )?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &(0..4)
+                .map(|kt| {
+                    Xfer::load(
+                        "w1",
+                        bf,
+                        256,
+                        kt * 128,
+                        0,
+                        128,
+                        256,
+                        0,
+                        (W1 + kt as u32 * 512) as u64,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &(0..2)
+                .map(|ht| {
+                    Xfer::load(
+                        "w2",
+                        bf,
+                        128,
+                        ht * 128,
+                        0,
+                        128,
+                        128,
+                        0,
+                        (W2 + ht as u32 * 256) as u64,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &(0..2)
+                .map(|ht| Xfer::column("b1", bf, ht * 128, 128, (B1 + ht as u32 * 2) as u64))
+                .collect::<Vec<_>>(),
+        )?,
+        k.dma(
+            sp,
+            q,
+            Some(S_DMA),
+            &[Xfer::broadcast_row("b2", bf, 0, 128, 128, B2 as u64)],
+        )?,
     ];
-    let store = k.dma(sp, q, Some(S_DMA), &[Xfer::store("y", bf, 128, 128, 128, Y as u64)])?;
+    let store = k.dma(
+        sp,
+        q,
+        Some(S_DMA),
+        &[Xfer::store("y", bf, 128, 128, 128, Y as u64)],
+    )?;
     for b in loads {
         k.push(sp, Instr::new(Op::DmaTrigger { block: b }));
     }
-    k.push(sp, Instr::new(Op::DmaTrigger { block: store }).wait(WaitCond::Ge, S_Y, 1));
+    k.push(
+        sp,
+        Instr::new(Op::DmaTrigger { block: store }).wait(WaitCond::Ge, S_Y, 1),
+    );
     k.push(sp, Instr::new(Op::Nop).wait(WaitCond::Ge, S_DMA, 7));
 
     let pe = Engine::Pe;
     for kt in 0..4u32 {
-        let mut i = Instr::new(Op::MatMul { dst: ps(PT + kt * 512, 128), stationary: sb(bf, X + kt * 256, 128), moving: sb(bf, ID, 128), accumulate: false });
+        let mut i = Instr::new(Op::MatMul {
+            dst: ps(PT + kt * 512, 128),
+            stationary: sb(bf, X + kt * 256, 128),
+            moving: sb(bf, ID, 128),
+            accumulate: false,
+        });
         if kt == 0 {
             i = i.wait(WaitCond::Ge, S_DMA, 6);
         }
@@ -109,7 +192,12 @@ pub fn mlp() -> Result<Vec<u8>, BuildError> {
         }
     }
     for ht in 0..2u32 {
-        let mut i = Instr::new(Op::MatMul { dst: ps(PY, 128), stationary: sb(bf, HT + ht * 256, 128), moving: sb(bf, W2 + ht * 256, 128), accumulate: ht > 0 });
+        let mut i = Instr::new(Op::MatMul {
+            dst: ps(PY, 128),
+            stationary: sb(bf, HT + ht * 256, 128),
+            moving: sb(bf, W2 + ht * 256, 128),
+            accumulate: ht > 0,
+        });
         if ht == 0 {
             i = i.wait(WaitCond::Ge, S_HT, 2);
         } else {
@@ -120,7 +208,10 @@ pub fn mlp() -> Result<Vec<u8>, BuildError> {
 
     let act = Engine::Act;
     for kt in 0..4u32 {
-        let mut i = Instr::new(Op::Copy { dst: sb(bf, XT + kt * 256, 128), src: ps(PT + kt * 512, 128) });
+        let mut i = Instr::new(Op::Copy {
+            dst: sb(bf, XT + kt * 256, 128),
+            src: ps(PT + kt * 512, 128),
+        });
         if kt == 0 {
             i = i.wait(WaitCond::Ge, S_PT, 1);
         }
@@ -133,14 +224,27 @@ pub fn mlp() -> Result<Vec<u8>, BuildError> {
         let bias = TensorRef::tile(Space::Sbuf, bf, 0, 128, B1 + ht * 2, 1);
         k.push(
             act,
-            Instr::new(Op::Activation { func: ActFunc::Relu, dst: sb(bf, HT + ht * 256, 128), src: ps(PH + ht * 512, 128), bias: Some(bias), scale: 1.0 })
-                .wait(WaitCond::Ge, S_PH, ht as i32 + 1)
-                .then(SemOp::Inc, S_HT, 0),
+            Instr::new(Op::Activation {
+                func: ActFunc::Relu,
+                dst: sb(bf, HT + ht * 256, 128),
+                src: ps(PH + ht * 512, 128),
+                bias: Some(bias),
+                scale: 1.0,
+            })
+            .wait(WaitCond::Ge, S_PH, ht as i32 + 1)
+            .then(SemOp::Inc, S_HT, 0),
         );
     }
     k.push(
         Engine::Dve,
-        Instr::new(Op::TensorTensor { op: AluOp::Add, dst: sb(bf, Y, 128), a: ps(PY, 128), b: sb(bf, B2, 128) }).wait(WaitCond::Ge, S_PY, 1).then(SemOp::Inc, S_Y, 0),
+        Instr::new(Op::TensorTensor {
+            op: AluOp::Add,
+            dst: sb(bf, Y, 128),
+            a: ps(PY, 128),
+            b: sb(bf, B2, 128),
+        })
+        .wait(WaitCond::Ge, S_PY, 1)
+        .then(SemOp::Inc, S_Y, 0),
     );
     k.build()
 }
@@ -157,15 +261,38 @@ pub fn gemm_bench(n: u32) -> Result<Vec<u8>, BuildError> {
     k.input("b", f, &[128, 512])?;
     k.output("c", f, &[128, 512])?;
     k.dma_queue("qSyncIO", Engine::Sp, &[S_DMA as u32]);
-    let la = k.dma(Engine::Sp, "qSyncIO", Some(S_DMA), &[Xfer::load("a", f, 128, 0, 0, 128, 128, 0, 0)])?;
-    let lb = k.dma(Engine::Sp, "qSyncIO", Some(S_DMA), &[Xfer::load("b", f, 512, 0, 0, 128, 512, 0, 512)])?;
-    let st = k.dma(Engine::Sp, "qSyncIO", Some(S_DMA), &[Xfer::store("c", f, 512, 128, 512, 2560)])?;
+    let la = k.dma(
+        Engine::Sp,
+        "qSyncIO",
+        Some(S_DMA),
+        &[Xfer::load("a", f, 128, 0, 0, 128, 128, 0, 0)],
+    )?;
+    let lb = k.dma(
+        Engine::Sp,
+        "qSyncIO",
+        Some(S_DMA),
+        &[Xfer::load("b", f, 512, 0, 0, 128, 512, 0, 512)],
+    )?;
+    let st = k.dma(
+        Engine::Sp,
+        "qSyncIO",
+        Some(S_DMA),
+        &[Xfer::store("c", f, 512, 128, 512, 2560)],
+    )?;
     k.push(Engine::Sp, Instr::new(Op::DmaTrigger { block: la }));
     k.push(Engine::Sp, Instr::new(Op::DmaTrigger { block: lb }));
-    k.push(Engine::Sp, Instr::new(Op::DmaTrigger { block: st }).wait(WaitCond::Ge, S_C, 1));
+    k.push(
+        Engine::Sp,
+        Instr::new(Op::DmaTrigger { block: st }).wait(WaitCond::Ge, S_C, 1),
+    );
     k.push(Engine::Sp, Instr::new(Op::Nop).wait(WaitCond::Ge, S_DMA, 3));
     for i in 0..n {
-        let mut ins = Instr::new(Op::MatMul { dst: ps(0, 512), stationary: sb(f, 0, 128), moving: sb(f, 512, 512), accumulate: i > 0 });
+        let mut ins = Instr::new(Op::MatMul {
+            dst: ps(0, 512),
+            stationary: sb(f, 0, 128),
+            moving: sb(f, 512, 512),
+            accumulate: i > 0,
+        });
         if i == 0 {
             ins = ins.wait(WaitCond::Ge, S_DMA, 2);
         }
@@ -174,7 +301,15 @@ pub fn gemm_bench(n: u32) -> Result<Vec<u8>, BuildError> {
         }
         k.push(Engine::Pe, ins);
     }
-    k.push(Engine::Dve, Instr::new(Op::Copy { dst: sb(f, 2560, 512), src: ps(0, 512) }).wait(WaitCond::Ge, S_MM, 1).then(SemOp::Inc, S_C, 0));
+    k.push(
+        Engine::Dve,
+        Instr::new(Op::Copy {
+            dst: sb(f, 2560, 512),
+            src: ps(0, 512),
+        })
+        .wait(WaitCond::Ge, S_MM, 1)
+        .then(SemOp::Inc, S_C, 0),
+    );
     k.build()
 }
 
@@ -200,13 +335,37 @@ pub fn broken(kind: Broken) -> Result<Vec<u8>, BuildError> {
     k.input("in", f, &[128, 4])?;
     k.output("out", f, &[128, 4])?;
     k.dma_queue("q", Engine::Sp, &[1]);
-    let l = k.dma(Engine::Sp, "q", Some(1), &[Xfer::load("in", f, 4, 0, 0, 128, 4, 0, 0)])?;
-    let s = k.dma(Engine::Sp, "q", Some(1), &[Xfer::store("out", f, 4, 128, 4, 64)])?;
+    let l = k.dma(
+        Engine::Sp,
+        "q",
+        Some(1),
+        &[Xfer::load("in", f, 4, 0, 0, 128, 4, 0, 0)],
+    )?;
+    let s = k.dma(
+        Engine::Sp,
+        "q",
+        Some(1),
+        &[Xfer::store("out", f, 4, 128, 4, 64)],
+    )?;
     k.push(Engine::Sp, Instr::new(Op::DmaTrigger { block: l }));
-    k.push(Engine::Sp, Instr::new(Op::DmaTrigger { block: s }).wait(WaitCond::Ge, 2, 1));
+    k.push(
+        Engine::Sp,
+        Instr::new(Op::DmaTrigger { block: s }).wait(WaitCond::Ge, 2, 1),
+    );
     k.push(Engine::Sp, Instr::new(Op::Nop).wait(WaitCond::Ge, 1, 2));
-    let src = if kind == Broken::SbufOutOfBounds { TensorRef::tile(Space::Sbuf, f, 0, 128, 224 * 1024 - 8, 4) } else { sb(f, 0, 4) };
-    let mut add = Instr::new(Op::TensorScalar { op: AluOp::Add, dst: sb(f, 64, 4), src, scalar: 1.0 }).wait(WaitCond::Ge, 1, 1).then(SemOp::Inc, 2, 0);
+    let src = if kind == Broken::SbufOutOfBounds {
+        TensorRef::tile(Space::Sbuf, f, 0, 128, 224 * 1024 - 8, 4)
+    } else {
+        sb(f, 0, 4)
+    };
+    let mut add = Instr::new(Op::TensorScalar {
+        op: AluOp::Add,
+        dst: sb(f, 64, 4),
+        src,
+        scalar: 1.0,
+    })
+    .wait(WaitCond::Ge, 1, 1)
+    .then(SemOp::Inc, 2, 0);
     if kind == Broken::Hang {
         add = add.wait(WaitCond::Ge, 9, 1);
     }

@@ -42,7 +42,17 @@ impl Xfer {
     /// Rows `[row0, row0+rows)` x cols `[col0, col0+cols)` of a row-major DRAM matrix with
     /// `ld` columns, into partitions `p0..p0+rows` at byte `sb_off`.
     #[allow(clippy::too_many_arguments)]
-    pub fn load(var: &str, dtype: Dtype, ld: u64, row0: u64, col0: u64, rows: u64, cols: u64, p0: u64, sb_off: u64) -> Xfer {
+    pub fn load(
+        var: &str,
+        dtype: Dtype,
+        ld: u64,
+        row0: u64,
+        col0: u64,
+        rows: u64,
+        cols: u64,
+        p0: u64,
+        sb_off: u64,
+    ) -> Xfer {
         let es = dtype.size() as u64;
         Xfer {
             from: var.into(),
@@ -58,7 +68,14 @@ impl Xfer {
     }
 
     /// The same DRAM row of `cols` elements broadcast into `rows` partitions.
-    pub fn broadcast_row(var: &str, dtype: Dtype, off_elems: u64, rows: u64, cols: u64, sb_off: u64) -> Xfer {
+    pub fn broadcast_row(
+        var: &str,
+        dtype: Dtype,
+        off_elems: u64,
+        rows: u64,
+        cols: u64,
+        sb_off: u64,
+    ) -> Xfer {
         let es = dtype.size() as u64;
         Xfer {
             from: var.into(),
@@ -175,26 +192,60 @@ impl KernelBuilder {
     }
 
     pub fn input(&mut self, name: &str, dtype: Dtype, shape: &[u64]) -> Result<(), BuildError> {
-        self.add_var(Var { name: name.into(), kind: "input", dtype, shape: shape.to_vec(), data: None })
+        self.add_var(Var {
+            name: name.into(),
+            kind: "input",
+            dtype,
+            shape: shape.to_vec(),
+            data: None,
+        })
     }
 
     pub fn output(&mut self, name: &str, dtype: Dtype, shape: &[u64]) -> Result<(), BuildError> {
-        self.add_var(Var { name: name.into(), kind: "output", dtype, shape: shape.to_vec(), data: None })
+        self.add_var(Var {
+            name: name.into(),
+            kind: "output",
+            dtype,
+            shape: shape.to_vec(),
+            data: None,
+        })
     }
 
     /// A constant (a `file` variable backed by a `.npy` member); `data` is raw little-endian.
-    pub fn constant(&mut self, name: &str, dtype: Dtype, shape: &[u64], data: Vec<u8>) -> Result<(), BuildError> {
-        let v = Var { name: name.into(), kind: "file", dtype, shape: shape.to_vec(), data: Some(data) };
+    pub fn constant(
+        &mut self,
+        name: &str,
+        dtype: Dtype,
+        shape: &[u64],
+        data: Vec<u8>,
+    ) -> Result<(), BuildError> {
+        let v = Var {
+            name: name.into(),
+            kind: "file",
+            dtype,
+            shape: shape.to_vec(),
+            data: Some(data),
+        };
         let want = v.size();
         let got = v.data.as_ref().map_or(0, Vec::len);
         if got as u64 != want {
-            return Err(BuildError::ConstantSize { name: name.into(), got, want });
+            return Err(BuildError::ConstantSize {
+                name: name.into(),
+                got,
+                want,
+            });
         }
         self.add_var(v)
     }
 
     /// A constant given as f32 values, stored in `dtype` (rounded to nearest even).
-    pub fn constant_f32(&mut self, name: &str, dtype: Dtype, shape: &[u64], vals: &[f32]) -> Result<(), BuildError> {
+    pub fn constant_f32(
+        &mut self,
+        name: &str,
+        dtype: Dtype,
+        shape: &[u64],
+        vals: &[f32],
+    ) -> Result<(), BuildError> {
         let mut data = vec![0u8; vals.len() * dtype.size()];
         for (i, v) in vals.iter().enumerate() {
             neuron_isa::dtype::store_f32(dtype, *v, &mut data[i * dtype.size()..]);
@@ -209,7 +260,13 @@ impl KernelBuilder {
 
     /// Add a DMA block to `engine`'s JSON; returns its id (for `Op::DmaTrigger`). The block
     /// increments `semaphore` when its last transfer lands.
-    pub fn dma(&mut self, engine: Engine, queue: &str, semaphore: Option<u8>, xfers: &[Xfer]) -> Result<u16, BuildError> {
+    pub fn dma(
+        &mut self,
+        engine: Engine,
+        queue: &str,
+        semaphore: Option<u8>,
+        xfers: &[Xfer],
+    ) -> Result<u16, BuildError> {
         if !self.queues.iter().any(|q| q.0 == queue) {
             return Err(BuildError::UnknownQueue(queue.into()));
         }
@@ -221,7 +278,10 @@ impl KernelBuilder {
         if let Some(s) = semaphore {
             b.insert("semaphore".into(), json!(s));
         }
-        b.insert("desc".into(), Value::Array(xfers.iter().map(Xfer::json).collect()));
+        b.insert(
+            "desc".into(),
+            Value::Array(xfers.iter().map(Xfer::json).collect()),
+        );
         list.push(Value::Object(b));
         Ok(id)
     }
@@ -263,11 +323,14 @@ impl KernelBuilder {
 
         let mut tpn = vec![0u32; 64];
         tpn[0] = 1;
-        w.add_json("info.json", &json!({
-            "tool_version": concat!("neuron-emu-kbuild ", env!("CARGO_PKG_VERSION")),
-            "kelp_version": "Dynamic", "name": format!("{}.neff", self.name),
-            "num_tpb": 1, "num_tpb_requested": 1, "num_tpb_per_node": tpn,
-        }))?;
+        w.add_json(
+            "info.json",
+            &json!({
+                "tool_version": concat!("neuron-emu-kbuild ", env!("CARGO_PKG_VERSION")),
+                "kelp_version": "Dynamic", "name": format!("{}.neff", self.name),
+                "num_tpb": 1, "num_tpb_requested": 1, "num_tpb_per_node": tpn,
+            }),
+        )?;
         w.add_json("kelf-0.json", &json!({"graphs": [{"definition": "sg00/def.json", "name": "sg00"}], "version": "0.5", "target": "emu-test"}))?;
 
         // def.json
@@ -289,11 +352,20 @@ impl KernelBuilder {
         for (n, owner, sems) in &self.queues {
             queues.insert(n.clone(), json!({"type": "data", "num_queues": 1, "owner": owner.def_name(), "semaphore_set": sems, "fabric_path": "main"}));
         }
-        let files = [(Engine::Pe, "PE"), (Engine::Act, "Activation"), (Engine::Pool, "Pool"), (Engine::Dve, "DVE"), (Engine::Sp, "SP")];
+        let files = [
+            (Engine::Pe, "PE"),
+            (Engine::Act, "Activation"),
+            (Engine::Pool, "Pool"),
+            (Engine::Dve, "DVE"),
+            (Engine::Sp, "SP"),
+        ];
         let mut def = Map::new();
         for (e, stem) in files {
             def.insert(e.def_name().into(), json!(format!("{stem}.json")));
-            def.insert(format!("{}_instr", e.def_name()), json!(format!("{stem}.bin")));
+            def.insert(
+                format!("{}_instr", e.def_name()),
+                json!(format!("{stem}.bin")),
+            );
         }
         def.insert("name".into(), json!("definition"));
         def.insert("version".into(), json!("0.6"));
@@ -324,8 +396,17 @@ impl KernelBuilder {
         w.add_json("sg00/tensor_map.json", &Value::Object(tmap))?;
         for v in self.vars.iter().filter(|v| v.kind == "file") {
             let npy_dt = npy_dtype(v.dtype);
-            let arr = NpyArray::new(npy_dt, v.shape.iter().map(|&d| d as usize).collect(), v.data.clone().unwrap_or_default())
-                .map_err(|e| BuildError::Neff(neuron_neff::NeffError::Npy { member: v.name.clone(), source: e }))?;
+            let arr = NpyArray::new(
+                npy_dt,
+                v.shape.iter().map(|&d| d as usize).collect(),
+                v.data.clone().unwrap_or_default(),
+            )
+            .map_err(|e| {
+                BuildError::Neff(neuron_neff::NeffError::Npy {
+                    member: v.name.clone(),
+                    source: e,
+                })
+            })?;
             w.add_member(&format!("sg00/value_{}.npy", v.name), arr.to_bytes());
         }
 
@@ -342,7 +423,10 @@ impl KernelBuilder {
         let all: Vec<&Var> = inputs.iter().chain(outputs.iter()).copied().collect();
         let mut sig = Map::new();
         for (i, v) in inputs.iter().enumerate() {
-            sig.insert(v.name.clone(), json!({"id": i, "dtype": v.dtype.name(), "shape": v.shape}));
+            sig.insert(
+                v.name.clone(),
+                json!({"id": i, "dtype": v.dtype.name(), "shape": v.shape}),
+            );
         }
         let k = inputs.len();
         w.add_json("neff.json", &json!({

@@ -13,7 +13,10 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { exec_timeout: Duration::from_secs(30), validate_hash: false }
+        Config {
+            exec_timeout: Duration::from_secs(30),
+            validate_hash: false,
+        }
     }
 }
 
@@ -39,13 +42,17 @@ impl Config {
         if let Ok(v) = std::env::var("NEURON_RT_EXEC_TIMEOUT") {
             match parse_seconds(&v) {
                 Some(d) => c.exec_timeout = d,
-                None => tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_EXEC_TIMEOUT={v:?} (seconds expected)"),
+                None => {
+                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_EXEC_TIMEOUT={v:?} (seconds expected)")
+                }
             }
         }
         if let Ok(v) = std::env::var("NEURON_RT_VALIDATE_HASH") {
             match parse_bool(&v) {
                 Some(b) => c.validate_hash = b,
-                None => tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_VALIDATE_HASH={v:?}"),
+                None => {
+                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_VALIDATE_HASH={v:?}")
+                }
             }
         }
         c

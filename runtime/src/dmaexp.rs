@@ -24,7 +24,12 @@ pub enum ExpandError {
     #[error("source moves {from} bytes but destination {to}")]
     SizeMismatch { from: u64, to: u64 },
     #[error("pattern reaches offset {lo}..{hi}, outside 0..{limit} of '{var}'")]
-    OutOfBounds { var: String, lo: i128, hi: i128, limit: u64 },
+    OutOfBounds {
+        var: String,
+        lo: i128,
+        hi: i128,
+        limit: u64,
+    },
     #[error("expansion exceeds {0} descriptors")]
     TooMany(usize),
 }
@@ -32,7 +37,10 @@ pub enum ExpandError {
 impl Pattern {
     fn check_rank(&self) -> Result<(), ExpandError> {
         if self.sizes.len() != self.steps.len() {
-            return Err(ExpandError::Rank { sizes: self.sizes.len(), steps: self.steps.len() });
+            return Err(ExpandError::Rank {
+                sizes: self.sizes.len(),
+                steps: self.steps.len(),
+            });
         }
         if self.sizes.len() > 4 {
             return Err(ExpandError::TooManyDims(self.sizes.len()));
@@ -41,7 +49,10 @@ impl Pattern {
     }
 
     pub fn elems(&self) -> u64 {
-        self.sizes.iter().try_fold(1u64, |a, &s| a.checked_mul(s)).unwrap_or(u64::MAX)
+        self.sizes
+            .iter()
+            .try_fold(1u64, |a, &s| a.checked_mul(s))
+            .unwrap_or(u64::MAX)
     }
 
     /// Byte range touched relative to `base`, to check against the variable's size.
@@ -65,7 +76,12 @@ impl Pattern {
     pub fn check_bounds(&self, var: &str, limit: u64) -> Result<(), ExpandError> {
         let (lo, hi) = self.extent();
         if self.elems() > 0 && (lo < 0 || hi > limit as i128) {
-            return Err(ExpandError::OutOfBounds { var: var.to_string(), lo, hi, limit });
+            return Err(ExpandError::OutOfBounds {
+                var: var.to_string(),
+                lo,
+                hi,
+                limit,
+            });
         }
         Ok(())
     }
@@ -81,7 +97,11 @@ impl Pattern {
             steps.push(1);
         }
         let last = sizes.len() - 1;
-        let (inner_len, inner_count) = if steps[last] == 1 { (sizes[last] * self.esize, 1) } else { (self.esize, sizes[last]) };
+        let (inner_len, inner_count) = if steps[last] == 1 {
+            (sizes[last] * self.esize, 1)
+        } else {
+            (self.esize, sizes[last])
+        };
         sizes[last] = inner_count;
         let mut out: Vec<(u64, u64)> = Vec::new();
         if sizes.contains(&0) || inner_len == 0 {
@@ -156,7 +176,13 @@ mod tests {
     use super::*;
 
     fn p(base: u64, off: u64, sizes: &[u64], steps: &[i64], esize: u64) -> Pattern {
-        Pattern { base, off, sizes: sizes.to_vec(), steps: steps.to_vec(), esize }
+        Pattern {
+            base,
+            off,
+            sizes: sizes.to_vec(),
+            steps: steps.to_vec(),
+            esize,
+        }
     }
 
     #[test]
@@ -175,17 +201,33 @@ mod tests {
         let to = p(0x100, 0, &[3, 4], &[4, 1], 4);
         let d = expand(&from, &to).expect("expand");
         assert_eq!(d, vec![(0, 0x100, 16), (0, 0x110, 16), (0, 0x120, 16)]);
-        let big = expand(&p(0, 0, &[200_000], &[1], 1), &p(1 << 20, 0, &[200_000], &[1], 1)).expect("big");
+        let big = expand(
+            &p(0, 0, &[200_000], &[1], 1),
+            &p(1 << 20, 0, &[200_000], &[1], 1),
+        )
+        .expect("big");
         assert_eq!(big.len(), 4);
         assert_eq!(big[3].2 as u64, 200_000 - 3 * 65536);
     }
 
     #[test]
     fn errors() {
-        assert!(matches!(expand(&p(0, 0, &[3], &[1], 4), &p(0, 0, &[4], &[1], 4)), Err(ExpandError::SizeMismatch { .. })));
-        assert!(matches!(expand(&p(0, 0, &[3], &[1, 1], 4), &p(0, 0, &[3], &[1], 4)), Err(ExpandError::Rank { .. })));
-        assert!(matches!(p(0, 8, &[4], &[1], 4).check_bounds("x", 16), Err(ExpandError::OutOfBounds { .. })));
+        assert!(matches!(
+            expand(&p(0, 0, &[3], &[1], 4), &p(0, 0, &[4], &[1], 4)),
+            Err(ExpandError::SizeMismatch { .. })
+        ));
+        assert!(matches!(
+            expand(&p(0, 0, &[3], &[1, 1], 4), &p(0, 0, &[3], &[1], 4)),
+            Err(ExpandError::Rank { .. })
+        ));
+        assert!(matches!(
+            p(0, 8, &[4], &[1], 4).check_bounds("x", 16),
+            Err(ExpandError::OutOfBounds { .. })
+        ));
         assert!(p(0, 0, &[4], &[1], 4).check_bounds("x", 16).is_ok());
-        assert!(matches!(expand(&p(0, 0, &[1 << 21], &[2], 1), &p(0, 0, &[1 << 21], &[2], 1)), Err(ExpandError::TooMany(_))));
+        assert!(matches!(
+            expand(&p(0, 0, &[1 << 21], &[2], 1), &p(0, 0, &[1 << 21], &[2], 1)),
+            Err(ExpandError::TooMany(_))
+        ));
     }
 }

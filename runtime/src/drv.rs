@@ -54,7 +54,13 @@ impl Driver {
         Ok(a)
     }
 
-    pub fn mem_alloc(&self, size: u64, host: bool, nc: u32, mem_type: MemType) -> Result<Chunk, Errno> {
+    pub fn mem_alloc(
+        &self,
+        size: u64,
+        host: bool,
+        nc: u32,
+        mem_type: MemType,
+    ) -> Result<Chunk, Errno> {
         let mut handle = 0u64;
         let mut a = MemAllocV2MemType {
             size,
@@ -68,9 +74,17 @@ impl Driver {
             ..FromZeros::new_zeroed()
         };
         self.call(NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a)?;
-        let mut info = MemGetExtendedInfo { mem_handle: handle, ..FromZeros::new_zeroed() };
+        let mut info = MemGetExtendedInfo {
+            mem_handle: handle,
+            ..FromZeros::new_zeroed()
+        };
         self.call(NEURON_IOCTL_MEM_GET_EXTENDED_INFO, &mut info)?;
-        Ok(Chunk { handle, pa: info.pa, size: info.size, host: info.host_memory != 0 })
+        Ok(Chunk {
+            handle,
+            pa: info.pa,
+            size: info.size,
+            host: info.host_memory != 0,
+        })
     }
 
     pub fn mem_free(&self, handle: u64) -> Result<(), Errno> {
@@ -102,7 +116,12 @@ impl Driver {
         self.call(NEURON_IOCTL_MEM_BUF_COPY64, &mut a)
     }
 
-    pub fn copy_descriptors(&self, ring: &Chunk, descs: &[UdmaDesc], queue_type: u32) -> Result<(), Errno> {
+    pub fn copy_descriptors(
+        &self,
+        ring: &Chunk,
+        descs: &[UdmaDesc],
+        queue_type: u32,
+    ) -> Result<(), Errno> {
         let bytes = descs.as_bytes();
         let mut a = DmaCopyDescriptors64 {
             mem_handle: ring.handle,
@@ -115,7 +134,14 @@ impl Driver {
         self.call(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &mut a)
     }
 
-    pub fn queue_init(&self, eng: u32, qid: u32, tx: &Chunk, rx: &Chunk, ndesc: u32) -> Result<(), Errno> {
+    pub fn queue_init(
+        &self,
+        eng: u32,
+        qid: u32,
+        tx: &Chunk,
+        rx: &Chunk,
+        ndesc: u32,
+    ) -> Result<(), Errno> {
         let mut a = DmaQueueInit {
             eng_id: eng,
             qid,
@@ -131,39 +157,77 @@ impl Driver {
     }
 
     pub fn copy_start(&self, eng: u32, qid: u32, n: u32) -> Result<(), Errno> {
-        let mut a = DmaQueueCopyStart { eng_id: eng, qid, tx_desc_count: n, rx_desc_count: n };
+        let mut a = DmaQueueCopyStart {
+            eng_id: eng,
+            qid,
+            tx_desc_count: n,
+            rx_desc_count: n,
+        };
         self.call(NEURON_IOCTL_DMA_QUEUE_COPY_START, &mut a)
     }
 
     /// Create a host-memory notification queue; returns (mmap offset, mem handle).
-    pub fn nq_init(&self, nc: u32, nq_type: u32, engine: u32, size: u32) -> Result<(u64, u64), Errno> {
-        let mut a = NotificationsInitV2 { nq_dev_id: nc, nq_dev_type: 0, nq_type, engine_index: engine, size, on_host_memory: 1, ..FromZeros::new_zeroed() };
+    pub fn nq_init(
+        &self,
+        nc: u32,
+        nq_type: u32,
+        engine: u32,
+        size: u32,
+    ) -> Result<(u64, u64), Errno> {
+        let mut a = NotificationsInitV2 {
+            nq_dev_id: nc,
+            nq_dev_type: 0,
+            nq_type,
+            engine_index: engine,
+            size,
+            on_host_memory: 1,
+            ..FromZeros::new_zeroed()
+        };
         self.call(NEURON_IOCTL_NOTIFICATIONS_INIT_V2, &mut a)?;
         Ok((a.mmap_offset, a.mem_handle))
     }
 
     /// RESOURCE_MMAP_INFO for a TPB resource: (offset = device address key, size).
     pub fn tpb_resource(&self, nc: u32, resource: u32) -> Result<(u64, u64), Errno> {
-        let mut a = ResourceMmapInfo { block: MMAP_BLOCK_TPB, block_id: nc, resource, ..FromZeros::new_zeroed() };
+        let mut a = ResourceMmapInfo {
+            block: MMAP_BLOCK_TPB,
+            block_id: nc,
+            resource,
+            ..FromZeros::new_zeroed()
+        };
         self.call(NEURON_IOCTL_RESOURCE_MMAP_INFO, &mut a)?;
         Ok((a.offset, a.size))
     }
 
     pub fn sem_write(&self, nc: u32, index: u32, value: u32) -> Result<(), Errno> {
-        let mut a = Semaphore { nc_id: nc, semaphore_index: index, value };
+        let mut a = Semaphore {
+            nc_id: nc,
+            semaphore_index: index,
+            value,
+        };
         self.call(NEURON_IOCTL_SEMAPHORE_WRITE, &mut a)
     }
 
     pub fn sem_read(&self, nc: u32, index: u32) -> Result<u32, Errno> {
-        let mut a = Semaphore { nc_id: nc, semaphore_index: index, value: 0 };
+        let mut a = Semaphore {
+            nc_id: nc,
+            semaphore_index: index,
+            value: 0,
+        };
         self.call(NEURON_IOCTL_SEMAPHORE_READ, &mut a)?;
         Ok(a.value)
     }
 
     pub fn nc_reset(&self, nc_map: u32) -> Result<(), Errno> {
-        let mut a = DeviceReset { nc_map, request_id: 0 };
+        let mut a = DeviceReset {
+            nc_map,
+            request_id: 0,
+        };
         self.call(NEURON_IOCTL_NC_RESET, &mut a)?;
-        let mut r = DeviceReady { request_id: a.request_id, result: 0 };
+        let mut r = DeviceReady {
+            request_id: a.request_id,
+            result: 0,
+        };
         self.call(NEURON_IOCTL_NC_RESET_READY, &mut r)?;
         if r.result != 0 {
             return Err(Errno::EIO);

@@ -30,17 +30,38 @@ pub struct Runtime {
 
 impl Runtime {
     /// Bind to an open device and check that the driver is one this runtime can use.
-    pub fn new(dev: Arc<dyn DeviceFile>, device_index: u32, config: Config) -> Result<Runtime, NrtError> {
+    pub fn new(
+        dev: Arc<dyn DeviceFile>,
+        device_index: u32,
+        config: Config,
+    ) -> Result<Runtime, NrtError> {
         let drv = drv::Driver::new(dev);
-        let info = drv.basic_info().map_err(|e| NrtError::new(NrtStatus::Failure, format!("DEVICE_BASIC_INFO failed: {e}")))?;
+        let info = drv.basic_info().map_err(|e| {
+            NrtError::new(NrtStatus::Failure, format!("DEVICE_BASIC_INFO failed: {e}"))
+        })?;
         let arch = match info.architecture {
             2 => Arch::V2Trn1,
             3 => Arch::V3Trn2,
-            a => return Err(NrtError::new(NrtStatus::Failure, format!("unsupported device architecture {a}"))),
+            a => {
+                return Err(NrtError::new(
+                    NrtStatus::Failure,
+                    format!("unsupported device architecture {a}"),
+                ))
+            }
         };
-        let cv = drv.compatible_version().map_err(|e| NrtError::new(NrtStatus::Failure, format!("COMPATIBLE_VERSION failed: {e}")))?;
+        let cv = drv.compatible_version().map_err(|e| {
+            NrtError::new(
+                NrtStatus::Failure,
+                format!("COMPATIBLE_VERSION failed: {e}"),
+            )
+        })?;
         tracing::debug!(target: "TDRV", "driver compatibility range {}..{}", cv.min, cv.max);
-        Ok(Runtime { drv, device_index, arch, config })
+        Ok(Runtime {
+            drv,
+            device_index,
+            arch,
+            config,
+        })
     }
 
     pub fn arch(&self) -> Arch {
@@ -54,9 +75,19 @@ impl Runtime {
     /// Load a NEFF onto NeuronCore `nc` of this device.
     pub fn load(&self, neff: &[u8], nc: u32) -> Result<Model, NrtError> {
         if nc >= self.arch.nc_count() {
-            return Err(NrtError::new(NrtStatus::LoadNotEnoughNc, format!("NC {nc} does not exist (device has {})", self.arch.nc_count())));
+            return Err(NrtError::new(
+                NrtStatus::LoadNotEnoughNc,
+                format!(
+                    "NC {nc} does not exist (device has {})",
+                    self.arch.nc_count()
+                ),
+            ));
         }
-        let opts = model::LoadOptions { validate_hash: self.config.validate_hash, exec_timeout: self.config.exec_timeout, device_index: self.device_index };
+        let opts = model::LoadOptions {
+            validate_hash: self.config.validate_hash,
+            exec_timeout: self.config.exec_timeout,
+            device_index: self.device_index,
+        };
         model::load(&self.drv, neff, nc, opts)
     }
 }

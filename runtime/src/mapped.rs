@@ -25,7 +25,10 @@ pub struct Mapped {
 
 impl std::fmt::Debug for Mapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mapped").field("ptr", &self.ptr).field("len", &self.len).finish()
+        f.debug_struct("Mapped")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -36,7 +39,11 @@ impl Mapped {
             let _ = dev.munmap(p, len);
             return Err(Errno::EFAULT);
         }
-        Ok(Mapped { ptr: Ptr(p), len, dev })
+        Ok(Mapped {
+            ptr: Ptr(p),
+            len,
+            dev,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -61,11 +68,15 @@ impl Mapped {
     }
 
     pub fn store_u32(&self, off: usize, v: u32) -> bool {
-        self.word(off).map(|w| w.store(v, Ordering::SeqCst)).is_some()
+        self.word(off)
+            .map(|w| w.store(v, Ordering::SeqCst))
+            .is_some()
     }
 
     pub fn fetch_add_u32(&self, off: usize, v: u32) -> bool {
-        self.word(off).map(|w| w.fetch_add(v, Ordering::SeqCst)).is_some()
+        self.word(off)
+            .map(|w| w.fetch_add(v, Ordering::SeqCst))
+            .is_some()
     }
 
     /// Copy bytes out with volatile reads (the device may write concurrently; the caller

@@ -13,10 +13,16 @@ use crate::dmaexp::{self, Pattern};
 use crate::drv::{Chunk, Driver};
 use crate::mapped::Mapped;
 use crate::status::{NrtError, NrtStatus};
-use neuron_abi::consts::{MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY};
-use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_OOB};
+use neuron_abi::consts::{
+    MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY,
+};
+use neuron_abi::notify::{
+    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_OOB,
+};
 use neuron_abi::tpb;
-use neuron_abi::udma::{UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY, QUEUE_TYPE_RX, QUEUE_TYPE_TX};
+use neuron_abi::udma::{
+    UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY, QUEUE_TYPE_RX, QUEUE_TYPE_TX,
+};
 use neuron_isa::{testenc, Dtype, Engine, Instr, Op, SemOp, WaitCond};
 use neuron_neff::{Neff, NeffError, ParseOptions, VarType};
 use std::collections::BTreeMap;
@@ -67,7 +73,11 @@ impl NqReader {
         let slot = (self.index % self.entries) as usize * ENTRY_SIZE;
         let phase = (self.index / self.entries) % 2 == 0;
         let w0 = self.map.load_u32_acquire(slot)?;
-        let probe = NotificationEntry { word0: w0, pc: 0, timestamp_ps: 0 };
+        let probe = NotificationEntry {
+            word0: w0,
+            pc: 0,
+            timestamp_ps: 0,
+        };
         if w0 == 0 || probe.phase() != phase {
             return None;
         }
@@ -113,13 +123,19 @@ pub struct Model {
 }
 
 fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
-    let status = if e == neuron_abi::Errno::ENOMEM { NrtStatus::Resource } else { NrtStatus::Failure };
+    let status = if e == neuron_abi::Errno::ENOMEM {
+        NrtStatus::Resource
+    } else {
+        NrtStatus::Failure
+    };
     NrtError::new(status, format!("{what} failed: {e}"))
 }
 
 fn neff_err(e: NeffError) -> NrtError {
     match e {
-        NeffError::UnsupportedVersion { .. } | NeffError::UnknownFeatureBits { .. } | NeffError::UnsupportedPackager { .. } => {
+        NeffError::UnsupportedVersion { .. }
+        | NeffError::UnknownFeatureBits { .. }
+        | NeffError::UnsupportedPackager { .. } => {
             NrtError::new(NrtStatus::UnsupportedNeffVersion, e.to_string())
         }
         other => NrtError::invalid(other.to_string()),
@@ -134,7 +150,10 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn alloc(&mut self, size: u64, host: bool, mt: MemType, what: &str) -> Result<Chunk, NrtError> {
-        let c = self.drv.mem_alloc(size.max(1), host, self.nc, mt).map_err(|e| drv_err(&format!("allocating {size} bytes for {what}"), e))?;
+        let c = self
+            .drv
+            .mem_alloc(size.max(1), host, self.nc, mt)
+            .map_err(|e| drv_err(&format!("allocating {size} bytes for {what}"), e))?;
         self.chunks.push(c);
         Ok(c)
     }
@@ -154,8 +173,17 @@ pub struct LoadOptions {
     pub device_index: u32,
 }
 
-pub(crate) fn load(drv: &Driver, neff_bytes: &[u8], nc: u32, opts: LoadOptions) -> Result<Model, NrtError> {
-    let mut l = Loader { drv, nc, chunks: Vec::new() };
+pub(crate) fn load(
+    drv: &Driver,
+    neff_bytes: &[u8],
+    nc: u32,
+    opts: LoadOptions,
+) -> Result<Model, NrtError> {
+    let mut l = Loader {
+        drv,
+        nc,
+        chunks: Vec::new(),
+    };
     match load_inner(&mut l, neff_bytes, opts) {
         Ok(m) => Ok(m),
         Err(e) => {
@@ -167,7 +195,10 @@ pub(crate) fn load(drv: &Driver, neff_bytes: &[u8], nc: u32, opts: LoadOptions) 
 
 fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Result<Model, NrtError> {
     let nc = l.nc;
-    let popts = ParseOptions { validate_hash: opts.validate_hash, ..ParseOptions::default() };
+    let popts = ParseOptions {
+        validate_hash: opts.validate_hash,
+        ..ParseOptions::default()
+    };
     let neff = Neff::parse_with(neff_bytes, &popts).map_err(|e| {
         let h = NeffHeaderSummary::of(neff_bytes);
         if matches!(e, NeffError::UnsupportedVersion { .. } | NeffError::UnknownFeatureBits { .. }) {
@@ -184,14 +215,23 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     })?;
     let name = neff.header().name_str();
     let kelf = neff.kelf().map_err(neff_err)?;
-    let graph = kelf.graphs.first().ok_or_else(|| NrtError::invalid("kelf lists no subgraphs"))?;
+    let graph = kelf
+        .graphs
+        .first()
+        .ok_or_else(|| NrtError::invalid("kelf lists no subgraphs"))?;
     let sg = graph.dir().to_string();
     let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
     let tmap = neff.tensor_map(&sg).ok();
 
     // ---- variables
-    let (sb_base, sb_size) = l.drv.tpb_resource(nc, MMAP_RESOURCE_SBUF).map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
-    let (sem_base, sem_size) = l.drv.tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE).map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
+    let (sb_base, sb_size) = l
+        .drv
+        .tpb_resource(nc, MMAP_RESOURCE_SBUF)
+        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+    let (sem_base, sem_size) = l
+        .drv
+        .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
+        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
     let mut vars: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut var_chunks: BTreeMap<String, Chunk> = BTreeMap::new();
     for (vname, v) in &def.var {
@@ -199,8 +239,14 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             VarType::StateBuffer => {
                 vars.insert(vname.clone(), (sb_base, sb_size));
             }
-            VarType::Input | VarType::Output | VarType::File | VarType::Virtual | VarType::TmpBuf => {
-                let size = v.size.ok_or_else(|| NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size")))?;
+            VarType::Input
+            | VarType::Output
+            | VarType::File
+            | VarType::Virtual
+            | VarType::TmpBuf => {
+                let size = v.size.ok_or_else(|| {
+                    NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
+                })?;
                 let mt = match v.ty {
                     VarType::File => MemType::CONSTANTS_DEVICE,
                     VarType::Virtual | VarType::TmpBuf => MemType::SCRATCHPAD_DEVICE,
@@ -208,12 +254,19 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
                 };
                 let c = l.alloc(size, false, mt, vname)?;
                 if v.ty == VarType::File {
-                    let file = v.file_name.as_deref().ok_or_else(|| NrtError::invalid(format!("file var '{vname}' names no file")))?;
+                    let file = v.file_name.as_deref().ok_or_else(|| {
+                        NrtError::invalid(format!("file var '{vname}' names no file"))
+                    })?;
                     let arr = neff.npy(&format!("{sg}/{file}")).map_err(neff_err)?;
                     if arr.data.len() as u64 > size {
-                        return Err(NrtError::invalid(format!("constant '{file}' holds {} bytes, var '{vname}' only {size}", arr.data.len())));
+                        return Err(NrtError::invalid(format!(
+                            "constant '{file}' holds {} bytes, var '{vname}' only {size}",
+                            arr.data.len()
+                        )));
                     }
-                    l.drv.copy_to(&c, 0, &arr.data).map_err(|e| drv_err("MEM_BUF_COPY64 (constants)", e))?;
+                    l.drv
+                        .copy_to(&c, 0, &arr.data)
+                        .map_err(|e| drv_err("MEM_BUF_COPY64 (constants)", e))?;
                 }
                 vars.insert(vname.clone(), (c.pa, size));
                 var_chunks.insert(vname.clone(), c);
@@ -224,29 +277,61 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
 
     // ---- tensor metadata
     let dtype_of = |n: &str, fallback: &str| -> Result<Dtype, NrtError> {
-        Dtype::from_name(n).or_else(|| Dtype::from_name(fallback)).ok_or_else(|| NrtError::invalid(format!("unknown dtype '{n}'")))
+        Dtype::from_name(n)
+            .or_else(|| Dtype::from_name(fallback))
+            .ok_or_else(|| NrtError::invalid(format!("unknown dtype '{n}'")))
     };
     let mut inputs = Vec::new();
     for (iname, dt, shape) in neff.neff_json().map_err(neff_err)?.inputs() {
-        let c = *var_chunks.get(&iname).ok_or_else(|| NrtError::invalid(format!("input '{iname}' has no var in {sg}/def.json")))?;
+        let c = *var_chunks.get(&iname).ok_or_else(|| {
+            NrtError::invalid(format!("input '{iname}' has no var in {sg}/def.json"))
+        })?;
         let size = def.var.get(&iname).and_then(|v| v.size).unwrap_or(c.size);
-        inputs.push((TensorInfo { name: iname, dtype: dtype_of(&dt, "")?, shape, size }, c));
+        inputs.push((
+            TensorInfo {
+                name: iname,
+                dtype: dtype_of(&dt, "")?,
+                shape,
+                size,
+            },
+            c,
+        ));
     }
     let mut outputs = Vec::new();
     for (oname, v) in def.vars_of_type(&VarType::Output) {
-        let c = *var_chunks.get(oname).ok_or_else(|| NrtError::invalid(format!("output '{oname}' was not placed")))?;
+        let c = *var_chunks
+            .get(oname)
+            .ok_or_else(|| NrtError::invalid(format!("output '{oname}' was not placed")))?;
         let tm = tmap.as_ref().and_then(|t| t.get(oname));
         let dt = tm.map(|t| t.dtype.as_str()).unwrap_or("uint8");
-        let shape = tm.and_then(|t| t.sim_shape.clone().or(t.tf_shape.clone())).unwrap_or_else(|| vec![v.size.unwrap_or(0)]);
-        outputs.push((TensorInfo { name: oname.to_string(), dtype: dtype_of(dt, "uint8")?, shape, size: v.size.unwrap_or(c.size) }, c));
+        let shape = tm
+            .and_then(|t| t.sim_shape.clone().or(t.tf_shape.clone()))
+            .unwrap_or_else(|| vec![v.size.unwrap_or(0)]);
+        outputs.push((
+            TensorInfo {
+                name: oname.to_string(),
+                dtype: dtype_of(dt, "uint8")?,
+                shape,
+                size: v.size.unwrap_or(c.size),
+            },
+            c,
+        ));
     }
 
     // ---- engines: decode, translate DMA triggers, expand DMA blocks
     let one = l.alloc(4096, true, MemType::MISC_HOST, "runtime constants")?;
-    l.drv.copy_to(&one, 0, &1u32.to_le_bytes()).map_err(|e| drv_err("MEM_BUF_COPY64", e))?;
+    l.drv
+        .copy_to(&one, 0, &1u32.to_le_bytes())
+        .map_err(|e| drv_err("MEM_BUF_COPY64", e))?;
     let queue_names: Vec<&String> = def.dma_queue.keys().collect();
     if queue_names.len() > DATA_DMA_ENGINES as usize {
-        return Err(NrtError::new(NrtStatus::Resource, format!("{} DMA queues declared, at most {DATA_DMA_ENGINES} supported", queue_names.len())));
+        return Err(NrtError::new(
+            NrtStatus::Resource,
+            format!(
+                "{} DMA queues declared, at most {DATA_DMA_ENGINES} supported",
+                queue_names.len()
+            ),
+        ));
     }
     let mut qdescs: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); queue_names.len()];
     let mut qowner: Vec<Option<Engine>> = vec![None; queue_names.len()];
@@ -268,7 +353,9 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         })?;
         let mut prog: Vec<Instr> = vec![
             Instr::new(Op::Nop).wait(WaitCond::Ge, START_SEM, 1),
-            Instr::new(Op::Notify { id: START_NOTIFY_ID }),
+            Instr::new(Op::Notify {
+                id: START_NOTIFY_ID,
+            }),
         ];
         let mut used_blocks = std::collections::BTreeSet::new();
         for (pc, mut ins) in instrs.into_iter().enumerate() {
@@ -282,40 +369,96 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
                     NrtError::invalid(format!("{sg} engine {engine} pc {pc}: DMA block {block} is not in the engine's JSON"))
                 })?;
                 if !used_blocks.insert(block) {
-                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: DMA block {block} triggered twice")));
+                    return Err(NrtError::invalid(format!(
+                        "{sg} engine {engine} pc {pc}: DMA block {block} triggered twice"
+                    )));
                 }
-                let qname = blk.queue.as_deref().ok_or_else(|| NrtError::invalid(format!("DMA block {block} names no queue")))?;
-                let qi = queue_names.iter().position(|q| q.as_str() == qname).ok_or_else(|| NrtError::invalid(format!("DMA block {block}: unknown queue '{qname}'")))?;
+                let qname = blk.queue.as_deref().ok_or_else(|| {
+                    NrtError::invalid(format!("DMA block {block} names no queue"))
+                })?;
+                let qi = queue_names
+                    .iter()
+                    .position(|q| q.as_str() == qname)
+                    .ok_or_else(|| {
+                        NrtError::invalid(format!("DMA block {block}: unknown queue '{qname}'"))
+                    })?;
                 match qowner[qi] {
-                    Some(o) if o != engine => return Err(NrtError::invalid(format!("DMA queue '{qname}' is triggered by {o} and {engine}"))),
+                    Some(o) if o != engine => {
+                        return Err(NrtError::invalid(format!(
+                            "DMA queue '{qname}' is triggered by {o} and {engine}"
+                        )))
+                    }
                     _ => qowner[qi] = Some(engine),
                 }
                 let mut n = 0u32;
                 for (di, d) in blk.desc.iter().enumerate() {
                     if d.op != "copy" {
-                        return Err(NrtError::invalid(format!("DMA block {block} desc {di}: unsupported op '{}'", d.op)));
+                        return Err(NrtError::invalid(format!(
+                            "DMA block {block} desc {di}: unsupported op '{}'",
+                            d.op
+                        )));
                     }
-                    let side = |var: &str, off: u64, sizes: &[u64], steps: &[i64], dt: Option<&str>| -> Result<Pattern, NrtError> {
-                        let (base, limit) = *vars.get(var).ok_or_else(|| NrtError::invalid(format!("DMA block {block} desc {di}: unknown variable '{var}'")))?;
-                        let esize = dt.and_then(Dtype::from_name).map(|d| d.size() as u64).unwrap_or(1);
-                        let p = Pattern { base, off, sizes: sizes.to_vec(), steps: steps.to_vec(), esize };
-                        p.check_bounds(var, limit).map_err(|e| NrtError::invalid(format!("DMA block {block} desc {di}: {e}")))?;
+                    let side = |var: &str,
+                                off: u64,
+                                sizes: &[u64],
+                                steps: &[i64],
+                                dt: Option<&str>|
+                     -> Result<Pattern, NrtError> {
+                        let (base, limit) = *vars.get(var).ok_or_else(|| {
+                            NrtError::invalid(format!(
+                                "DMA block {block} desc {di}: unknown variable '{var}'"
+                            ))
+                        })?;
+                        let esize = dt
+                            .and_then(Dtype::from_name)
+                            .map(|d| d.size() as u64)
+                            .unwrap_or(1);
+                        let p = Pattern {
+                            base,
+                            off,
+                            sizes: sizes.to_vec(),
+                            steps: steps.to_vec(),
+                            esize,
+                        };
+                        p.check_bounds(var, limit).map_err(|e| {
+                            NrtError::invalid(format!("DMA block {block} desc {di}: {e}"))
+                        })?;
                         Ok(p)
                     };
-                    let from = side(&d.from, d.from_off, &d.from_sizes, &d.from_steps, d.from_dtype.as_deref())?;
-                    let to = side(&d.to, d.to_off, &d.to_sizes, &d.to_steps, d.to_dtype.as_deref().or(d.from_dtype.as_deref()))?;
-                    let pairs = dmaexp::expand(&from, &to).map_err(|e| NrtError::invalid(format!("DMA block {block} desc {di}: {e}")))?;
+                    let from = side(
+                        &d.from,
+                        d.from_off,
+                        &d.from_sizes,
+                        &d.from_steps,
+                        d.from_dtype.as_deref(),
+                    )?;
+                    let to = side(
+                        &d.to,
+                        d.to_off,
+                        &d.to_sizes,
+                        &d.to_steps,
+                        d.to_dtype.as_deref().or(d.from_dtype.as_deref()),
+                    )?;
+                    let pairs = dmaexp::expand(&from, &to).map_err(|e| {
+                        NrtError::invalid(format!("DMA block {block} desc {di}: {e}"))
+                    })?;
                     n += pairs.len() as u32;
                     qdescs[qi].extend(pairs);
                 }
                 if let Some(s) = blk.semaphore {
                     if s >= 256 {
-                        return Err(NrtError::invalid(format!("DMA block {block}: semaphore {s} out of range")));
+                        return Err(NrtError::invalid(format!(
+                            "DMA block {block}: semaphore {s} out of range"
+                        )));
                     }
                     qdescs[qi].push((one.pa, sem_base + 0x1800 + 4 * s as u64, 4));
                     n += 1;
                 }
-                ins.op = Op::DmaStart { dma_engine: (DATA_DMA_ENGINE_BASE + qi as u32) as u8, queue: 0, descs: n };
+                ins.op = Op::DmaStart {
+                    dma_engine: (DATA_DMA_ENGINE_BASE + qi as u32) as u8,
+                    queue: 0,
+                    descs: n,
+                };
             }
             prog.push(ins);
         }
@@ -329,36 +472,86 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         if descs.is_empty() {
             continue;
         }
-        let txd: Vec<UdmaDesc> = descs.iter().map(|&(s, _, n)| UdmaDesc::tx(s, n, DESC_FIRST | DESC_LAST).with_meta_ctrl(META_CTRL_COPY).with_ring_id(1)).collect();
-        let rxd: Vec<UdmaDesc> = descs.iter().map(|&(_, d, n)| UdmaDesc::rx(d, n, 0).with_ring_id(1)).collect();
-        data.push(make_queue(l, nc * 16 + DATA_DMA_ENGINE_BASE + qi as u32, &txd, &rxd, queue_names[qi])?);
+        let txd: Vec<UdmaDesc> = descs
+            .iter()
+            .map(|&(s, _, n)| {
+                UdmaDesc::tx(s, n, DESC_FIRST | DESC_LAST)
+                    .with_meta_ctrl(META_CTRL_COPY)
+                    .with_ring_id(1)
+            })
+            .collect();
+        let rxd: Vec<UdmaDesc> = descs
+            .iter()
+            .map(|&(_, d, n)| UdmaDesc::rx(d, n, 0).with_ring_id(1))
+            .collect();
+        data.push(make_queue(
+            l,
+            nc * 16 + DATA_DMA_ENGINE_BASE + qi as u32,
+            &txd,
+            &rxd,
+            queue_names[qi],
+        )?);
     }
     let mut fetch = Vec::new();
     for (e, prog) in programs.iter().enumerate() {
-        let code = l.alloc(prog.len() as u64, false, MemType::CODE_DEVICE, "instructions")?;
-        l.drv.copy_to(&code, 0, prog).map_err(|e| drv_err("MEM_BUF_COPY64 (instructions)", e))?;
+        let code = l.alloc(
+            prog.len() as u64,
+            false,
+            MemType::CODE_DEVICE,
+            "instructions",
+        )?;
+        l.drv
+            .copy_to(&code, 0, prog)
+            .map_err(|e| drv_err("MEM_BUF_COPY64 (instructions)", e))?;
         let port = sb_base + tpb::INSTR_PORT + e as u64 * tpb::INSTR_PORT_STRIDE;
         let mut txd = Vec::new();
         let mut rxd = Vec::new();
         for (i, piece) in prog.chunks(65536).enumerate() {
             let n = piece.len() as u32;
-            txd.push(UdmaDesc::tx(code.pa + i as u64 * 65536, n, DESC_FIRST | DESC_LAST).with_meta_ctrl(META_CTRL_COPY).with_ring_id(1));
+            txd.push(
+                UdmaDesc::tx(code.pa + i as u64 * 65536, n, DESC_FIRST | DESC_LAST)
+                    .with_meta_ctrl(META_CTRL_COPY)
+                    .with_ring_id(1),
+            );
             rxd.push(UdmaDesc::rx(port, n, 0).with_ring_id(1));
         }
-        fetch.push(make_queue(l, nc * 16 + FETCH_DMA_ENGINE_BASE + e as u32, &txd, &rxd, "instruction fetch")?);
+        fetch.push(make_queue(
+            l,
+            nc * 16 + FETCH_DMA_ENGINE_BASE + e as u32,
+            &txd,
+            &rxd,
+            "instruction fetch",
+        )?);
     }
 
     // ---- notification queues and the semaphore page
     let dev = l.drv.dev.clone();
     let mut nqs = Vec::new();
     for e in 0..5u32 {
-        let (off, _) = l.drv.nq_init(nc, NQ_TYPE_NOTIFY, e, NQ_BYTES).map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
-        let map = Mapped::new(dev.clone(), NQ_BYTES as usize, off).map_err(|er| drv_err("mmap(notification queue)", er))?;
-        nqs.push(NqReader { map, entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64, index: 0 });
+        let (off, _) = l
+            .drv
+            .nq_init(nc, NQ_TYPE_NOTIFY, e, NQ_BYTES)
+            .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
+        let map = Mapped::new(dev.clone(), NQ_BYTES as usize, off)
+            .map_err(|er| drv_err("mmap(notification queue)", er))?;
+        nqs.push(NqReader {
+            map,
+            entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64,
+            index: 0,
+        });
     }
-    let (off, _) = l.drv.nq_init(nc, NQ_TYPE_ERROR, 0, NQ_BYTES).map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
-    let err_nq = NqReader { map: Mapped::new(dev.clone(), NQ_BYTES as usize, off).map_err(|er| drv_err("mmap(error queue)", er))?, entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64, index: 0 };
-    let sem_page = Mapped::new(dev, sem_size as usize, sem_base).map_err(|er| drv_err("mmap(semaphore page)", er))?;
+    let (off, _) = l
+        .drv
+        .nq_init(nc, NQ_TYPE_ERROR, 0, NQ_BYTES)
+        .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
+    let err_nq = NqReader {
+        map: Mapped::new(dev.clone(), NQ_BYTES as usize, off)
+            .map_err(|er| drv_err("mmap(error queue)", er))?,
+        entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64,
+        index: 0,
+    };
+    let sem_page = Mapped::new(dev, sem_size as usize, sem_base)
+        .map_err(|er| drv_err("mmap(semaphore page)", er))?;
 
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
     Ok(Model {
@@ -380,15 +573,34 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     })
 }
 
-fn make_queue(l: &mut Loader<'_>, eng: u32, txd: &[UdmaDesc], rxd: &[UdmaDesc], what: &str) -> Result<Queue, NrtError> {
+fn make_queue(
+    l: &mut Loader<'_>,
+    eng: u32,
+    txd: &[UdmaDesc],
+    rxd: &[UdmaDesc],
+    what: &str,
+) -> Result<Queue, NrtError> {
     let count = txd.len() as u32;
     let ring = count.div_ceil(16).max(2) * 16;
     let tx = l.alloc(ring as u64 * 16, true, MemType::DMA_RINGS_HOST, what)?;
     let rx = l.alloc(ring as u64 * 16, true, MemType::DMA_RINGS_HOST, what)?;
-    l.drv.copy_descriptors(&tx, txd, QUEUE_TYPE_TX).map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (tx)", e))?;
-    l.drv.copy_descriptors(&rx, rxd, QUEUE_TYPE_RX).map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (rx)", e))?;
-    l.drv.queue_init(eng, 0, &tx, &rx, ring).map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
-    Ok(Queue { eng, qid: 0, tx, rx, ring, count })
+    l.drv
+        .copy_descriptors(&tx, txd, QUEUE_TYPE_TX)
+        .map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (tx)", e))?;
+    l.drv
+        .copy_descriptors(&rx, rxd, QUEUE_TYPE_RX)
+        .map_err(|e| drv_err("DMA_COPY_DESCRIPTORS64 (rx)", e))?;
+    l.drv
+        .queue_init(eng, 0, &tx, &rx, ring)
+        .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+    Ok(Queue {
+        eng,
+        qid: 0,
+        tx,
+        rx,
+        ring,
+        count,
+    })
 }
 
 struct NeffHeaderSummary {
@@ -399,8 +611,17 @@ struct NeffHeaderSummary {
 
 impl NeffHeaderSummary {
     fn of(b: &[u8]) -> Self {
-        let rd = |o: usize| b.get(o..o + 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
-        NeffHeaderSummary { major: rd(24), minor: rd(32), features: rd(544) }
+        let rd = |o: usize| {
+            b.get(o..o + 8)
+                .and_then(|s| s.try_into().ok())
+                .map(u64::from_le_bytes)
+                .unwrap_or(0)
+        };
+        NeffHeaderSummary {
+            major: rd(24),
+            minor: rd(32),
+            features: rd(544),
+        }
     }
 }
 
@@ -423,7 +644,10 @@ impl Model {
 
     /// The opcode byte of word `pc` of `engine`'s loaded program.
     fn opcode_at(&self, engine: usize, pc: u32) -> Option<u8> {
-        self.programs.get(engine)?.get(pc as usize * testenc::WORD).copied()
+        self.programs
+            .get(engine)?
+            .get(pc as usize * testenc::WORD)
+            .copied()
     }
 
     /// Run the model once. Every model input must be given, with exactly its size.
@@ -438,28 +662,50 @@ impl Model {
         }
         for (t, c) in &self.inputs {
             let mut given = inputs.iter().filter(|(n, _)| *n == t.name);
-            let data = given.next().ok_or_else(|| self.bad_input(format!("missing input tensor '{}'", t.name)))?.1;
+            let data = given
+                .next()
+                .ok_or_else(|| self.bad_input(format!("missing input tensor '{}'", t.name)))?
+                .1;
             if given.next().is_some() {
                 return Err(self.bad_input(format!("input tensor '{}' given twice", t.name)));
             }
             if data.len() as u64 != t.size {
-                return Err(self.bad_input(format!("input tensor '{}' is {} bytes, the model expects {}", t.name, data.len(), t.size)));
+                return Err(self.bad_input(format!(
+                    "input tensor '{}' is {} bytes, the model expects {}",
+                    t.name,
+                    data.len(),
+                    t.size
+                )));
             }
-            self.drv.copy_to(c, 0, data).map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))?;
+            self.drv
+                .copy_to(c, 0, data)
+                .map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))?;
         }
         let nc = self.nc;
         for s in 0..256 {
-            self.drv.sem_write(nc, s, 0).map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+            self.drv
+                .sem_write(nc, s, 0)
+                .map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
         }
         for q in self.fetch.iter().chain(&self.data) {
-            self.drv.queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring).map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+            self.drv
+                .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
+                .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
         }
         for q in &self.fetch {
-            self.drv.copy_start(q.eng, q.qid, q.count).map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
+            self.drv
+                .copy_start(q.eng, q.qid, q.count)
+                .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
         }
         // Open the start gate through the mapped register page (increment register).
-        if !self.sem_page.fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1) {
-            return Err(NrtError::new(NrtStatus::Failure, "semaphore page mapping too small"));
+        if !self
+            .sem_page
+            .fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1)
+        {
+            return Err(NrtError::new(
+                NrtStatus::Failure,
+                "semaphore page mapping too small",
+            ));
         }
         let deadline = Instant::now() + self.timeout;
         let mut start = [None::<u64>; 5];
@@ -471,7 +717,9 @@ impl Model {
                 while let Some(n) = self.nqs[e].next() {
                     progressed = true;
                     match n.kind() {
-                        NotifyKind::Notify if n.value() == START_NOTIFY_ID as u32 => start[e] = Some(n.timestamp_ps),
+                        NotifyKind::Notify if n.value() == START_NOTIFY_ID as u32 => {
+                            start[e] = Some(n.timestamp_ps)
+                        }
                         NotifyKind::End => end[e] = Some(n.timestamp_ps),
                         _ => {}
                     }
@@ -502,10 +750,15 @@ impl Model {
         let mut outs = Vec::new();
         for (t, c) in &self.outputs {
             let mut buf = vec![0u8; t.size as usize];
-            self.drv.copy_from(c, 0, &mut buf).map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))?;
+            self.drv
+                .copy_from(c, 0, &mut buf)
+                .map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))?;
             outs.push((t.clone(), buf));
         }
-        Ok(ExecOutput { outputs: outs, device_time_ps: t1.saturating_sub(t0) })
+        Ok(ExecOutput {
+            outputs: outs,
+            device_time_ps: t1.saturating_sub(t0),
+        })
     }
 
     fn bad_input(&self, msg: String) -> NrtError {
@@ -540,12 +793,18 @@ impl Model {
         };
         let where_ = match engine {
             Some(e) => {
-                let op = self.opcode_at(e.index(), n.pc()).map(|o| format!("0x{o:02x}")).unwrap_or_else(|| "?".into());
+                let op = self
+                    .opcode_at(e.index(), n.pc())
+                    .map(|o| format!("0x{o:02x}"))
+                    .unwrap_or_else(|| "?".into());
                 format!("engine {e} pc {} opcode {op}", n.pc())
             }
             None => format!("DMA descriptor {}", n.pc()),
         };
-        let msg = format!("nd{}:nc{}: {what} ({where_}), error code {code}, model {}", self.device_index, self.nc, self.name);
+        let msg = format!(
+            "nd{}:nc{}: {what} ({where_}), error code {code}, model {}",
+            self.device_index, self.nc, self.name
+        );
         tracing::error!(target: "TDRV", "exec_consume_error_notifications {msg}");
         NrtError::new(status, msg)
     }

@@ -127,7 +127,10 @@ pub struct NrtError {
 
 impl NrtError {
     pub fn new(status: NrtStatus, message: impl Into<String>) -> Self {
-        NrtError { status, message: message.into() }
+        NrtError {
+            status,
+            message: message.into(),
+        }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(NrtStatus::Invalid, message)

@@ -13,7 +13,11 @@ pub struct SysDevice {
 }
 
 fn errno() -> Errno {
-    Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    Errno(
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO),
+    )
 }
 
 impl SysDevice {
@@ -25,7 +29,10 @@ impl SysDevice {
         if fd < 0 {
             return Err(errno());
         }
-        Ok(SysDevice { fd, path: path.to_string() })
+        Ok(SysDevice {
+            fd,
+            path: path.to_string(),
+        })
     }
 
     pub fn path(&self) -> &str {
@@ -34,7 +41,12 @@ impl SysDevice {
 
     /// Whether any `/dev/neuron*` node exists.
     pub fn any_present() -> bool {
-        std::fs::read_dir("/dev").map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("neuron"))).unwrap_or(false)
+        std::fs::read_dir("/dev")
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("neuron"))
+            })
+            .unwrap_or(false)
     }
 }
 
@@ -52,7 +64,16 @@ impl DeviceFile for SysDevice {
     fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno> {
         let off = libc::off_t::try_from(offset).map_err(|_| Errno::EINVAL)?;
         // SAFETY: a fresh shared mapping chosen by the kernel; no existing memory is affected.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, self.fd, off) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.fd,
+                off,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(errno());
         }

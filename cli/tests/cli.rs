@@ -1,0 +1,168 @@
+//! The `neuron-emu` binary as a user runs it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_neuron-emu"));
+    c.current_dir(repo());
+    c.env_remove("NEURON_RT_LOG_LEVEL");
+    c
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("neuron-emu-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+fn write_npy(path: &PathBuf, descr: &str, shape: &[usize], data: &[u8]) {
+    let dt = neuron_neff::npy::NpyDtype::from_descr(descr).expect("descr");
+    let a = neuron_neff::npy::NpyArray::new(dt, shape.to_vec(), data.to_vec()).expect("npy");
+    std::fs::write(path, a.to_bytes()).expect("write npy");
+}
+
+#[test]
+fn run_fixture_with_defaults() {
+    let out = bin()
+        .args(["run", "fixtures/neff/mlp.neff"])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("output y"))
+        .expect("an output line");
+    assert!(
+        line.contains("bfloat16") && line.contains("[128, 128]") && line.contains("checksum"),
+        "{line}"
+    );
+    let err: f64 = line
+        .split("max_abs_err ")
+        .nth(1)
+        .and_then(|s| s.trim().parse().ok())
+        .expect("max_abs_err");
+    assert!(err <= 2e-2, "{line}");
+    assert!(stdout.contains("device time "), "{stdout}");
+}
+
+#[test]
+fn inputs_from_npy_and_outputs_to_dir() {
+    let d = tmpdir("io");
+    // A float32 array for the bf16 input: accepted and rounded. Zeros give y = b2.
+    write_npy(
+        &d.join("x.npy"),
+        "<f4",
+        &[128, 512],
+        &vec![0u8; 128 * 512 * 4],
+    );
+    let out = bin()
+        .args(["run", "fixtures/neff/mlp.neff", "--input"])
+        .arg(format!("x={}", d.join("x.npy").display()))
+        .arg("--output-dir")
+        .arg(d.join("out"))
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let y = std::fs::read(d.join("out/y.npy")).expect("y.npy");
+    let a = neuron_neff::npy::NpyArray::parse(&y).expect("parse");
+    assert_eq!(a.dtype, neuron_neff::npy::NpyDtype::F32);
+    assert_eq!(a.shape, vec![128, 128]);
+    // --raw keeps the bf16 bit patterns.
+    let out = bin()
+        .args(["run", "fixtures/neff/mlp.neff", "--raw", "--output-dir"])
+        .arg(d.join("raw"))
+        .output()
+        .expect("spawn");
+    assert!(out.status.success());
+    let a = neuron_neff::npy::NpyArray::parse(&std::fs::read(d.join("raw/y.npy")).expect("y"))
+        .expect("parse");
+    assert_eq!(a.dtype, neuron_neff::npy::NpyDtype::U16);
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_the_tensor() {
+    let d = tmpdir("bad");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--input".into(),
+                format!("nope={}", d.join("x.npy").display()),
+            ],
+            "no input 'nope'",
+        ),
+        (vec!["--input".into(), "x".into()], "NAME=FILE.npy"),
+        (
+            vec![
+                "--input".into(),
+                format!("x={}", d.join("short.npy").display()),
+            ],
+            "input 'x': file has shape [4]",
+        ),
+        (
+            vec![
+                "--input".into(),
+                format!("x={}", d.join("ints.npy").display()),
+            ],
+            "input 'x': file dtype <i4",
+        ),
+        (
+            vec![
+                "--input".into(),
+                format!("x={}", d.join("missing.npy").display()),
+            ],
+            "input 'x': cannot read",
+        ),
+        (vec!["--arch".into(), "trn9".into()], "unknown --arch"),
+    ];
+    write_npy(
+        &d.join("x.npy"),
+        "<f4",
+        &[128, 512],
+        &vec![0u8; 128 * 512 * 4],
+    );
+    write_npy(&d.join("short.npy"), "<f4", &[4], &[0u8; 16]);
+    write_npy(
+        &d.join("ints.npy"),
+        "<i4",
+        &[128, 512],
+        &vec![0u8; 128 * 512 * 4],
+    );
+    for (args, want) in cases {
+        let out = bin()
+            .args(["run", "fixtures/neff/mlp.neff"])
+            .args(&args)
+            .output()
+            .expect("spawn");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}: expected '{want}' in: {stderr}"
+        );
+    }
+    let out = bin().args(["run", "no/such.neff"]).output().expect("spawn");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let out = bin().arg("--help").output().expect("spawn");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(s.contains("run") && s.contains("bench"), "{s}");
+}
