@@ -15,6 +15,7 @@ pub fn repo_path(rel: &str) -> std::path::PathBuf {
 }
 
 /// An emulator plus a runtime bound to its device 0 through the in-process backend.
+#[derive(Debug)]
 pub struct Setup {
     pub emu: Emulator,
     pub rt: Runtime,

@@ -155,7 +155,7 @@ impl CoreMem {
 
     /// A direct f32 view of `t` as a `[partitions x free]` matrix, if its layout allows.
     fn f32_view(&self, t: &TensorRef) -> Option<(usize, usize, usize)> {
-        if !matches!(t.dtype, Dtype::F32 | Dtype::F32r) || t.offset % 4 != 0 {
+        if !matches!(t.dtype, Dtype::F32 | Dtype::F32r) || !t.offset.is_multiple_of(4) {
             return None;
         }
         let cs = Self::single_stride(t)?;

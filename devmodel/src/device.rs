@@ -397,8 +397,8 @@ impl Device {
             }
         }
         if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off)
-            && off % 4 == 0
-            && len % 4 == 0
+            && off.is_multiple_of(4)
+            && len.is_multiple_of(4)
         {
             for (i, w) in buf.chunks_exact_mut(4).enumerate() {
                 let v = core
@@ -429,7 +429,7 @@ impl Device {
             }
         }
         if (tpb::SEMAPHORE_PAGE..tpb::SEMAPHORE_PAGE + tpb::SEMAPHORE_PAGE_SIZE).contains(&off) {
-            if off % 4 != 0 || len % 4 != 0 {
+            if !off.is_multiple_of(4) || !len.is_multiple_of(4) {
                 return Err(MemError {
                     addr,
                     len,
@@ -542,6 +542,7 @@ impl Device {
         true
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn post(
         &mut self,
         nc: usize,

@@ -77,7 +77,7 @@ impl HostRegion {
 
     /// Store a 32-bit word with release ordering (publishes earlier writes to a poller).
     pub fn store_u32_release(&self, off: usize, v: u32) -> bool {
-        if !self.check(off, 4) || off % 4 != 0 {
+        if !self.check(off, 4) || !off.is_multiple_of(4) {
             return false;
         }
         // SAFETY: in range and 4-byte aligned (the region itself is page aligned); AtomicU32 has

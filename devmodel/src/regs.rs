@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const EVENTS: usize = 0x0000 / 4;
+pub const EVENTS: usize = 0;
 pub const SEM_VALUE: usize = 0x1000 / 4;
 pub const SEM_SET: usize = 0x1400 / 4;
 pub const SEM_INC: usize = 0x1800 / 4;
@@ -84,7 +84,7 @@ impl RegPage {
     /// Read the register at byte offset `off` (4-byte aligned, < 8 KiB).
     pub fn read_reg(&self, off: u64) -> Option<u32> {
         let i = usize::try_from(off / 4).ok()?;
-        (off % 4 == 0 && i < PAGE_WORDS).then(|| self.words[i].load(Ordering::SeqCst))
+        (off.is_multiple_of(4) && i < PAGE_WORDS).then(|| self.words[i].load(Ordering::SeqCst))
     }
 
     /// A register write as the hardware sees it (DMA or BAR store): applied immediately.
@@ -92,7 +92,7 @@ impl RegPage {
     pub fn write_reg(&self, off: u64, v: u32) -> bool {
         let Some(i) = usize::try_from(off / 4)
             .ok()
-            .filter(|i| off % 4 == 0 && *i < PAGE_WORDS)
+            .filter(|i| off.is_multiple_of(4) && *i < PAGE_WORDS)
         else {
             return false;
         };

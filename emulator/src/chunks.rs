@@ -22,7 +22,6 @@ pub struct Chunk {
     pub size: u64,
     pub host: bool,
     pub hbm: u32,
-    pub nc_id: u32,
     pub mem_type: u32,
     pub pid: u32,
     pub refcount: u32,
@@ -125,7 +124,7 @@ impl ChunkTable {
         align: u64,
         host: bool,
         hbm: u32,
-        nc_id: u32,
+        _nc_id: u32, // the driver keeps it only as an accounting label
         mem_type: u32,
         pid: u32,
         lifespan: Lifespan,
@@ -160,7 +159,6 @@ impl ChunkTable {
             size,
             host,
             hbm,
-            nc_id,
             mem_type,
             pid,
             refcount: 1,
@@ -175,10 +173,6 @@ impl ChunkTable {
 
     pub fn get(&self, handle: u64) -> Option<&Chunk> {
         self.chunks.get(&handle).filter(|c| !c.zombie)
-    }
-
-    pub fn get_mut(&mut self, handle: u64) -> Option<&mut Chunk> {
-        self.chunks.get_mut(&handle).filter(|c| !c.zombie)
     }
 
     /// The live chunk containing device address `pa`.

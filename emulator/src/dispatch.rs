@@ -11,7 +11,7 @@ use neuron_abi::notify::ENTRY_SIZE;
 use neuron_abi::structs::*;
 use neuron_abi::udma::{validate_ring, UdmaDesc};
 use neuron_abi::Errno;
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, FromZeros};
 
 /// A fake kernel virtual address for BAR0 (what DEVICE_INFO reports as `bar_address[0]`).
 pub const BAR0_KVA: u64 = 0xffff_c900_0000_0000;
@@ -194,6 +194,35 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         NEURON_IOCTL_MEMSET64 => {
             let a: Memset64 = read_struct(arg)?;
             memset(f, a.mem_handle, a.offset, a.value, a.size)
+        }
+        NEURON_IOCTL_DUMP_MEM_CHUNKS => {
+            let mut a: DumpMemChunks = read_struct(arg)?;
+            let g = f.sh.lock();
+            if a.hbm_index as usize >= g.chunks.hbm_count() {
+                return Err(Errno::EINVAL);
+            }
+            let mut list: Vec<MemChunkInfo> = g
+                .chunks
+                .iter()
+                .filter(|c| !c.host && c.hbm == a.hbm_index)
+                .map(|c| MemChunkInfo {
+                    pa: c.pa,
+                    size: c.size,
+                    mem_type: c.mem_type,
+                    ..FromZeros::new_zeroed()
+                })
+                .collect();
+            drop(g);
+            list.sort_by_key(|c| c.pa);
+            a.num_entries_out = list.len() as u32;
+            if (a.num_entries_in as usize) < list.len() {
+                write_struct(arg, &a)?;
+                return Err(Errno::EAGAIN);
+            }
+            for (i, c) in list.iter().enumerate() {
+                write_struct(a.data + (i * std::mem::size_of::<MemChunkInfo>()) as u64, c)?;
+            }
+            write_struct(arg, &a).map(|_| 0)
         }
         NEURON_IOCTL_MEM_COPY => {
             let a: MemCopy = read_struct(arg)?;

@@ -189,10 +189,10 @@ mod tests {
     fn rows_into_partitions() {
         // [4 rows x 8 bf16] contiguous in DRAM -> 4 partitions at a 0x40000 stride.
         let from = p(0x1000, 0, &[4, 8], &[8, 1], 2);
-        let to = p(0x2000_0000_00, 64, &[4, 8], &[0x20000, 1], 2);
+        let to = p(0x20_0000_0000, 64, &[4, 8], &[0x20000, 1], 2);
         let d = expand(&from, &to).expect("expand");
         assert_eq!(d.len(), 4);
-        assert_eq!(d[1], (0x1010, 0x2000_0000_00 + 0x40000 + 64, 16));
+        assert_eq!(d[1], (0x1010, 0x20_0000_0000 + 0x40000 + 64, 16));
     }
 
     #[test]

@@ -35,7 +35,7 @@ impl std::fmt::Debug for Mapped {
 impl Mapped {
     pub fn new(dev: Arc<dyn DeviceFile>, len: usize, offset: u64) -> Result<Mapped, Errno> {
         let p = dev.mmap(len, offset)?;
-        if p.is_null() || (p as usize) % 8 != 0 {
+        if p.is_null() || !(p as usize).is_multiple_of(8) {
             let _ = dev.munmap(p, len);
             return Err(Errno::EFAULT);
         }
@@ -46,16 +46,8 @@ impl Mapped {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     fn word(&self, off: usize) -> Option<&AtomicU32> {
-        if off % 4 != 0 || off.checked_add(4)? > self.len {
+        if !off.is_multiple_of(4) || off.checked_add(4)? > self.len {
             return None;
         }
         // SAFETY: in bounds and 4-byte aligned (the base is 8-aligned); the mapping lives as
@@ -65,12 +57,6 @@ impl Mapped {
 
     pub fn load_u32_acquire(&self, off: usize) -> Option<u32> {
         self.word(off).map(|w| w.load(Ordering::Acquire))
-    }
-
-    pub fn store_u32(&self, off: usize, v: u32) -> bool {
-        self.word(off)
-            .map(|w| w.store(v, Ordering::SeqCst))
-            .is_some()
     }
 
     pub fn fetch_add_u32(&self, off: usize, v: u32) -> bool {

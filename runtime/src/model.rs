@@ -71,7 +71,7 @@ struct NqReader {
 impl NqReader {
     fn next(&mut self) -> Option<NotificationEntry> {
         let slot = (self.index % self.entries) as usize * ENTRY_SIZE;
-        let phase = (self.index / self.entries) % 2 == 0;
+        let phase = (self.index / self.entries).is_multiple_of(2);
         let w0 = self.map.load_u32_acquire(slot)?;
         let probe = NotificationEntry {
             word0: w0,
@@ -463,7 +463,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             prog.push(ins);
         }
         prog.push(Instr::new(Op::End));
-        programs.push(prog.iter().flat_map(|i| testenc::encode(i)).collect());
+        programs.push(prog.iter().flat_map(testenc::encode).collect());
     }
 
     // ---- rings
