@@ -1,6 +1,8 @@
 //! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
 
+mod disasm;
 mod hostgemm;
+mod inspect;
 mod logging;
 mod tensorio;
 mod trace;
@@ -34,6 +36,13 @@ struct Cli {
 enum Cmd {
     /// Load a NEFF through /dev/neuron0's ABI onto an emulated device, run it, report outputs.
     Run(RunArgs),
+    /// NEFF container tools.
+    Neff {
+        #[command(subcommand)]
+        cmd: inspect::NeffCmd,
+    },
+    /// Disassemble a NEFF's engine programs.
+    Disasm(disasm::DisasmArgs),
     /// Benchmarks that print a ratio against a host baseline measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -75,6 +84,14 @@ struct RunArgs {
 
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
+    /// Load + parse of a NEFF vs a bare inflate of the same payload.
+    Neff {
+        /// The NEFF file.
+        file: PathBuf,
+        /// Timed repetitions.
+        #[arg(long, default_value_t = 20)]
+        repeat: u32,
+    },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
         /// Matmul instructions (each [128x128]^T x [128x512], fp32).
@@ -98,9 +115,14 @@ fn main() -> ExitCode {
     logging::init(cli.verbose);
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
+        Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
+        Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Bench {
             which: BenchCmd::Gemm { matmuls, repeat },
         } => bench_gemm(matmuls, repeat),
+        Cmd::Bench {
+            which: BenchCmd::Neff { file, repeat },
+        } => inspect::bench(&file, repeat).map_err(|(c, m)| Failure(c, m)),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

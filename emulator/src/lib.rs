@@ -251,8 +251,10 @@ impl DeviceFile for EmuFile {
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno> {
         let r = dispatch::ioctl(self, cmd, arg as u64);
-        if let Err(e) = r {
-            tracing::trace!(target: "neuron_emulator", "ioctl 0x{cmd:08x} -> {e}");
+        let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
+        match r {
+            Ok(_) => tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> 0", self.pid),
+            Err(e) => tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> {e}", self.pid),
         }
         r
     }
@@ -292,6 +294,7 @@ impl DeviceFile for EmuFile {
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SEMAPHORE {
                 let regs = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
                 let p = regs.as_ptr();
+                tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
                 g.maps.insert(
                     p as usize,
                     Mapping {

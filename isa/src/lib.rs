@@ -3,6 +3,7 @@
 //! - [`testenc`]: the project-defined 64-byte encoding for hand-built test programs.
 //! - (later) `cayman`: the real trn2 encoding, decoded from evidence.
 
+pub mod cayman;
 pub mod dtype;
 pub mod instr;
 pub mod testenc;
