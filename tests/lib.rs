@@ -59,3 +59,40 @@ pub fn read_f32_npy(path: &std::path::Path) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+/// Issue one ioctl with a typed argument struct.
+pub mod call {
+    #![allow(unsafe_code)]
+    use neuron_abi::{DeviceFile, Errno};
+    use zerocopy::IntoBytes;
+
+    pub fn ioctl<T: IntoBytes + zerocopy::FromBytes>(
+        dev: &dyn DeviceFile,
+        cmd: u32,
+        arg: &mut T,
+    ) -> Result<i32, Errno> {
+        // SAFETY: `arg` is an exclusively borrowed argument struct of the size the command
+        // expects; embedded pointers are set by the caller to live buffers (or deliberately
+        // invalid, which the device must reject with EFAULT).
+        unsafe { dev.ioctl(cmd, arg.as_mut_bytes().as_mut_ptr()) }
+    }
+
+    /// An ioctl with a raw (possibly invalid) argument pointer.
+    pub fn ioctl_raw(dev: &dyn DeviceFile, cmd: u32, arg: usize) -> Result<i32, Errno> {
+        // SAFETY: used only with null/garbage pointers against devices that must validate
+        // them (the emulator reads user memory with process_vm_readv), or with commands that
+        // are refused before their argument is read.
+        unsafe { dev.ioctl(cmd, arg as *mut u8) }
+    }
+
+    /// Read/write a u32 in a mapping made by `DeviceFile::mmap`.
+    pub fn map_read_u32(p: *mut u8, off: usize) -> u32 {
+        // SAFETY: callers pass offsets inside a live mapping; volatile because the device
+        // updates it concurrently.
+        unsafe { std::ptr::read_volatile(p.add(off) as *const u32) }
+    }
+    pub fn map_write_u32(p: *mut u8, off: usize, v: u32) {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(p.add(off) as *mut u32, v) }
+    }
+}

@@ -253,8 +253,12 @@ impl DeviceFile for EmuFile {
         let r = dispatch::ioctl(self, cmd, arg as u64);
         let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
         match r {
-            Ok(_) => tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> 0", self.pid),
-            Err(e) => tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> {e}", self.pid),
+            Ok(_) => {
+                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> 0", self.pid)
+            }
+            Err(e) => {
+                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> {e}", self.pid)
+            }
         }
         r
     }
