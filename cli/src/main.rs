@@ -3,7 +3,6 @@
 mod disasm;
 mod hostgemm;
 mod inspect;
-mod logging;
 mod tensorio;
 mod trace;
 
@@ -112,7 +111,7 @@ fn usage(msg: impl Into<String>) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.verbose);
+    neuron_runtime::logging::init(cli.verbose);
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),

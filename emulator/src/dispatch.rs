@@ -456,10 +456,19 @@ pub(crate) fn ioctl(f: &EmuFile, cmd: u32, arg: u64) -> R {
         }
         NEURON_IOCTL_CRWL_NC_RANGE_MARK => {
             let mut a: CrwlNcMap = read_struct(arg)?;
-            let (bitmap, max) = range_mark(f, a.nc_count, a.start_nc_index, a.end_nc_index)?;
-            a.bitmap = bitmap;
-            a.max_nc_available = max;
-            write_struct(arg, &a).map(|_| 0)
+            match range_mark(f, a.nc_count, a.start_nc_index, a.end_nc_index) {
+                Ok((bitmap, max)) => {
+                    a.bitmap = bitmap;
+                    a.max_nc_available = max;
+                    write_struct(arg, &a).map(|_| 0)
+                }
+                Err((e, max)) => {
+                    // The driver reports the largest free run along with EBUSY.
+                    a.max_nc_available = max;
+                    write_struct(arg, &a)?;
+                    Err(e)
+                }
+            }
         }
         NEURON_IOCTL_CRWL_NC_RANGE_UNMARK => {
             let a: CrwlNcMap = read_struct(arg)?;
@@ -744,11 +753,11 @@ fn nq_init(
     Ok((off, c.handle))
 }
 
-fn range_mark(f: &EmuFile, count: u32, start: u32, end: u32) -> Result<(u64, u32), Errno> {
+fn range_mark(f: &EmuFile, count: u32, start: u32, end: u32) -> Result<(u64, u32), (Errno, u32)> {
     let mut g = f.sh.lock();
     let n = g.nc_owner.len() as u32;
     if count == 0 || start > end || end >= n {
-        return Err(Errno::EINVAL);
+        return Err((Errno::EINVAL, 0));
     }
     let mut best = 0u32;
     let mut run = 0u32;
@@ -769,6 +778,5 @@ fn range_mark(f: &EmuFile, count: u32, start: u32, end: u32) -> Result<(u64, u32
             run = 0;
         }
     }
-    let _ = best;
-    Err(Errno::EBUSY)
+    Err((Errno::EBUSY, best))
 }

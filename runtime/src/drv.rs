@@ -10,6 +10,17 @@ use neuron_abi::{DeviceFile, Errno};
 use std::sync::Arc;
 use zerocopy::{FromZeros, IntoBytes};
 
+/// Issue `cmd` with the argument struct `arg` through any device file.
+pub fn ioctl_struct<T: IntoBytes + zerocopy::FromBytes>(
+    dev: &dyn DeviceFile,
+    cmd: u32,
+    arg: &mut T,
+) -> Result<(), Errno> {
+    // SAFETY: `arg` is the exclusively borrowed argument struct for `cmd`, sized as the ABI
+    // expects; any user pointers inside it were set by the caller to live buffers.
+    unsafe { dev.ioctl(cmd, arg.as_mut_bytes().as_mut_ptr()) }.map(|_| ())
+}
+
 /// A mem chunk as the runtime knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk {
@@ -37,9 +48,7 @@ impl Driver {
     }
 
     fn call<T: IntoBytes + zerocopy::FromBytes>(&self, cmd: u32, arg: &mut T) -> Result<(), Errno> {
-        // SAFETY: `arg` is the exclusively borrowed argument struct for `cmd`, sized as the ABI
-        // expects; any user pointers inside it were set by the caller to live buffers.
-        unsafe { self.dev.ioctl(cmd, arg.as_mut_bytes().as_mut_ptr()) }.map(|_| ())
+        ioctl_struct(&*self.dev, cmd, arg)
     }
 
     pub fn basic_info(&self) -> Result<DeviceBasicInfo, Errno> {

@@ -3,11 +3,14 @@
 //! other implementation of the same ABI (the emulator's in-process file). It never depends on
 //! the emulator or the device model.
 
+pub mod api;
 pub mod config;
 pub mod dmaexp;
 pub mod drv;
+pub mod logging;
 mod mapped;
 pub mod model;
+mod rawbuf;
 pub mod status;
 pub mod sys;
 
@@ -66,6 +69,11 @@ impl Runtime {
 
     pub fn arch(&self) -> Arch {
         self.arch
+    }
+
+    /// The typed driver calls this runtime issues.
+    pub fn driver(&self) -> &drv::Driver {
+        &self.drv
     }
 
     pub fn config(&self) -> &Config {

@@ -79,6 +79,25 @@ impl Mapped {
     }
 }
 
+impl Mapped {
+    /// Copy bytes in with volatile writes.
+    pub fn write(&self, off: usize, data: &[u8]) -> bool {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: bounds checked above; the mapping is writable shared memory.
+            unsafe { std::ptr::write_volatile(self.ptr.0.add(off + i), *b) };
+        }
+        true
+    }
+
+    /// The mapping's address in this process.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.0
+    }
+}
+
 impl Drop for Mapped {
     fn drop(&mut self) {
         let _ = self.dev.munmap(self.ptr.0, self.len);

@@ -23,9 +23,19 @@ fn errno() -> Errno {
 impl SysDevice {
     /// Open a device node read-write.
     pub fn open(path: &str) -> Result<SysDevice, Errno> {
+        Self::open_with(path, false)
+    }
+
+    /// Open a device node; `write_only` opens the driver's "misc" fd (`O_WRONLY`).
+    pub fn open_with(path: &str, write_only: bool) -> Result<SysDevice, Errno> {
         let c = CString::new(path).map_err(|_| Errno::EINVAL)?;
+        let mode = if write_only {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDWR
+        };
         // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(c.as_ptr(), mode | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(errno());
         }
@@ -39,14 +49,11 @@ impl SysDevice {
         &self.path
     }
 
-    /// Whether any `/dev/neuron*` node exists.
-    pub fn any_present() -> bool {
-        std::fs::read_dir("/dev")
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("neuron"))
-            })
-            .unwrap_or(false)
+    /// Number of consecutive `/dev/neuron<N>` nodes from 0.
+    pub fn count_present() -> u32 {
+        (0..64)
+            .take_while(|i| std::path::Path::new(&format!("/dev/neuron{i}")).exists())
+            .count() as u32
     }
 }
 

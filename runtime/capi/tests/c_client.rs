@@ -1,0 +1,118 @@
+//! `tests/c/run_neff.c`, a C program written against the public nrt.h API only, compiled with
+//! the system cc against the project's headers and libnrt.so, runs the MLP fixture on the
+//! embedded emulated device; its output equals the independent golden.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The libnrt.so cargo built for this test run.
+fn libnrt() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let deps = exe.parent().expect("deps dir");
+    for d in [deps, deps.parent().unwrap_or(deps)] {
+        let p = d.join("libnrt.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libnrt.so not found next to {}", exe.display());
+}
+
+fn bf16_words(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(2)
+        .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
+        .collect()
+}
+
+fn read_f32_npy(p: &Path) -> Vec<f32> {
+    let raw = std::fs::read(p).expect("golden");
+    // .npy v1: 10-byte preamble + header length at bytes 8..10.
+    let hl = u16::from_le_bytes([raw[8], raw[9]]) as usize;
+    raw[10 + hl..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn run_neff_c_client_matches_golden() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let lib = tmp.join("lib");
+    std::fs::create_dir_all(&lib).expect("tmp");
+    // Programs record the SONAME (libnrt.so.1) as their dependency.
+    std::fs::copy(libnrt(), lib.join("libnrt.so")).expect("copy lib");
+    std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1")).expect("symlink");
+    let exe = tmp.join("run_neff");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .arg(repo().join("tests/c/run_neff.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg(format!("-I{}", repo().join("runtime/include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lnrt")
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let readelf = Command::new("readelf")
+        .arg("-d")
+        .arg(lib.join("libnrt.so"))
+        .output();
+    if let Ok(r) = readelf {
+        let s = String::from_utf8_lossy(&r.stdout);
+        assert!(s.contains("Library soname: [libnrt.so.1]"), "{s}");
+    }
+
+    // The built-in input x of `neuron-emu run` (seed 0), as raw bf16 bytes.
+    let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, 0), 128 * 512, 1.0);
+    let mut x = vec![0u8; 128 * 512 * 2];
+    for (i, v) in vals.iter().enumerate() {
+        neuron_isa::dtype::store_f32(neuron_isa::Dtype::Bf16, *v, &mut x[i * 2..]);
+    }
+    std::fs::write(tmp.join("x.bin"), &x).expect("x.bin");
+    let out = Command::new(&exe)
+        .current_dir(&tmp)
+        .arg(repo().join("fixtures/neff/mlp.neff"))
+        .args(["x", "x.bin"])
+        .env("NEURON_EMU", "1")
+        .env_remove("NEURON_RT_VISIBLE_CORES")
+        .env_remove("NEURON_RT_NUM_CORES")
+        .output()
+        .expect("run run_neff");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run_neff failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("input x size 131072 dtype 0x6 ndim 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("output y size 32768 dtype 0x6 ndim 2"),
+        "{stdout}"
+    );
+    let y = bf16_words(&std::fs::read(tmp.join("y.out")).expect("y.out"));
+    let want = read_f32_npy(&repo().join("fixtures/neff/mlp.golden/y.npy"));
+    assert_eq!(y.len(), want.len());
+    let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let err = y
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(err <= 2e-2 * scale, "max abs err {err}");
+}
