@@ -169,7 +169,7 @@ impl Nrt {
                 "NeuronCore(s) not available - Requested:nc{start}-nc{end} Available:{total}"
             );
             tracing::error!(target: "NRT", "nrt_allocate_neuron_cores {msg}");
-            return Err(NrtError::new(NrtStatus::Resource, msg));
+            return Err(NrtError::new(NrtStatus::Resource, msg).logged());
         }
         let mut m = CrwlNcMap {
             nc_count: count,
@@ -189,7 +189,7 @@ impl Nrt {
                 start + count - 1
             );
             tracing::error!(target: "NRT", "nrt_allocate_neuron_cores {msg}");
-            return Err(NrtError::new(NrtStatus::Resource, msg));
+            return Err(NrtError::new(NrtStatus::Resource, msg).logged());
         }
         let cores: Vec<u32> = (0..64).filter(|b| m.bitmap & (1u64 << b) != 0).collect();
         if std::env::var("NEURON_RT_RESET_CORES")

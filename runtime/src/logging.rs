@@ -28,7 +28,7 @@ where
 }
 
 /// The level from `NEURON_RT_LOG_LEVEL` (ERROR by default; `QUIET` turns logging off).
-fn env_level() -> Option<Level> {
+pub fn env_level() -> Option<Level> {
     match std::env::var("NEURON_RT_LOG_LEVEL")
         .unwrap_or_default()
         .to_ascii_uppercase()

@@ -763,7 +763,7 @@ impl Model {
 
     fn bad_input(&self, msg: String) -> NrtError {
         tracing::error!(target: "NRT", "nrt_execute {msg}");
-        NrtError::invalid(msg)
+        NrtError::invalid(msg).logged()
     }
 
     fn timed_out(&self, end: &[Option<u64>; 5]) -> NrtError {
@@ -779,7 +779,7 @@ impl Model {
         );
         tracing::error!(target: "TDRV", "exec_consume_infer_status_notifications {msg}");
         tracing::error!(target: "NMGR", "dlr_infer Inference completed with err: {}", NrtStatus::Timeout.code());
-        NrtError::new(NrtStatus::Timeout, msg)
+        NrtError::new(NrtStatus::Timeout, msg).logged()
     }
 
     fn device_error(&self, n: &NotificationEntry) -> NrtError {
@@ -806,7 +806,7 @@ impl Model {
             self.device_index, self.nc, self.name
         );
         tracing::error!(target: "TDRV", "exec_consume_error_notifications {msg}");
-        NrtError::new(status, msg)
+        NrtError::new(status, msg).logged()
     }
 }
 

@@ -123,6 +123,8 @@ impl fmt::Display for NrtStatus {
 pub struct NrtError {
     pub status: NrtStatus,
     pub message: String,
+    /// Already written to the log in the runtime's own words (the C layer then stays quiet).
+    pub logged: bool,
 }
 
 impl NrtError {
@@ -130,7 +132,14 @@ impl NrtError {
         NrtError {
             status,
             message: message.into(),
+            logged: false,
         }
+    }
+
+    /// Mark as already logged.
+    pub fn logged(mut self) -> Self {
+        self.logged = true;
+        self
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(NrtStatus::Invalid, message)

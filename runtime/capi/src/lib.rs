@@ -57,7 +57,7 @@ fn guard(func: &str, f: impl FnOnce() -> Result<(), NrtError>) -> u32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => SUCCESS,
         Ok(Err(e)) => {
-            if !matches!(e.status, NrtStatus::Uninitialized | NrtStatus::Closed) {
+            if !e.logged && !matches!(e.status, NrtStatus::Uninitialized | NrtStatus::Closed) {
                 tracing::error!(target: "NRT", "{func} {}", e.message);
             }
             e.status.code()

@@ -1,0 +1,161 @@
+//! Core reservation between processes, through the emulator's process table (two runtime
+//! instances with distinct process identities on one emulated device), and the env variables
+//! read by the Rust API.
+
+use neuron_abi::arch::Arch;
+use neuron_emulator::Emulator;
+use neuron_runtime::api::{Nrt, Placement};
+use neuron_runtime::{Config, NrtStatus};
+use nrt::device::EmuProvider;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn clean() {
+    for v in [
+        "NEURON_RT_VISIBLE_CORES",
+        "NEURON_RT_NUM_CORES",
+        "NEURON_RT_RESET_CORES",
+        "NEURON_RT_EXEC_TIMEOUT",
+        "NEURON_RT_VALIDATE_HASH",
+        "NEURON_RT_LOG_LEVEL",
+    ] {
+        std::env::remove_var(v);
+    }
+}
+
+#[test]
+fn reserved_cores_conflict_between_two_processes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean();
+    let emu = Arc::new(Emulator::new(Arch::V3Trn2, 1));
+    let a = EmuProvider {
+        emu: emu.clone(),
+        pid: 4001,
+    };
+    let b = EmuProvider {
+        emu: emu.clone(),
+        pid: 4002,
+    };
+    std::env::set_var("NEURON_RT_VISIBLE_CORES", "0-1");
+    let nrt_a = Nrt::init(&a, Config::default()).expect("process A owns nc0-1");
+    assert_eq!(nrt_a.visible_vnc_count(), 2);
+    let e = Nrt::init(&b, Config::default()).expect_err("B must not get nc0-1");
+    assert_eq!(e.status, NrtStatus::Resource);
+    assert_eq!(
+        e.message,
+        "NeuronCore(s) not available - Requested:nc0-nc1 Available:0"
+    );
+    std::env::set_var("NEURON_RT_VISIBLE_CORES", "2");
+    let nrt_b = Nrt::init(&b, Config::default()).expect("B gets nc2");
+    assert_eq!(nrt_b.physical_core(0), Some(2));
+    drop(nrt_b);
+    // When A goes away (nrt_close), its cores are free again.
+    drop(nrt_a);
+    std::env::set_var("NEURON_RT_VISIBLE_CORES", "0-1");
+    let nrt_b = Nrt::init(&b, Config::default()).expect("B gets nc0-1 after A closed");
+    drop(nrt_b);
+    // NUM_CORES: any N free cores; all taken -> resource error.
+    std::env::remove_var("NEURON_RT_VISIBLE_CORES");
+    std::env::set_var("NEURON_RT_NUM_CORES", "8");
+    let all = Nrt::init(&a, Config::default()).expect("A takes all 8");
+    assert_eq!(all.visible_vnc_count(), 8);
+    std::env::set_var("NEURON_RT_NUM_CORES", "1");
+    assert_eq!(
+        Nrt::init(&b, Config::default())
+            .expect_err("none left")
+            .status,
+        NrtStatus::Resource
+    );
+    drop(all);
+    clean();
+}
+
+#[test]
+fn reset_cores_at_init_unless_disabled() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean();
+    let emu = Arc::new(Emulator::new(Arch::V3Trn2, 1));
+    let p = EmuProvider {
+        emu: emu.clone(),
+        pid: 5001,
+    };
+    let set_sem = || {
+        emu.with_device(0, |d| d.reg_write(0, 0x1400 + 4 * 7, 42))
+            .expect("device")
+    };
+    let sem = || {
+        emu.with_device(0, |d| d.regs(0).map(|r| r.sem(7)))
+            .flatten()
+            .expect("regs")
+    };
+    set_sem();
+    std::env::set_var("NEURON_RT_RESET_CORES", "0");
+    drop(Nrt::init(&p, Config::default()).expect("init"));
+    assert_eq!(sem(), 42, "no reset");
+    std::env::remove_var("NEURON_RT_RESET_CORES");
+    drop(Nrt::init(&p, Config::default()).expect("init"));
+    assert_eq!(sem(), 0, "reset by default");
+    clean();
+}
+
+#[test]
+fn config_env_variables() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean();
+    std::env::set_var("NEURON_RT_EXEC_TIMEOUT", "0.5");
+    std::env::set_var("NEURON_RT_VALIDATE_HASH", "true");
+    let c = Config::from_env();
+    assert_eq!(c.exec_timeout, Duration::from_millis(500));
+    assert!(c.validate_hash);
+    std::env::set_var("NEURON_RT_EXEC_TIMEOUT", "-3");
+    assert_eq!(
+        Config::from_env().exec_timeout,
+        Duration::from_secs(30),
+        "invalid values keep the default"
+    );
+    for (v, want) in [
+        ("ERROR", Some(tracing::Level::ERROR)),
+        ("warning", Some(tracing::Level::WARN)),
+        ("INFO", Some(tracing::Level::INFO)),
+        ("QUIET", None),
+    ] {
+        std::env::set_var("NEURON_RT_LOG_LEVEL", v);
+        assert_eq!(neuron_runtime::logging::env_level(), want, "{v}");
+    }
+    clean();
+}
+
+#[test]
+fn validate_hash_checks_the_neff_hash_only_when_asked() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean();
+    let emu = Arc::new(Emulator::new(Arch::V3Trn2, 1));
+    let p = EmuProvider { emu, pid: 6001 };
+    let nrt = Nrt::init(&p, Config::default()).expect("init");
+    let mut neff = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/neff/mlp.neff"
+    ))
+    .expect("fixture");
+    neff[172] ^= 0xFF; // corrupt the stored MD5
+    drop(nrt.load(&neff, 0).expect("hash not checked by default"));
+    drop(nrt);
+    let nrt = Nrt::init(
+        &p,
+        Config {
+            validate_hash: true,
+            ..Config::default()
+        },
+    )
+    .expect("init");
+    let e = nrt.load(&neff, 0).expect_err("hash mismatch");
+    assert_eq!(e.status, NrtStatus::Invalid);
+    assert!(e.message.contains("hash"), "{}", e.message);
+    let t = nrt
+        .tensor_allocate(Placement::Device, 0, 64, "t")
+        .expect("tensor");
+    assert_eq!(t.size(), 64);
+    clean();
+}
