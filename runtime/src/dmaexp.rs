@@ -3,6 +3,8 @@
 
 /// Most descriptors one DMA block may expand to (bounds load time and memory).
 pub const MAX_DESCS_PER_BLOCK: usize = 1 << 20;
+/// Most pattern positions walked per transfer side.
+pub const MAX_WALK: u64 = 1 << 24;
 
 /// One side of a transfer: `base + off` then a multi-dimensional pattern, outermost first,
 /// sizes and steps in elements of `esize` bytes.
@@ -106,6 +108,11 @@ impl Pattern {
         let mut out: Vec<(u64, u64)> = Vec::new();
         if sizes.contains(&0) || inner_len == 0 {
             return Ok(out);
+        }
+        // Runs can merge, so bound the walk itself, not only the number of runs.
+        let walk = sizes.iter().try_fold(1u64, |a, &s| a.checked_mul(s));
+        if walk.is_none_or(|w| w > MAX_WALK) {
+            return Err(ExpandError::TooMany(MAX_DESCS_PER_BLOCK));
         }
         let mut idx = vec![0u64; sizes.len()];
         loop {
