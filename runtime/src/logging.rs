@@ -27,37 +27,75 @@ where
     }
 }
 
-/// The level from `NEURON_RT_LOG_LEVEL` (ERROR by default; `QUIET` turns logging off).
-pub fn env_level() -> Option<Level> {
-    match std::env::var("NEURON_RT_LOG_LEVEL")
-        .unwrap_or_default()
-        .to_ascii_uppercase()
-        .as_str()
-    {
-        "QUIET" => None,
+/// Log components (the prefix before `:` in each line) and the env suffix that sets each one's
+/// level: `NEURON_RT_LOG_LEVEL_<COMPONENT>`. KDRV is this project's fake driver.
+pub const COMPONENTS: [&str; 5] = ["NRT", "TDRV", "NMGR", "NEFF", "KDRV"];
+
+fn parse_level(v: &str) -> Option<Option<Level>> {
+    Some(match v.trim().to_ascii_uppercase().as_str() {
+        "QUIET" | "OFF" => None,
         "TRACE" => Some(Level::TRACE),
         "DEBUG" => Some(Level::DEBUG),
         "INFO" => Some(Level::INFO),
         "WARN" | "WARNING" => Some(Level::WARN),
-        _ => Some(Level::ERROR),
-    }
+        "ERROR" => Some(Level::ERROR),
+        _ => return None,
+    })
 }
 
-/// Install the subscriber. `verbose` raises the level to at least INFO.
-pub fn init(verbose: u8) {
-    let mut level = env_level();
+/// The level from `NEURON_RT_LOG_LEVEL` (ERROR by default or when unparsable; `QUIET` turns
+/// logging off).
+pub fn env_level() -> Option<Level> {
+    std::env::var("NEURON_RT_LOG_LEVEL")
+        .ok()
+        .and_then(|v| parse_level(&v))
+        .unwrap_or(Some(Level::ERROR))
+}
+
+/// Filter directives: the base level plus per-component overrides, e.g. `error,TDRV=debug`.
+pub fn env_directives(verbose: u8) -> String {
+    let mut base = env_level();
     if verbose > 0 {
         let v = if verbose > 1 {
             Level::DEBUG
         } else {
             Level::INFO
         };
-        level = Some(level.map_or(v, |l| l.max(v)));
+        base = Some(base.map_or(v, |l| l.max(v)));
     }
-    let Some(level) = level else { return };
+    let lvl =
+        |l: Option<Level>| l.map_or("off".to_string(), |l| l.to_string().to_ascii_lowercase());
+    let mut d = lvl(base);
+    for c in COMPONENTS {
+        if let Some(l) = std::env::var(format!("NEURON_RT_LOG_LEVEL_{c}"))
+            .ok()
+            .and_then(|v| parse_level(&v))
+        {
+            d.push_str(&format!(",{c}={}", lvl(l)));
+        }
+    }
+    d
+}
+
+/// Install the subscriber (once per process). `verbose` raises the base level to at least
+/// INFO (`-v`) or DEBUG (`-vv`).
+pub fn init(verbose: u8) {
+    let filter = tracing_subscriber::EnvFilter::new(env_directives(verbose));
     let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .event_format(NrtFormat)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse() {
+        assert_eq!(parse_level("warning"), Some(Some(Level::WARN)));
+        assert_eq!(parse_level("QUIET"), Some(None));
+        assert_eq!(parse_level("loud"), None);
+    }
 }
