@@ -85,12 +85,15 @@ pub mod call {
         unsafe { dev.ioctl(cmd, arg as *mut u8) }
     }
 
-    /// Read/write a u32 in a mapping made by `DeviceFile::mmap`.
+    /// Read/write a u32 in a mapping made by `DeviceFile::mmap` (test helpers: callers pass
+    /// pointers the device just returned).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn map_read_u32(p: *mut u8, off: usize) -> u32 {
         // SAFETY: callers pass offsets inside a live mapping; volatile because the device
         // updates it concurrently.
         unsafe { std::ptr::read_volatile(p.add(off) as *const u32) }
     }
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn map_write_u32(p: *mut u8, off: usize, v: u32) {
         // SAFETY: as above.
         unsafe { std::ptr::write_volatile(p.add(off) as *mut u32, v) }

@@ -8,7 +8,6 @@
 //! `schema_version` 1). Exit codes: 2 when the file cannot be read, 1 when it
 //! is not a valid NEFF (the message is the [`NeffError`] text).
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -180,11 +179,7 @@ fn computed_size(dtype: &str, shape: &[u64]) -> Option<u64> {
 }
 
 /// The first subgraph var named `name` of type `ty`.
-fn find_var<'a>(
-    views: &'a Views,
-    name: &str,
-    ty: &VarType,
-) -> Option<&'a neuron_neff::VarDef> {
+fn find_var<'a>(views: &'a Views, name: &str, ty: &VarType) -> Option<&'a neuron_neff::VarDef> {
     views
         .subgraphs
         .iter()
@@ -263,7 +258,10 @@ const VAR_TYPE_ORDER: [&str; 8] = [
 ];
 
 fn vars_json(def: &SubgraphDef) -> Vec<Value> {
-    let mut types: Vec<VarType> = VAR_TYPE_ORDER.iter().map(|t| VarType::from_name(t)).collect();
+    let mut types: Vec<VarType> = VAR_TYPE_ORDER
+        .iter()
+        .map(|t| VarType::from_name(t))
+        .collect();
     let mut others: Vec<String> = def
         .var
         .values()
@@ -412,10 +410,7 @@ fn arr(v: &Value) -> &[Value] {
 fn shape_str(v: &Value) -> String {
     match v.as_array() {
         None => "-".to_owned(),
-        Some(a) => format!(
-            "[{}]",
-            a.iter().map(s).collect::<Vec<_>>().join(", ")
-        ),
+        Some(a) => format!("[{}]", a.iter().map(s).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -446,7 +441,12 @@ fn render_text(r: &Value) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let h = &r["header"];
-    let _ = writeln!(o, "file        {} ({} bytes)", s(&r["file"]["path"]), s(&r["file"]["size"]));
+    let _ = writeln!(
+        o,
+        "file        {} ({} bytes)",
+        s(&r["file"]["path"]),
+        s(&r["file"]["size"])
+    );
     let _ = writeln!(o, "header");
     let _ = writeln!(
         o,
@@ -549,11 +549,14 @@ fn render_text(r: &Value) -> String {
         for t in arr(&g["vars"]) {
             let list: Vec<String> = arr(&t["vars"])
                 .iter()
-                .map(|v| format!("{} ({})", s(&v["name"]), s(&v["size"])))
+                .map(|v| match &v["size"] {
+                    Value::Null => s(&v["name"]),
+                    size => format!("{} ({})", s(&v["name"]), s(size)),
+                })
                 .collect();
             let _ = writeln!(
                 o,
-                "    {:<13} {:>3} vars {:>10} bytes: {}",
+                "    {:<13} {:>3} × {:>10} bytes: {}",
                 s(&t["type"]),
                 s(&t["count"]),
                 s(&t["bytes"]),
@@ -571,7 +574,7 @@ fn render_text(r: &Value) -> String {
     }
     let _ = writeln!(
         o,
-        "members     {} ({} bytes inflated)",
+        "members     {} ({} bytes in all)",
         s(&r["member_count"]),
         s(&r["member_bytes"])
     );
@@ -665,7 +668,10 @@ pub fn bench(file: &Path, repeat: u32) -> Result<(), (u8, String)> {
         subgraphs,
         repeat
     );
-    println!("  file read (once, not in the ratio)  {:>9.3} ms", ms(read_time));
+    println!(
+        "  file read (once, not in the ratio)  {:>9.3} ms",
+        ms(read_time)
+    );
     println!(
         "  bare inflate (flate2 GzDecoder)     {:>9.3} ms median ({:.3} min)  {:>7.1} MiB/s inflated",
         ms(med_i),
@@ -708,6 +714,9 @@ mod tests {
     fn median_of_even_and_odd() {
         let d = Duration::from_millis;
         assert_eq!(median(&mut [d(3), d(1), d(2)]), d(2));
-        assert_eq!(median(&mut [d(4), d(1), d(2), d(3)]), Duration::from_micros(2500));
+        assert_eq!(
+            median(&mut [d(4), d(1), d(2), d(3)]),
+            Duration::from_micros(2500)
+        );
     }
 }
