@@ -211,10 +211,24 @@ fn real_neffs_load_until_the_first_undecodable_instruction() {
         seen += 1;
         let bytes = std::fs::read(&p).expect("read");
         let s = setup(Duration::from_secs(10));
-        let err = s.rt.load(&bytes, 0).expect_err("the trn2 encoding is not executable yet");
-        assert_eq!(err.status, NrtStatus::Invalid, "{}: {}", p.display(), err.message);
+        let err =
+            s.rt.load(&bytes, 0)
+                .expect_err("the trn2 encoding is not executable yet");
+        assert_eq!(
+            err.status,
+            NrtStatus::Invalid,
+            "{}: {}",
+            p.display(),
+            err.message
+        );
         // Every real engine stream starts with the NEFF-side DRAIN pseudo-opcode 0xb1 (177).
-        assert!(err.message.contains("sg00 engine Tensor pc 0: unsupported hardware operator code 177 (0xb1)"), "{}: {}", p.display(), err.message);
+        assert!(
+            err.message
+                .contains("sg00 engine Tensor pc 0: unsupported hardware operator code 177 (0xb1)"),
+            "{}: {}",
+            p.display(),
+            err.message
+        );
     }
     assert_eq!(seen, 8);
 }

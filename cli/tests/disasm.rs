@@ -1,0 +1,106 @@
+//! `neuron-emu disasm` on the real trn2 fixtures.
+
+use std::process::Command;
+
+const FX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures");
+
+fn disasm(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+        .arg("disasm")
+        .args(args)
+        .output()
+        .expect("spawn");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> Vec<serde_json::Value> {
+    let (ok, out, err) = disasm(args);
+    assert!(ok, "{err}");
+    serde_json::from_str::<serde_json::Value>(&out)
+        .expect("json")
+        .as_array()
+        .expect("list")
+        .clone()
+}
+
+#[test]
+fn neff_json_has_profiler_pcs_and_syntax() {
+    let neff = format!("{FX}/real-neff/akc-fused_fp32_s512.neff");
+    let v = json(&[&neff, "--json"]);
+    // Every word of both subgraphs: sg00 124+11+7+19+3, sg01 5 x 2.
+    assert_eq!(v.len(), 174);
+    for e in &v {
+        for k in [
+            "subgraph", "engine", "pc", "opcode", "operands", "origin", "raw",
+        ] {
+            assert!(e.get(k).is_some(), "{k} missing in {e}");
+        }
+        assert_eq!(e["origin"]["kind"], "neff");
+        assert_eq!(e["raw"].as_str().map(str::len), Some(128));
+    }
+    // trn2-encoding-notes.md §5.2 anchor: Tensor pc 69.
+    let l = v
+        .iter()
+        .find(|e| e["subgraph"] == "sg00" && e["engine"] == "Tensor" && e["pc"] == 69)
+        .expect("pc 69");
+    assert_eq!(l["opcode"], "LDWEIGHTS");
+    let ops = l["operands"].as_str().unwrap_or("");
+    assert!(
+        ops.contains(
+            "fp32_mode=LOW transpose_mode=ENABLED src=fp32@0x369f4[-1,0,0][128,1,1] 128*128"
+        ),
+        "{ops}"
+    );
+    assert_eq!(l["origin"]["offset"], 192);
+    assert_eq!(l["origin"]["file"], "sg00/PE.bin");
+}
+
+#[test]
+fn ntff_listing_marks_runtime_and_neff_words() {
+    let ntff = format!("{FX}/real-profiles/akc-fused_fp32_s512.ntff");
+    let neff = format!("{FX}/real-neff/akc-fused_fp32_s512.neff");
+    let v = json(&["--ntff", &ntff, &neff, "--json"]);
+    // Stream lengths from trn2-encoding-notes.md §2.
+    assert_eq!(v.len(), 201 + 88 + 79 + 96 + 61 + 78 + 68 + 73 + 78 + 59);
+    let neff_words = v.iter().filter(|e| e["origin"]["kind"] == "neff").count();
+    assert_eq!(neff_words, 174);
+    let l = v
+        .iter()
+        .find(|e| e["subgraph"] == "sg00" && e["engine"] == "Scalar" && e["pc"] == 37)
+        .expect("pc 37");
+    assert_eq!(l["opcode"], "TENSOR_LOAD");
+    assert_eq!(
+        l["operands"],
+        "addr=uint32@0x8005c035e000[0,0][1,1] data=$R[0]"
+    );
+    // Without the NEFF the loaded program still disassembles.
+    let (ok, text, err) = disasm(&["--ntff", &ntff]);
+    assert!(ok, "{err}");
+    assert!(text.contains("EVENT_SEMAPHORE_RANGE_CLEAR"));
+}
+
+#[test]
+fn every_fixture_disassembles() {
+    for f in [
+        "nkipy-matmul_small",
+        "nkipy-matmul_large",
+        "akc-baseline_bf16_s512",
+    ] {
+        let (ok, text, err) = disasm(&[&format!("{FX}/real-neff/{f}.neff")]);
+        assert!(ok, "{f}: {err}");
+        assert!(!text.contains("UNKNOWN_"), "{f}");
+    }
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let (ok, _, err) = disasm(&["/nonexistent.neff"]);
+    assert!(!ok);
+    assert!(err.contains("nonexistent"), "{err}");
+    let (ok, _, _) = disasm(&[]);
+    assert!(!ok);
+}

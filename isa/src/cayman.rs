@@ -1,1 +1,0 @@
-//! The real trn2 ("cayman") instruction encoding, decoded from evidence (see docs/isa/cayman.md).
