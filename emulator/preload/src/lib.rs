@@ -1,0 +1,495 @@
+//! `libneuron_emu_preload.so`: run unmodified programs against an emulated Neuron device.
+//!
+//! `LD_PRELOAD=libneuron_emu_preload.so program` interposes `open`, `open64`, `openat`,
+//! `openat64`, `close`, `ioctl`, `mmap`, `mmap64`, `munmap` and the `stat` family. Paths
+//! `/dev/neuron<N>` (N below `NEURON_EMU_DEVICES`, default 1) open files on an emulator living
+//! in the same process (`NEURON_EMU_ARCH` = trn2 | trn1 | inf2, default trn2); every other path
+//! and fd passes through to libc untouched. Each emulated fd is backed by a real fd on
+//! `/dev/null`, so fd numbers stay unique and `close` works on them.
+//!
+//! Re-entrancy: the emulator itself allocates memory (which may call `mmap`/`munmap`) while the
+//! shim holds its lock, so a thread-local flag sends every call made from inside the shim
+//! straight to libc, and fds are checked against a lock-free bitmap before any lock is taken.
+// Interposing libc is raw FFI by nature; every unsafe block has a SAFETY comment.
+#![allow(unsafe_code)]
+#![allow(clippy::missing_safety_doc)]
+
+use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
+use neuron_abi::arch::Arch;
+use neuron_abi::DeviceFile;
+use neuron_emulator::{EmuFile, Emulator, OpenOptions};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+thread_local! {
+    static IN_SHIM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Fds 0..4096 that are emulated (one bit each): checked without locking.
+static FD_BITS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+/// Number of live emulated mappings.
+static MAPS: AtomicUsize = AtomicUsize::new(0);
+
+struct Shim {
+    emu: Emulator,
+    fds: Mutex<HashMap<c_int, EmuFile>>,
+    maps: Mutex<HashMap<usize, (c_int, usize)>>,
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+fn fd_marked(fd: c_int) -> bool {
+    (0..4096).contains(&fd)
+        && FD_BITS[fd as usize / 64].load(Ordering::Acquire) & (1 << (fd % 64)) != 0
+}
+
+fn mark_fd(fd: c_int, on: bool) {
+    if (0..4096).contains(&fd) {
+        let bit = 1u64 << (fd % 64);
+        if on {
+            FD_BITS[fd as usize / 64].fetch_or(bit, Ordering::AcqRel);
+        } else {
+            FD_BITS[fd as usize / 64].fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Run `f` with the re-entrancy flag set; `None` if the flag was already set (then the caller
+/// must pass the call through to libc).
+fn inside<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if IN_SHIM.with(|c| c.replace(true)) {
+        return None;
+    }
+    let r = f();
+    IN_SHIM.with(|c| c.set(false));
+    Some(r)
+}
+
+fn shim() -> &'static Shim {
+    SHIM.get_or_init(|| {
+        let arch = std::env::var("NEURON_EMU_ARCH")
+            .ok()
+            .and_then(|s| Arch::from_name(&s))
+            .unwrap_or(Arch::V3Trn2);
+        let n = std::env::var("NEURON_EMU_DEVICES")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .unwrap_or(1);
+        Shim {
+            emu: Emulator::new(arch, n),
+            fds: Mutex::new(HashMap::new()),
+            maps: Mutex::new(HashMap::new()),
+        }
+    })
+}
+
+fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The device index of an emulated node path, if `path` is one.
+fn device_index(path: &CStr) -> Option<usize> {
+    let s = path.to_str().ok()?;
+    let n: usize = s.strip_prefix("/dev/neuron")?.parse().ok()?;
+    let devices = std::env::var("NEURON_EMU_DEVICES")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(1);
+    (n < devices).then_some(n)
+}
+
+macro_rules! real {
+    ($name:literal, $ty:ty) => {{
+        static P: OnceLock<usize> = OnceLock::new();
+        let p = *P.get_or_init(|| {
+            // SAFETY: looking up the next definition of a libc symbol by its NUL-terminated name.
+            unsafe {
+                libc::dlsym(
+                    libc::RTLD_NEXT,
+                    concat!($name, "\0").as_ptr() as *const c_char,
+                ) as usize
+            }
+        });
+        // SAFETY: `p` is the address of the libc function with this exact signature.
+        unsafe { std::mem::transmute::<usize, $ty>(p) }
+    }};
+}
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
+type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
+type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
+type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat64) -> c_int;
+type StatxFn =
+    unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
+type AccessFn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+
+/// Open an emulated node: a placeholder fd on /dev/null carries the number.
+fn open_emulated(index: usize, flags: c_int) -> c_int {
+    inside(|| {
+        let s = shim();
+        let write_only = flags & libc::O_ACCMODE == libc::O_WRONLY;
+        let file = match s.emu.open(
+            index,
+            OpenOptions {
+                pid: std::process::id(),
+                write_only,
+            },
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                set_errno(e.0);
+                return -1;
+            }
+        };
+        let open = real!("open", OpenFn);
+        // SAFETY: a valid NUL-terminated path.
+        let fd = unsafe {
+            open(
+                c"/dev/null".as_ptr(),
+                libc::O_RDWR | (flags & libc::O_CLOEXEC),
+                0,
+            )
+        };
+        if fd < 0 {
+            return -1;
+        }
+        s.fds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fd, file);
+        mark_fd(fd, true);
+        fd
+    })
+    .unwrap_or_else(|| {
+        set_errno(libc::ENODEV);
+        -1
+    })
+}
+
+unsafe fn path_of<'a>(p: *const c_char) -> Option<&'a CStr> {
+    // SAFETY: callers pass the path argument of an interposed call (NUL-terminated or NULL).
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: path from the caller.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !IN_SHIM.with(Cell::get) {
+            return open_emulated(i, flags);
+        }
+    }
+    {
+        let f = real!("open", OpenFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(path, flags, mode) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    // SAFETY: path from the caller.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !IN_SHIM.with(Cell::get) {
+            return open_emulated(i, flags);
+        }
+    }
+    {
+        let f = real!("open64", OpenFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(path, flags, mode) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
+    // SAFETY: path from the caller; /dev/neuron paths are absolute, so dirfd does not matter.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !IN_SHIM.with(Cell::get) {
+            return open_emulated(i, flags);
+        }
+    }
+    {
+        let f = real!("openat", OpenatFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(dirfd, path, flags, mode) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
+    // SAFETY: as openat.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !IN_SHIM.with(Cell::get) {
+            return open_emulated(i, flags);
+        }
+    }
+    {
+        let f = real!("openat64", OpenatFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(dirfd, path, flags, mode) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        // Dropping the EmuFile runs the driver's flush/release for this fd.
+        let _ = inside(|| {
+            mark_fd(fd, false);
+            let f = shim()
+                .fds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&fd);
+            drop(f);
+        });
+    }
+    {
+        let f = real!("close", CloseFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(fd) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
+    if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        let r = inside(|| {
+            let s = shim();
+            let fds = s.fds.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(f) = fds.get(&fd) else {
+                return Err(libc::EBADF);
+            };
+            // SAFETY: `arg` is the caller's ioctl argument; the emulator only touches user
+            // memory through process_vm_readv/writev, so any value is safe to pass.
+            unsafe { f.ioctl(request as u32, arg as *mut u8) }.map_err(|e| e.0)
+        })
+        .unwrap_or(Err(libc::EDEADLK));
+        return match r {
+            Ok(v) => v,
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        };
+    }
+    {
+        let f = real!("ioctl", IoctlFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(fd, request, arg) }
+    }
+}
+
+fn mmap_emulated(len: size_t, fd: c_int, off: off_t) -> *mut c_void {
+    let r = inside(|| {
+        let s = shim();
+        let fds = s.fds.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = fds.get(&fd) else {
+            return Err(libc::EBADF);
+        };
+        let p = f.mmap(len, off as u64).map_err(|e| e.0)?;
+        s.maps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p as usize, (fd, len));
+        MAPS.fetch_add(1, Ordering::AcqRel);
+        Ok(p)
+    })
+    .unwrap_or(Err(libc::EDEADLK));
+    match r {
+        Ok(p) => p as *mut c_void,
+        Err(e) => {
+            set_errno(e);
+            libc::MAP_FAILED
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        return mmap_emulated(len, fd, off);
+    }
+    {
+        let f = real!("mmap", MmapFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(addr, len, prot, flags, fd, off) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        return mmap_emulated(len, fd, off);
+    }
+    {
+        let f = real!("mmap64", MmapFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(addr, len, prot, flags, fd, off) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    if MAPS.load(Ordering::Acquire) > 0 && !IN_SHIM.with(Cell::get) {
+        let r = inside(|| {
+            let s = shim();
+            let entry = s
+                .maps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&(addr as usize))
+                .copied();
+            let (fd, mlen) = entry?;
+            if mlen != len {
+                return Some(Err(libc::EINVAL));
+            }
+            s.maps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(addr as usize));
+            MAPS.fetch_sub(1, Ordering::AcqRel);
+            let fds = s.fds.lock().unwrap_or_else(|e| e.into_inner());
+            // A mapping outlives its fd's close in the kernel; here the file is gone with the
+            // fd, and so is the mapping's bookkeeping.
+            Some(match fds.get(&fd) {
+                Some(f) => f.munmap(addr as *mut u8, len).map_err(|e| e.0),
+                None => Ok(()),
+            })
+        })
+        .flatten();
+        match r {
+            Some(Ok(())) => return 0,
+            Some(Err(e)) => {
+                set_errno(e);
+                return -1;
+            }
+            None => {}
+        }
+    }
+    {
+        let f = real!("munmap", MunmapFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(addr, len) }
+    }
+}
+
+/// A character-device `stat` result for an emulated node.
+fn fake_stat(index: usize, st: *mut libc::stat64) {
+    // SAFETY: `st` is the caller's stat buffer (checked non-null by the callers).
+    unsafe {
+        std::ptr::write_bytes(st, 0, 1);
+        (*st).st_mode = libc::S_IFCHR | 0o666;
+        (*st).st_rdev = libc::makedev(240, index as u32);
+        (*st).st_nlink = 1;
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, st: *mut libc::stat64) -> c_int {
+    // SAFETY: path from the caller.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !st.is_null() {
+            fake_stat(i, st);
+            return 0;
+        }
+    }
+    {
+        let f = real!("stat64", StatFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(path, st) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, st: *mut libc::stat64) -> c_int {
+    // SAFETY: path from the caller; on x86_64 and aarch64 glibc `struct stat` == `stat64`.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !st.is_null() {
+            fake_stat(i, st);
+            return 0;
+        }
+    }
+    {
+        let f = real!("stat", StatFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(path, st) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: path from the caller.
+    if unsafe { path_of(path) }.and_then(device_index).is_some() {
+        return 0;
+    }
+    {
+        let f = real!("access", AccessFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(path, mode) }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: libc::c_uint,
+    buf: *mut libc::statx,
+) -> c_int {
+    // SAFETY: path from the caller.
+    if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
+        if !buf.is_null() {
+            // SAFETY: `buf` is the caller's statx buffer.
+            unsafe {
+                std::ptr::write_bytes(buf, 0, 1);
+                (*buf).stx_mask = libc::STATX_TYPE | libc::STATX_MODE;
+                (*buf).stx_mode = (libc::S_IFCHR | 0o666) as u16;
+                (*buf).stx_nlink = 1;
+                (*buf).stx_rdev_major = 240;
+                (*buf).stx_rdev_minor = i as u32;
+            }
+            return 0;
+        }
+    }
+    {
+        let f = real!("statx", StatxFn);
+        // SAFETY: forwarding the caller\'s arguments unchanged to libc.
+        unsafe { f(dirfd, path, flags, mask, buf) }
+    }
+}
