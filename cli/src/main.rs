@@ -79,6 +79,11 @@ struct RunArgs {
     /// NeuronCore to load on.
     #[arg(long, default_value_t = 0)]
     nc: u32,
+    /// Use a real device node (e.g. /dev/neuron0) through open/ioctl/mmap instead of the
+    /// in-process emulated device. Under LD_PRELOAD=libneuron_emu_preload.so this reaches the
+    /// emulator through the same syscalls hardware would get.
+    #[arg(long, value_name = "PATH")]
+    device: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -152,7 +157,23 @@ fn run(a: RunArgs) -> Result<(), Failure> {
             .ok_or_else(|| usage(format!("--input expects NAME=FILE.npy, got '{s}'")))?;
         given.push((n.to_string(), PathBuf::from(p)));
     }
-    let (emu, dev) = open_emulated(arch)?;
+    let (emu, dev): (Option<Emulator>, Arc<dyn DeviceFile>) = match &a.device {
+        Some(p) => {
+            if a.trace.is_some() {
+                return Err(usage(
+                    "--trace needs the in-process emulated device (drop --device)",
+                ));
+            }
+            let path = p.to_string_lossy();
+            let d = neuron_runtime::sys::SysDevice::open(&path)
+                .map_err(|e| Failure(1, format!("open {path}: {e}")))?;
+            (None, Arc::new(d))
+        }
+        None => {
+            let (e, d) = open_emulated(arch)?;
+            (Some(e), d)
+        }
+    };
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
     let t_load = Instant::now();
     let mut model = rt
@@ -200,7 +221,7 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         };
         data.push((t.name.clone(), bytes));
     }
-    if a.trace.is_some() {
+    if let (Some(emu), true) = (&emu, a.trace.is_some()) {
         emu.with_device(0, |d| d.set_tracing(true));
     }
     let refs: Vec<(&str, &[u8])> = data
@@ -217,10 +238,13 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         let d = a.neff.with_extension("golden");
         (given.is_empty() && a.seed == 0 && d.is_dir()).then_some(d)
     });
+    let on = match &a.device {
+        Some(p) => format!("{} ({})", p.display(), rt.arch()),
+        None => format!("emulated {arch}"),
+    };
     println!(
-        "model {} on emulated {} NC {} (load {:.1} ms)",
+        "model {} on {on} NC {} (load {:.1} ms)",
         model.name(),
-        arch,
         a.nc,
         load_time.as_secs_f64() * 1e3
     );
@@ -254,11 +278,11 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         }
     }
     println!(
-        "device time {:.3} us (emulated), host wall {:.3} ms",
+        "device time {:.3} us, host wall {:.3} ms",
         out.device_time_ps as f64 / 1e6,
         wall.as_secs_f64() * 1e3
     );
-    if let Some(p) = &a.trace {
+    if let (Some(p), Some(emu)) = (&a.trace, &emu) {
         let ev = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
         trace::write_chrome_trace(p, &ev)
             .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
