@@ -200,9 +200,11 @@ fn gemm_kernel_matches_a_plain_rust_reference() {
 }
 
 #[test]
-fn real_neffs_load_until_the_first_undecodable_instruction() {
+fn real_neffs_load_until_the_first_instruction_that_cannot_execute() {
     let dir = repo_path("../shared/fixtures/real-neff");
+    let profiles = repo_path("../shared/fixtures/real-profiles");
     let mut seen = 0;
+    let mut checked_against_profile = 0;
     for e in std::fs::read_dir(&dir).expect("real-neff fixtures") {
         let p = e.expect("entry").path();
         if p.extension().and_then(|x| x.to_str()) != Some("neff") {
@@ -221,14 +223,37 @@ fn real_neffs_load_until_the_first_undecodable_instruction() {
             p.display(),
             err.message
         );
-        // Every real engine stream starts with the NEFF-side DRAIN pseudo-opcode 0xb1 (177).
-        assert!(
-            err.message
-                .contains("sg00 engine Tensor pc 0: unsupported hardware operator code 177 (0xb1)"),
-            "{}: {}",
-            p.display(),
-            err.message
-        );
+        // "sg00 engine <Engine> pc <pc>: hardware operator code <n> (0x.., <NAME>) is not executable ..."
+        let m = &err.message;
+        let rest = m
+            .strip_prefix("sg00 engine ")
+            .unwrap_or_else(|| panic!("{m}"));
+        let (engine, rest) = rest.split_once(" pc ").unwrap_or_else(|| panic!("{m}"));
+        let (pc, rest) = rest.split_once(':').unwrap_or_else(|| panic!("{m}"));
+        let pc: u64 = pc.parse().unwrap_or_else(|_| panic!("{m}"));
+        let name = rest
+            .split(", ")
+            .nth(1)
+            .and_then(|x| x.split(')').next())
+            .unwrap_or_else(|| panic!("{m}"));
+        assert!(m.contains("is not executable by this emulator yet"), "{m}");
+        // Where AWS's profiler saw that word execute, it names the same opcode at the same pc.
+        let stem = p.file_stem().and_then(|x| x.to_str()).unwrap_or_default();
+        let prof = profiles.join(format!("{stem}.profile.json"));
+        if let Ok(raw) = std::fs::read(&prof) {
+            let j: serde_json::Value = serde_json::from_slice(&raw).expect("profile json");
+            let rec = j["instruction"]
+                .as_array()
+                .expect("instruction array")
+                .iter()
+                .find(|r| {
+                    r["subgraph"] == "sg00" && r["label"] == engine && r["pc"].as_u64() == Some(pc)
+                })
+                .unwrap_or_else(|| panic!("{stem}: no profiled {engine} pc {pc}"));
+            assert_eq!(rec["opcode"], name, "{stem}: {m}");
+            checked_against_profile += 1;
+        }
     }
     assert_eq!(seen, 8);
+    assert_eq!(checked_against_profile, 6);
 }

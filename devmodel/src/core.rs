@@ -71,7 +71,8 @@ impl CoreMem {
             )));
         }
         let (lo, hi) = t.byte_span();
-        if t.free_elems() > 0 && (lo < 0 || hi > pb) {
+        // The base offset must be inside the partition even for an empty pattern.
+        if t.offset as i64 > pb || (t.free_elems() > 0 && (lo < 0 || hi > pb)) {
             return Err(OpFault::oob(format!(
                 "{what}: {:?} bytes {lo}..{hi} outside the {pb}-byte partition",
                 t.space
@@ -84,6 +85,9 @@ impl CoreMem {
     pub fn gather(&self, t: &TensorRef, out: &mut Vec<f32>) {
         out.clear();
         let n = t.free_elems();
+        if n == 0 {
+            return;
+        }
         out.reserve(t.partitions as usize * n);
         let pb = self.pb(t.space);
         let es = t.dtype.size() as i64;
@@ -112,6 +116,9 @@ impl CoreMem {
     /// Write a partition-major f32 tile into `t`, converting to its dtype (RNE).
     pub fn scatter(&mut self, t: &TensorRef, vals: &[f32]) {
         let n = t.free_elems();
+        if n == 0 || vals.len() < n * t.partitions as usize {
+            return;
+        }
         let pb = self.pb(t.space);
         let es = t.dtype.size() as i64;
         let dt = t.dtype;
@@ -544,5 +551,31 @@ mod tests {
         let e = execute(&Op::Copy { dst: small, src: a }, &mut m, &mut s).expect_err("shape");
         assert_eq!(e.kind, crate::fault::FaultKind::BadInstruction);
         assert!((activate(ActFunc::Gelu, 1.0) - 0.841_344_7).abs() < 1e-6);
+        // An empty pattern far outside the partition is refused, not dereferenced.
+        let empty = TensorRef {
+            num: [1, 0],
+            offset: 0xFFFF_FFF0,
+            ..a
+        };
+        let e = execute(
+            &Op::Copy {
+                dst: empty,
+                src: empty,
+            },
+            &mut m,
+            &mut s,
+        )
+        .expect_err("offset");
+        assert_eq!(e.kind, crate::fault::FaultKind::OutOfBounds);
+        let empty_ok = TensorRef { num: [1, 0], ..a };
+        execute(
+            &Op::Copy {
+                dst: empty_ok,
+                src: empty_ok,
+            },
+            &mut m,
+            &mut s,
+        )
+        .expect("empty copy is a no-op");
     }
 }

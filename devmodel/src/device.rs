@@ -260,6 +260,13 @@ impl Device {
         self.host.insert(pa, r);
         Some(p)
     }
+    /// Register a host region whose memory the caller provides (see
+    /// [`HostRegion::from_external`]). Returns its address.
+    pub fn add_host_region_external(&mut self, pa: u64, region: HostRegion) -> *mut u8 {
+        let p = region.as_ptr();
+        self.host.insert(pa, region);
+        p
+    }
     pub fn remove_host_region(&mut self, pa: u64) {
         self.host.remove(&pa);
     }
@@ -361,11 +368,43 @@ impl Device {
         Ok(())
     }
 
-    /// Forget the contents of a freed HBM range (returns its pages to the host).
+    /// Forget the contents of a freed HBM range (returns its pages, and any backed region
+    /// inside it, to the host).
     pub fn discard(&mut self, addr: u64, len: u64) {
         if self.in_hbm(addr, len) {
             self.hbm.discard(addr, len);
         }
+    }
+
+    /// The contiguous backing of the HBM range starting at `addr`, if it has one:
+    /// `(pointer, length)`.
+    pub fn hbm_backing(&self, addr: u64) -> Option<(*mut u8, usize)> {
+        self.hbm.backing(addr)
+    }
+
+    /// Give the HBM range `[addr, addr + region.len())` contiguous host backing (for a user
+    /// mapping of device memory), initialised from its current contents; every later access to
+    /// the range uses it, until the range is discarded. Refused (region handed back) outside
+    /// HBM or when it overlaps another backed range.
+    pub fn back_hbm(&mut self, addr: u64, region: HostRegion) -> Result<*mut u8, HostRegion> {
+        if addr & self.host_bit() != 0 || !self.in_hbm(addr, region.len() as u64) {
+            return Err(region);
+        }
+        self.hbm.back(addr, region)
+    }
+
+    /// HBM scrub: `[addr, addr+len)` (inside one HBM) reads as the little-endian u32 `pattern`
+    /// afterwards; untouched memory stays sparse.
+    pub fn scrub_hbm(&mut self, addr: u64, len: u64, pattern: u32) -> Result<(), MemError> {
+        if addr & self.host_bit() != 0 || !self.in_hbm(addr, len) {
+            return Err(MemError {
+                addr,
+                len,
+                reason: "scrub outside HBM",
+            });
+        }
+        self.hbm.scrub(addr, len, pattern);
+        Ok(())
     }
 
     fn sbuf_window(&self, off: u64, len: u64, space: neuron_isa::Space) -> Option<usize> {

@@ -1,13 +1,34 @@
 //! Sparse device memory: only pages that were written use host memory; untouched pages read
-//! as zeros. A trn2 device has 96 GiB of HBM; a typical run touches a few MiB.
+//! as zeros (or as the pattern of the last HBM scrub over them). A trn2 device has 96 GiB of
+//! HBM; a typical run touches a few MiB.
+//!
+//! A range user space maps (a device mem chunk, `driver-abi.md` §2.4) needs contiguous host
+//! bytes: it becomes a *backed region*, materialised from the sparse pages when it is first
+//! mapped and used by every later access (device DMA, ioctls, the user's loads and stores)
+//! until the range is discarded (its chunk freed). Untouched memory stays sparse.
 
-use std::collections::HashMap;
+use crate::hostmem::HostRegion;
+use std::collections::{BTreeMap, HashMap};
 
 pub const PAGE: u64 = 64 * 1024;
 
 #[derive(Debug, Default)]
 pub struct SparseMem {
     pages: HashMap<u64, Box<[u8]>>,
+    /// Backed regions by start address.
+    backed: BTreeMap<u64, HostRegion>,
+    /// `(start, end, pattern)`: absent pages in these ranges read as the little-endian u32
+    /// pattern (HBM scrub); later entries win.
+    background: Vec<(u64, u64, u32)>,
+}
+
+/// A piece of an access: `(Some((region start, offset in region)) | None for pages, addr, len)`.
+type OwnedSeg = (Option<(u64, usize)>, u64, u64);
+
+/// One piece of an access: `len` bytes at `addr`, served by a backed region or by pages.
+enum Seg<'a> {
+    Backed(&'a HostRegion, usize),
+    Pages,
 }
 
 impl SparseMem {
@@ -20,7 +41,64 @@ impl SparseMem {
         self.pages.len() as u64 * PAGE
     }
 
-    pub fn read(&self, addr: u64, buf: &mut [u8]) {
+    /// The segments of `[addr, addr+len)`: `(seg, seg_addr, seg_len)`.
+    fn segments(&self, addr: u64, len: u64) -> Vec<(Seg<'_>, u64, u64)> {
+        let mut out = Vec::new();
+        let end = addr.saturating_add(len);
+        let mut a = addr;
+        while a < end {
+            if let Some((&s, r)) = self.backed.range(..=a).next_back() {
+                let rend = s + r.len() as u64;
+                if a < rend {
+                    let n = rend.min(end) - a;
+                    out.push((Seg::Backed(r, (a - s) as usize), a, n));
+                    a += n;
+                    continue;
+                }
+            }
+            let next = self
+                .backed
+                .range(a..)
+                .next()
+                .map_or(end, |(&s, _)| s.min(end));
+            out.push((Seg::Pages, a, next - a));
+            a = next;
+        }
+        out
+    }
+
+    /// [`SparseMem::segments`] without borrows: backed pieces as (region start, offset).
+    fn owned_segments(&self, addr: u64, len: u64) -> Vec<OwnedSeg> {
+        self.segments(addr, len)
+            .into_iter()
+            .map(|(seg, a, n)| match seg {
+                Seg::Backed(_, off) => (Some((a - off as u64, off)), a, n),
+                Seg::Pages => (None, a, n),
+            })
+            .collect()
+    }
+
+    fn background_at(&self, addr: u64) -> Option<u32> {
+        self.background
+            .iter()
+            .rev()
+            .find(|(s, e, _)| addr >= *s && addr < *e)
+            .map(|b| b.2)
+    }
+
+    fn blank_page(&self, pg: u64) -> Box<[u8]> {
+        let mut p = vec![0u8; PAGE as usize].into_boxed_slice();
+        if !self.background.is_empty() {
+            for (i, w) in p.chunks_exact_mut(4).enumerate() {
+                if let Some(v) = self.background_at(pg * PAGE + 4 * i as u64) {
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        p
+    }
+
+    fn read_pages(&self, addr: u64, buf: &mut [u8]) {
         let mut done = 0usize;
         while done < buf.len() {
             let a = addr + done as u64;
@@ -28,57 +106,195 @@ impl SparseMem {
             let n = (PAGE as usize - off).min(buf.len() - done);
             match self.pages.get(&pg) {
                 Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
-                None => buf[done..done + n].fill(0),
+                None if self.background.is_empty() => buf[done..done + n].fill(0),
+                None => {
+                    let p = self.blank_page(pg);
+                    buf[done..done + n].copy_from_slice(&p[off..off + n]);
+                }
             }
             done += n;
         }
     }
 
-    pub fn write(&mut self, addr: u64, data: &[u8]) {
+    fn write_pages(&mut self, addr: u64, data: &[u8]) {
         let mut done = 0usize;
         while done < data.len() {
             let a = addr + done as u64;
             let (pg, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(data.len() - done);
-            let page = self
-                .pages
-                .entry(pg)
-                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            page[off..off + n].copy_from_slice(&data[done..done + n]);
+            if !self.pages.contains_key(&pg) {
+                let blank = self.blank_page(pg);
+                self.pages.insert(pg, blank);
+            }
+            if let Some(page) = self.pages.get_mut(&pg) {
+                page[off..off + n].copy_from_slice(&data[done..done + n]);
+            }
             done += n;
+        }
+    }
+
+    pub fn read(&self, addr: u64, buf: &mut [u8]) {
+        if self.backed.is_empty() {
+            return self.read_pages(addr, buf);
+        }
+        let mut at = 0usize;
+        for (seg, a, n) in self.segments(addr, buf.len() as u64) {
+            let n = n as usize;
+            match seg {
+                Seg::Backed(r, off) => {
+                    r.read(off, &mut buf[at..at + n]);
+                }
+                Seg::Pages => self.read_pages(a, &mut buf[at..at + n]),
+            }
+            at += n;
+        }
+    }
+
+    pub fn write(&mut self, addr: u64, data: &[u8]) {
+        if self.backed.is_empty() {
+            return self.write_pages(addr, data);
+        }
+        let segs = self.owned_segments(addr, data.len() as u64);
+        let mut at = 0usize;
+        for (b, a, n) in segs {
+            let n = n as usize;
+            match b {
+                Some((start, off)) => {
+                    if let Some(r) = self.backed.get(&start) {
+                        r.write(off, &data[at..at + n]);
+                    }
+                }
+                None => self.write_pages(a, &data[at..at + n]),
+            }
+            at += n;
         }
     }
 
     /// Fill with a byte (zero fills of untouched pages stay sparse).
     pub fn fill(&mut self, addr: u64, len: u64, byte: u8) {
+        let segs = self.owned_segments(addr, len);
+        for (b, a, n) in segs {
+            match b {
+                Some((start, off)) => {
+                    if let Some(r) = self.backed.get(&start) {
+                        r.fill(off, n as usize, byte);
+                    }
+                }
+                None => self.fill_pages(a, n, byte),
+            }
+        }
+    }
+
+    fn fill_pages(&mut self, addr: u64, len: u64, byte: u8) {
         let mut done = 0u64;
         while done < len {
             let a = addr + done;
             let (pg, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE - off as u64).min(len - done) as usize;
-            if byte == 0 && !self.pages.contains_key(&pg) {
+            if byte == 0 && !self.pages.contains_key(&pg) && self.background_at(a).is_none() {
                 done += n as u64;
                 continue;
             }
-            let page = self
-                .pages
-                .entry(pg)
-                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            page[off..off + n].fill(byte);
+            if !self.pages.contains_key(&pg) {
+                let blank = self.blank_page(pg);
+                self.pages.insert(pg, blank);
+            }
+            if let Some(page) = self.pages.get_mut(&pg) {
+                page[off..off + n].fill(byte);
+            }
             done += n as u64;
         }
     }
 
-    /// Drop the pages fully inside `[addr, addr+len)` (freed memory returns to the host).
+    /// Drop the pages fully inside `[addr, addr+len)` (freed memory returns to the host), and
+    /// the backed regions fully inside it.
     pub fn discard(&mut self, addr: u64, len: u64) {
+        let end = addr.saturating_add(len);
+        let gone: Vec<u64> = self
+            .backed
+            .range(addr..end)
+            .filter(|(s, r)| **s + r.len() as u64 <= end)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in gone {
+            self.backed.remove(&s);
+        }
         let first = addr.div_ceil(PAGE);
-        let end = (addr + len) / PAGE;
+        let end = end / PAGE;
         if end > first && end - first < self.pages.len() as u64 * 4 {
             for pg in first..end {
                 self.pages.remove(&pg);
             }
         } else {
             self.pages.retain(|pg, _| *pg < first || *pg >= end);
+        }
+    }
+
+    /// The backed region starting at `addr`: `(pointer, length)`.
+    pub fn backing(&self, addr: u64) -> Option<(*mut u8, usize)> {
+        self.backed.get(&addr).map(|r| (r.as_ptr(), r.len()))
+    }
+
+    /// Give `[addr, addr + region.len())` the contiguous backing `region`, initialised from the
+    /// current contents. Refused (region returned) if the range overlaps an existing backed
+    /// region.
+    pub fn back(&mut self, addr: u64, region: HostRegion) -> Result<*mut u8, HostRegion> {
+        let len = region.len() as u64;
+        let end = addr.saturating_add(len);
+        let overlaps = self
+            .backed
+            .range(..end)
+            .next_back()
+            .is_some_and(|(s, r)| *s + r.len() as u64 > addr);
+        if overlaps || len == 0 {
+            return Err(region);
+        }
+        // Copy present pages (and scrub patterns) in; absent memory stays as the region's zeros.
+        let mut pg = addr / PAGE;
+        let mut tmp = vec![0u8; PAGE as usize];
+        while pg * PAGE < end {
+            let (s, e) = ((pg * PAGE).max(addr), ((pg + 1) * PAGE).min(end));
+            if self.pages.contains_key(&pg) || self.background_at(s).is_some() {
+                let t = &mut tmp[..(e - s) as usize];
+                self.read_pages(s, t);
+                region.write((s - addr) as usize, t);
+            }
+            pg += 1;
+        }
+        let p = region.as_ptr();
+        self.backed.insert(addr, region);
+        Ok(p)
+    }
+
+    /// HBM scrub: every byte of `[addr, addr+len)` becomes the little-endian u32 `pattern`
+    /// (aligned to `addr`), without materialising untouched pages.
+    pub fn scrub(&mut self, addr: u64, len: u64, pattern: u32) {
+        let end = addr.saturating_add(len);
+        let first = addr.div_ceil(PAGE);
+        let last = end / PAGE;
+        self.pages.retain(|pg, _| *pg < first || *pg >= last);
+        self.background.retain(|(s, e, _)| *s < addr || *e > end);
+        if pattern != 0 {
+            self.background.push((addr, end, pattern));
+        }
+        // Partial pages at the edges and backed regions: write the pattern.
+        let word = pattern.to_le_bytes();
+        let edge = |m: &mut SparseMem, s: u64, e: u64| {
+            if e > s {
+                let buf: Vec<u8> = (s..e).map(|a| word[((a - addr) % 4) as usize]).collect();
+                m.write(s, &buf);
+            }
+        };
+        edge(self, addr, (first * PAGE).min(end));
+        edge(self, (last * PAGE).max(addr), end);
+        let regions: Vec<(u64, u64)> = self
+            .backed
+            .iter()
+            .map(|(s, r)| (*s, *s + r.len() as u64))
+            .filter(|(s, e)| *e > addr && *s < end)
+            .collect();
+        for (s, e) in regions {
+            edge(self, s.max(addr), e.min(end));
         }
     }
 }
@@ -107,5 +323,43 @@ mod tests {
         m.fill(10, 5, 7);
         m.read(8, &mut b);
         assert_eq!(b, [0, 0, 7, 7, 7, 7, 7, 0]);
+    }
+
+    #[test]
+    fn backed_regions_take_over_their_range() {
+        let mut m = SparseMem::new();
+        m.write(0x10_0000 + 8, &[1, 2, 3, 4]);
+        let r = HostRegion::new(8192).expect("region");
+        let p = m.back(0x10_0000, r).expect("backed");
+        assert!(!p.is_null());
+        let mut b = [0u8; 4];
+        m.read(0x10_0000 + 8, &mut b);
+        assert_eq!(b, [1, 2, 3, 4], "materialised from the pages");
+        // A write spanning the region's end lands half in the region, half in pages.
+        m.write(0x10_0000 + 8190, &[9, 9, 9, 9]);
+        let mut c = [0u8; 6];
+        m.read(0x10_0000 + 8189, &mut c);
+        assert_eq!(c, [0, 9, 9, 9, 9, 0]);
+        let again = HostRegion::new(4096).expect("region");
+        assert!(m.back(0x10_0000 + 4096, again).is_err(), "overlap refused");
+        assert!(m.backing(0x10_0000).is_some());
+        m.discard(0x10_0000, 8192);
+        assert!(m.backing(0x10_0000).is_none());
+    }
+
+    #[test]
+    fn scrub_sets_a_background_without_materialising() {
+        let mut m = SparseMem::new();
+        m.write(0x1_0000, &[5; 16]);
+        m.scrub(0x100, 4 * PAGE, 0xdead_beef);
+        assert_eq!(m.resident_bytes(), 2 * PAGE, "only the edge pages exist");
+        let mut b = [0u8; 8];
+        m.read(0x2_0000, &mut b);
+        assert_eq!(b, [0xef, 0xbe, 0xad, 0xde, 0xef, 0xbe, 0xad, 0xde]);
+        m.read(0xfc, &mut b);
+        assert_eq!(b, [0, 0, 0, 0, 0xef, 0xbe, 0xad, 0xde]);
+        m.scrub(0x100, 4 * PAGE, 0);
+        m.read(0x2_0000, &mut b);
+        assert_eq!(b, [0; 8]);
     }
 }

@@ -10,11 +10,24 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// One page-aligned, zero-initialised allocation.
-#[derive(Debug)]
+/// One page-aligned, zero-initialised allocation, or memory owned by someone else (an
+/// emulator's shared-memory arena) that stays valid while the region lives.
 pub struct HostRegion {
     ptr: NonNull<u8>,
     len: usize,
+    /// For external regions: what keeps the memory alive (dropped with the region) instead of
+    /// the allocator.
+    external: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for HostRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostRegion")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("external", &self.external.is_some())
+            .finish()
+    }
 }
 
 // SAFETY: the region is a plain heap allocation; concurrent access from the runtime's mapping
@@ -31,7 +44,40 @@ impl HostRegion {
         let layout = Layout::from_size_align(len.max(1), 4096).ok()?;
         // SAFETY: the layout has non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
-        NonNull::new(p).map(|ptr| HostRegion { ptr, len })
+        NonNull::new(p).map(|ptr| HostRegion {
+            ptr,
+            len,
+            external: None,
+        })
+    }
+
+    /// Wrap `len` bytes at `ptr` that the caller owns (e.g. part of a shared-memory mapping that
+    /// user space may also map). `keep` is dropped when the region is dropped (it may release
+    /// the memory then).
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be readable and writable, 4-byte aligned, initialised, and stay valid
+    /// until `keep` is dropped.
+    pub unsafe fn from_external(
+        ptr: NonNull<u8>,
+        len: usize,
+        keep: Box<dyn std::any::Any + Send + Sync>,
+    ) -> HostRegion {
+        HostRegion {
+            ptr,
+            len,
+            external: Some(keep),
+        }
+    }
+
+    /// Fill `len` bytes at `off` with `byte`. Returns false if out of range.
+    pub fn fill(&self, off: usize, len: usize, byte: u8) -> bool {
+        if !self.check(off, len) {
+            return false;
+        }
+        // SAFETY: range checked above.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), byte, len) };
+        true
     }
 
     pub fn len(&self) -> usize {
@@ -90,6 +136,9 @@ impl HostRegion {
 
 impl Drop for HostRegion {
     fn drop(&mut self) {
+        if self.external.take().is_some() {
+            return;
+        }
         if let Ok(layout) = Layout::from_size_align(self.len.max(1), 4096) {
             // SAFETY: allocated in `new` with this exact layout.
             unsafe { dealloc(self.ptr.as_ptr(), layout) };

@@ -29,9 +29,14 @@ pub const PAGE_WORDS: usize = 0x2000 / 4;
 /// Marks an empty set-mailbox slot (the value real registers read during reset).
 pub const SET_EMPTY: u32 = 0xDEAD_BEEF;
 
+/// The page's words, page-aligned as a real mapping is.
+#[repr(C, align(4096))]
+#[derive(Debug)]
+struct Words([AtomicU32; PAGE_WORDS]);
+
 #[derive(Debug)]
 pub struct RegPage {
-    words: Box<[AtomicU32]>,
+    words: Box<Words>,
 }
 
 impl Default for RegPage {
@@ -42,7 +47,7 @@ impl Default for RegPage {
 
 impl RegPage {
     pub fn new() -> Self {
-        let words: Box<[AtomicU32]> = (0..PAGE_WORDS).map(|_| AtomicU32::new(0)).collect();
+        let words = Box::new(Words([const { AtomicU32::new(0) }; PAGE_WORDS]));
         let p = RegPage { words };
         p.reset();
         p
@@ -50,7 +55,7 @@ impl RegPage {
 
     /// Zero every register and empty the mailboxes.
     pub fn reset(&self) {
-        for (i, w) in self.words.iter().enumerate() {
+        for (i, w) in self.words.0.iter().enumerate() {
             let v = if (SEM_SET..SEM_SET + COUNT).contains(&i) {
                 SET_EMPTY
             } else {
@@ -62,29 +67,29 @@ impl RegPage {
 
     /// Address of the page, for mmap.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.words.as_ptr() as *mut u8
+        self.words.0.as_ptr() as *mut u8
     }
 
     pub fn sem(&self, i: u8) -> i32 {
-        self.words[SEM_VALUE + i as usize].load(Ordering::SeqCst) as i32
+        self.words.0[SEM_VALUE + i as usize].load(Ordering::SeqCst) as i32
     }
     pub fn set_sem(&self, i: u8, v: i32) {
-        self.words[SEM_VALUE + i as usize].store(v as u32, Ordering::SeqCst);
+        self.words.0[SEM_VALUE + i as usize].store(v as u32, Ordering::SeqCst);
     }
     pub fn add_sem(&self, i: u8, d: i32) {
-        self.words[SEM_VALUE + i as usize].fetch_add(d as u32, Ordering::SeqCst);
+        self.words.0[SEM_VALUE + i as usize].fetch_add(d as u32, Ordering::SeqCst);
     }
     pub fn event(&self, i: u8) -> u32 {
-        self.words[EVENTS + i as usize].load(Ordering::SeqCst)
+        self.words.0[EVENTS + i as usize].load(Ordering::SeqCst)
     }
     pub fn set_event(&self, i: u8, v: u32) {
-        self.words[EVENTS + i as usize].store(v, Ordering::SeqCst);
+        self.words.0[EVENTS + i as usize].store(v, Ordering::SeqCst);
     }
 
     /// Read the register at byte offset `off` (4-byte aligned, < 8 KiB).
     pub fn read_reg(&self, off: u64) -> Option<u32> {
         let i = usize::try_from(off / 4).ok()?;
-        (off.is_multiple_of(4) && i < PAGE_WORDS).then(|| self.words[i].load(Ordering::SeqCst))
+        (off.is_multiple_of(4) && i < PAGE_WORDS).then(|| self.words.0[i].load(Ordering::SeqCst))
     }
 
     /// A register write as the hardware sees it (DMA or BAR store): applied immediately.
@@ -97,19 +102,19 @@ impl RegPage {
             return false;
         };
         match i {
-            _ if i < EVENTS + COUNT => self.words[i].store(v, Ordering::SeqCst),
+            _ if i < EVENTS + COUNT => self.words.0[i].store(v, Ordering::SeqCst),
             _ if (SEM_SET..SEM_SET + COUNT).contains(&i) => {
-                self.words[SEM_VALUE + i - SEM_SET].store(v, Ordering::SeqCst)
+                self.words.0[SEM_VALUE + i - SEM_SET].store(v, Ordering::SeqCst)
             }
             _ if (SEM_INC..SEM_INC + COUNT).contains(&i) => {
-                self.words[SEM_VALUE + i - SEM_INC].fetch_add(v, Ordering::SeqCst);
+                self.words.0[SEM_VALUE + i - SEM_INC].fetch_add(v, Ordering::SeqCst);
             }
             _ if (SEM_DEC..SEM_DEC + COUNT).contains(&i) => {
-                self.words[SEM_VALUE + i - SEM_DEC].fetch_sub(v, Ordering::SeqCst);
+                self.words.0[SEM_VALUE + i - SEM_DEC].fetch_sub(v, Ordering::SeqCst);
             }
             // Reading or writing the value window directly is allowed on the page.
             _ if (SEM_VALUE..SEM_VALUE + COUNT).contains(&i) => {
-                self.words[i].store(v, Ordering::SeqCst)
+                self.words.0[i].store(v, Ordering::SeqCst)
             }
             _ => {}
         }
@@ -120,21 +125,21 @@ impl RegPage {
     pub fn drain_mailboxes(&self) -> bool {
         let mut changed = false;
         for s in 0..COUNT {
-            let v = self.words[SEM_SET + s].swap(SET_EMPTY, Ordering::SeqCst);
+            let v = self.words.0[SEM_SET + s].swap(SET_EMPTY, Ordering::SeqCst);
             if v != SET_EMPTY {
-                self.words[SEM_VALUE + s].store(v, Ordering::SeqCst);
+                self.words.0[SEM_VALUE + s].store(v, Ordering::SeqCst);
                 changed = true;
             }
         }
         for s in 0..COUNT {
-            let v = self.words[SEM_INC + s].swap(0, Ordering::SeqCst);
+            let v = self.words.0[SEM_INC + s].swap(0, Ordering::SeqCst);
             if v != 0 {
-                self.words[SEM_VALUE + s].fetch_add(v, Ordering::SeqCst);
+                self.words.0[SEM_VALUE + s].fetch_add(v, Ordering::SeqCst);
                 changed = true;
             }
-            let v = self.words[SEM_DEC + s].swap(0, Ordering::SeqCst);
+            let v = self.words.0[SEM_DEC + s].swap(0, Ordering::SeqCst);
             if v != 0 {
-                self.words[SEM_VALUE + s].fetch_sub(v, Ordering::SeqCst);
+                self.words.0[SEM_VALUE + s].fetch_sub(v, Ordering::SeqCst);
                 changed = true;
             }
         }
@@ -144,9 +149,9 @@ impl RegPage {
     /// Whether user space left a store in a mailbox.
     pub fn has_mail(&self) -> bool {
         (0..COUNT).any(|s| {
-            self.words[SEM_SET + s].load(Ordering::Relaxed) != SET_EMPTY
-                || self.words[SEM_INC + s].load(Ordering::Relaxed) != 0
-                || self.words[SEM_DEC + s].load(Ordering::Relaxed) != 0
+            self.words.0[SEM_SET + s].load(Ordering::Relaxed) != SET_EMPTY
+                || self.words.0[SEM_INC + s].load(Ordering::Relaxed) != 0
+                || self.words.0[SEM_DEC + s].load(Ordering::Relaxed) != 0
         })
     }
 }
@@ -187,6 +192,11 @@ mod tests {
     }
 
     fn unsafe_free_view(p: &RegPage) -> &[AtomicU32] {
-        &p.words
+        &p.words.0
+    }
+
+    #[test]
+    fn page_is_page_aligned() {
+        assert_eq!(RegPage::new().as_ptr() as usize % 4096, 0);
     }
 }

@@ -22,6 +22,8 @@ pub struct Chunk {
     pub size: u64,
     pub host: bool,
     pub hbm: u32,
+    /// The NC label given at allocation (selects the H2T queue of driver copies).
+    pub nc: u32,
     pub mem_type: u32,
     pub pid: u32,
     pub refcount: u32,
@@ -124,7 +126,7 @@ impl ChunkTable {
         align: u64,
         host: bool,
         hbm: u32,
-        _nc_id: u32, // the driver keeps it only as an accounting label
+        nc_id: u32, // the driver keeps it only as a label (accounting, H2T queue choice)
         mem_type: u32,
         pid: u32,
         lifespan: Lifespan,
@@ -158,7 +160,8 @@ impl ChunkTable {
             pa,
             size,
             host,
-            hbm,
+            hbm: if host { 0 } else { hbm },
+            nc: nc_id,
             mem_type,
             pid,
             refcount: 1,

@@ -9,16 +9,24 @@
 //! Each device runs on a worker thread that advances the device model whenever it has work,
 //! and applies user-space stores to mapped register pages at quiescent points.
 
+mod arena;
 mod chunks;
 mod dispatch;
+mod drvstate;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod uaccess;
 
+pub use dispatch::{pci_bdf, BAR0_KVA, REVISION};
+
+use arena::Arena;
 use chunks::{ChunkTable, Lifespan};
+use drvstate::DrvState;
 use neuron_abi::arch::Arch;
 use neuron_abi::{DeviceFile, Errno};
 use neuron_devmodel::regs::RegPage;
 use neuron_devmodel::{ArchProfile, Device};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -46,16 +54,27 @@ impl Default for OpenOptions {
 }
 
 #[derive(Debug)]
-struct Mapping {
-    len: usize,
-    /// Chunk PA for chunk mappings; None for register pages.
-    chunk_pa: Option<u64>,
-    _regs: Option<Arc<RegPage>>,
+enum MapKind {
+    /// The chunk's own memory (shared with the device), `refs` mappings at this address.
+    Chunk { pa: u64 },
+    /// A read-only alias of another process's chunk (one per mmap call).
+    Alias { pa: u64 },
+    /// A register page.
+    Regs(#[allow(dead_code)] Arc<RegPage>),
 }
 
-#[derive(Debug, Default)]
-struct Proc {
-    open_count: u32,
+#[derive(Debug)]
+struct Mapping {
+    len: usize,
+    refs: u32,
+    kind: MapKind,
+}
+
+/// One attach slot (`attached_processes[16]`, `driver-abi.md` §1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Proc {
+    pub(crate) pid: u32,
+    pub(crate) open_count: u32,
 }
 
 /// Mutable state of one device: the model plus the driver's bookkeeping.
@@ -63,21 +82,60 @@ struct Proc {
 pub(crate) struct DevState {
     pub(crate) dev: Device,
     pub(crate) chunks: ChunkTable,
-    procs: HashMap<u32, Proc>,
+    /// Attach slots, in slot order (DEVICE_APP_PID reports slot 0).
+    pub(crate) procs: Vec<Option<Proc>>,
     /// (DMA engine, queue) -> owning pid.
     pub(crate) queue_owner: HashMap<(u32, u32), u32>,
     /// (nc, nq_type, engine_index) -> chunk handle of a notification queue.
     pub(crate) nqs: HashMap<(u32, u32, u32), u64>,
     maps: HashMap<usize, Mapping>,
-    /// Per-NC reservation owner (CRWL range marks).
-    pub(crate) nc_owner: Vec<Option<u32>>,
     node_open_count: u32,
+    /// Shared-memory arena for mappable memory (None: heap fallback, no read-only aliases).
+    pub(crate) arena: Option<Arena>,
+    /// The rest of the driver's per-device state (CRWL, core init, datastore, ...).
+    pub(crate) drv: DrvState,
+}
+
+impl DevState {
+    pub(crate) fn attached(&self, pid: u32) -> bool {
+        self.procs.iter().flatten().any(|p| p.pid == pid)
+    }
+
+    /// Register host memory for a new host chunk at device address `pa`.
+    pub(crate) fn add_host_memory(&mut self, pa: u64, size: u64) -> bool {
+        let bus = pa & !self.dev.profile().arch.host_base_bit();
+        if let Some(r) = self.arena.as_ref().and_then(|a| a.host_region(bus, size)) {
+            self.dev.add_host_region_external(bus, r);
+            return true;
+        }
+        self.dev.add_host_region(bus, size as usize).is_some()
+    }
+}
+
+/// State shared by all devices of one emulator (the driver's module-global state).
+#[derive(Debug)]
+pub(crate) struct Global {
+    pub(crate) count: usize,
+    /// Owner pid of each of the 64 × 8 global NeuronCore slots (CRWL range marks), 0 = free.
+    pub(crate) crwl_range: Mutex<Vec<u32>>,
+    /// Device-memory mappings by user VA: (pid, length, device index, HBM index).
+    pub(crate) va_maps: Mutex<BTreeMap<usize, (u32, usize, usize, u32)>>,
+}
+
+impl Global {
+    pub(crate) fn lock_range(&self) -> MutexGuard<'_, Vec<u32>> {
+        self.crwl_range.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn lock_va(&self) -> MutexGuard<'_, BTreeMap<usize, (u32, usize, usize, u32)>> {
+        self.va_maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[derive(Debug)]
 struct DevShared {
     index: usize,
     arch: Arch,
+    global: Arc<Global>,
     state: Mutex<DevState>,
     kick: Condvar,
     stop: AtomicBool,
@@ -132,6 +190,12 @@ impl Emulator {
     pub fn new(arch: Arch, count: usize) -> Emulator {
         let mut devices = Vec::new();
         let mut workers = Vec::new();
+        let count = count.min(neuron_abi::consts::MAX_NEURON_DEVICE_COUNT as usize);
+        let global = Arc::new(Global {
+            count,
+            crwl_range: Mutex::new(vec![0; drvstate::CRWL_GLOBAL_SLOTS]),
+            va_maps: Mutex::new(BTreeMap::new()),
+        });
         for index in 0..count {
             let profile = ArchProfile::new(arch);
             let hbm: Vec<(u64, u64)> = (0..arch.hbm_count())
@@ -143,20 +207,21 @@ impl Emulator {
                     )
                 })
                 .collect();
-            let nc = profile.nc_count;
             let st = DevState {
                 dev: Device::new(profile),
                 chunks: ChunkTable::new(&hbm, arch.host_base_bit()),
-                procs: HashMap::new(),
+                procs: vec![None; MAX_PROCESSES_PER_DEVICE],
                 queue_owner: HashMap::new(),
                 nqs: HashMap::new(),
                 maps: HashMap::new(),
-                nc_owner: vec![None; nc],
                 node_open_count: 0,
+                arena: Arena::new(index),
+                drv: DrvState::new(arch),
             };
             let sh = Arc::new(DevShared {
                 index,
                 arch,
+                global: global.clone(),
                 state: Mutex::new(st),
                 kick: Condvar::new(),
                 stop: AtomicBool::new(false),
@@ -187,21 +252,25 @@ impl Emulator {
         {
             let mut g = sh.lock();
             if !opts.write_only {
-                let attached = g.procs.len();
-                match g.procs.get_mut(&opts.pid) {
-                    Some(p) => p.open_count += 1,
-                    None if attached >= MAX_PROCESSES_PER_DEVICE => return Err(Errno::EBUSY),
-                    None => {
-                        g.procs.insert(opts.pid, Proc { open_count: 1 });
-                    }
+                // npid_attach: a known process bumps its count, a new one takes a free slot.
+                if let Some(p) = g.procs.iter_mut().flatten().find(|p| p.pid == opts.pid) {
+                    p.open_count += 1;
+                } else if let Some(slot) = g.procs.iter_mut().find(|s| s.is_none()) {
+                    *slot = Some(Proc {
+                        pid: opts.pid,
+                        open_count: 1,
+                    });
+                } else {
+                    return Err(Errno::EBUSY);
                 }
+                g.node_open_count += 1;
             }
-            g.node_open_count += 1;
         }
         Ok(EmuFile {
             sh,
             pid: opts.pid,
             misc: opts.write_only,
+            inherited: false,
         })
     }
 
@@ -231,9 +300,26 @@ pub struct EmuFile {
     sh: Arc<DevShared>,
     pid: u32,
     misc: bool,
+    /// Inherited across a (simulated) fork: the holder never attached.
+    inherited: bool,
 }
 
 impl EmuFile {
+    /// The same open file as seen by process `pid` after a `fork`: it inherits the fd but was
+    /// never attached, so the commands marked **A** answer `EACCES` for it (the only way that
+    /// answer is reachable, `driver-abi.md` §1). Closing it runs no per-process cleanup.
+    pub fn inherit(&self, pid: u32) -> EmuFile {
+        if !self.misc {
+            self.sh.lock().node_open_count += 1;
+        }
+        EmuFile {
+            sh: self.sh.clone(),
+            pid,
+            misc: self.misc,
+            inherited: true,
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -270,27 +356,50 @@ impl DeviceFile for EmuFile {
         let mut g = self.sh.lock();
         let host_bit = self.sh.arch.host_base_bit();
         if let Some(c) = g.chunks.find_pa(offset).cloned() {
-            if len as u64 != c.size {
+            // Whole chunks only, from their first byte (`driver-abi.md` §2.4).
+            if len as u64 != c.size || offset != c.pa {
                 return Err(Errno::EINVAL);
             }
-            if !c.host {
-                // Device-memory mappings (BAR4) need a contiguous host backing; the sparse HBM
-                // model has none yet (see docs/abi-coverage.md).
-                return Err(Errno::ENODEV);
-            }
-            let p = g
-                .dev
-                .host_region_ptr(c.pa & !host_bit)
-                .ok_or(Errno::EFAULT)?;
+            let rw = if c.host {
+                g.dev
+                    .host_region_ptr(c.pa & !host_bit)
+                    .ok_or(Errno::EFAULT)?
+            } else {
+                match g.dev.hbm_backing(c.pa) {
+                    Some((p, _)) => p,
+                    None => {
+                        let region = match g.arena.as_ref() {
+                            Some(a) => a.device_region(c.size),
+                            None => neuron_devmodel::hostmem::HostRegion::new(c.size as usize),
+                        }
+                        .ok_or(Errno::ENOMEM)?;
+                        g.dev.back_hbm(c.pa, region).map_err(|_| Errno::ENODEV)?
+                    }
+                }
+            };
+            // Another process's chunk (not device-lifespan) is mapped read-only.
+            let read_only = c.pid != self.pid && c.lifespan != Lifespan::Device;
+            let (p, kind) = if read_only {
+                let a = g.arena.as_ref().ok_or(Errno::ENODEV)?;
+                let p = a.readonly_alias(rw, len).ok_or(Errno::ENOMEM)?;
+                (p, MapKind::Alias { pa: c.pa })
+            } else {
+                (rw, MapKind::Chunk { pa: c.pa })
+            };
             g.chunks.map_ref(c.pa, 1);
-            g.maps.insert(
-                p as usize,
-                Mapping {
-                    len,
-                    chunk_pa: Some(c.pa),
-                    _regs: None,
-                },
-            );
+            match g.maps.get_mut(&(p as usize)) {
+                Some(m) => m.refs += 1,
+                None => {
+                    g.maps.insert(p as usize, Mapping { len, refs: 1, kind });
+                }
+            }
+            if !c.host {
+                self.sh
+                    .global
+                    .lock_va()
+                    .insert(p as usize, (self.pid, len, self.sh.index, c.hbm));
+            }
+            tracing::debug!(target: "KDRV", "mmap chunk pa 0x{:x} len 0x{len:x} pid {}{}", c.pa, self.pid, if read_only { " (read-only)" } else { "" });
             return Ok(p);
         }
         if let Some(w) = self.sh.arch.find_resource(offset, len as u64) {
@@ -299,16 +408,23 @@ impl DeviceFile for EmuFile {
                 let regs = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
                 let p = regs.as_ptr();
                 tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
-                g.maps.insert(
-                    p as usize,
-                    Mapping {
-                        len,
-                        chunk_pa: None,
-                        _regs: Some(regs),
-                    },
-                );
+                match g.maps.get_mut(&(p as usize)) {
+                    Some(m) => m.refs += 1,
+                    None => {
+                        g.maps.insert(
+                            p as usize,
+                            Mapping {
+                                len,
+                                refs: 1,
+                                kind: MapKind::Regs(regs),
+                            },
+                        );
+                    }
+                }
                 return Ok(p);
             }
+            // SBUF windows, TOP_SP pages and whole-HBM DMEM rows are not backed by a
+            // consistent host memory in the model (docs/abi-coverage.md, mmap).
             return Err(Errno::ENODEV);
         }
         Err(Errno::EINVAL)
@@ -316,12 +432,26 @@ impl DeviceFile for EmuFile {
 
     fn munmap(&self, addr: *mut u8, len: usize) -> Result<(), Errno> {
         let mut g = self.sh.lock();
-        let m = g.maps.get(&(addr as usize)).ok_or(Errno::EINVAL)?;
+        let m = g.maps.get_mut(&(addr as usize)).ok_or(Errno::EINVAL)?;
         if m.len != len {
             return Err(Errno::EINVAL);
         }
-        let m = g.maps.remove(&(addr as usize)).ok_or(Errno::EINVAL)?;
-        if let Some(pa) = m.chunk_pa {
+        m.refs -= 1;
+        let pa = match m.kind {
+            MapKind::Chunk { pa } | MapKind::Alias { pa } => Some(pa),
+            MapKind::Regs(_) => None,
+        };
+        let alias = matches!(m.kind, MapKind::Alias { .. });
+        if m.refs == 0 {
+            g.maps.remove(&(addr as usize));
+            self.sh.global.lock_va().remove(&(addr as usize));
+        }
+        if alias {
+            if let Some(a) = g.arena.as_ref() {
+                a.unmap_alias(addr, len);
+            }
+        }
+        if let Some(pa) = pa {
             if let Some(c) = g.chunks.map_ref(pa, -1) {
                 release_chunk_memory(&mut g, &c);
             }
@@ -340,51 +470,70 @@ pub(crate) fn release_chunk_memory(g: &mut DevState, c: &chunks::Chunk) {
 }
 
 impl Drop for EmuFile {
-    /// flush + release (`driver-abi.md` §1): the last close by a process frees its
-    /// process-lifespan chunks, stops the DMA queues it owns and drops its core reservations.
+    /// flush + release (`driver-abi.md` §1): a misc fd's close drops the pid's core
+    /// reservations; the last close by a process stops the DMA queues it owns, releases its
+    /// CRWL locks, datastore entry and process-lifespan chunks; the node's last close clears the
+    /// datastore.
     fn drop(&mut self) {
-        let mut g = self.sh.lock();
         let pid = self.pid;
-        let last_of_process = if self.misc {
-            false
-        } else {
-            match g.procs.get_mut(&pid) {
-                Some(p) if p.open_count > 1 => {
-                    p.open_count -= 1;
-                    false
+        if self.misc {
+            for o in self.sh.global.lock_range().iter_mut() {
+                if *o == pid {
+                    *o = 0;
                 }
-                Some(_) => {
-                    g.procs.remove(&pid);
-                    true
-                }
-                None => false,
             }
-        };
-        if self.misc || last_of_process {
-            for o in g.nc_owner.iter_mut() {
-                if *o == Some(pid) {
-                    *o = None;
+            return;
+        }
+        let mut g = self.sh.lock();
+        let mut last_of_process = false;
+        if !self.inherited {
+            for slot in g.procs.iter_mut() {
+                if let Some(p) = slot {
+                    if p.pid == pid {
+                        if p.open_count > 1 {
+                            p.open_count -= 1;
+                        } else {
+                            *slot = None;
+                            last_of_process = true;
+                        }
+                        break;
+                    }
                 }
             }
         }
         if last_of_process {
-            let owned: Vec<(u32, u32)> = g
-                .queue_owner
-                .iter()
-                .filter(|(_, p)| **p == pid)
-                .map(|(k, _)| *k)
-                .collect();
-            for (eng, q) in owned {
-                // Re-point the queue at nothing: further doorbells are refused.
-                let _ = g.dev.dma_queue_init(eng as usize, q as usize, 0, 0, 0, 0);
-                g.queue_owner.remove(&(eng, q));
-            }
-            for h in g.chunks.owned_by(pid, Lifespan::CurProcess) {
-                if let Some(c) = g.chunks.release_all_refs(h) {
-                    release_chunk_memory(&mut g, &c);
-                }
-            }
+            process_exit(&mut g, self.sh.arch, pid);
         }
         g.node_open_count = g.node_open_count.saturating_sub(1);
+        if g.node_open_count == 0 {
+            drvstate::datastore_clear(&mut g);
+        }
+    }
+}
+
+/// The driver's per-process cleanup on a process's last close.
+fn process_exit(g: &mut DevState, arch: Arch, pid: u32) {
+    let owned: Vec<(u32, u32)> = g
+        .queue_owner
+        .iter()
+        .filter(|(_, p)| **p == pid)
+        .map(|(k, _)| *k)
+        .collect();
+    for (eng, q) in owned {
+        g.queue_owner.remove(&(eng, q));
+        // Queues reserved for collectives / NX cores are never reset (`driver-abi.md` §3.1).
+        if drvstate::reserved_queue(arch, eng, q) {
+            continue;
+        }
+        // Re-point the queue at nothing: further doorbells are refused.
+        let _ = g.dev.dma_queue_init(eng as usize, q as usize, 0, 0, 0, 0);
+    }
+    drvstate::crwl_release_process(g, pid);
+    drvstate::datastore_release(g, pid);
+    g.drv.pins.retain(|(p, _), _| *p != pid);
+    for h in g.chunks.owned_by(pid, Lifespan::CurProcess) {
+        if let Some(c) = g.chunks.release_all_refs(h) {
+            release_chunk_memory(g, &c);
+        }
     }
 }

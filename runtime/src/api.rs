@@ -196,7 +196,10 @@ impl Nrt {
             .map(|v| crate::config::parse_bool(&v) != Some(false))
             .unwrap_or(true)
         {
-            let map = cores.iter().fold(0u32, |a, c| a | 1 << c);
+            let map = cores
+                .iter()
+                .filter(|c| **c < 32)
+                .fold(0u32, |a, c| a | 1 << c);
             rt_driver(&rt)
                 .nc_reset(map)
                 .map_err(|e| NrtError::new(NrtStatus::Failure, format!("NC_RESET failed: {e}")))?;
@@ -272,7 +275,17 @@ impl Nrt {
         name: &str,
     ) -> Result<Tensor, NrtError> {
         let storage = match placement {
-            Placement::Virtual => Storage::Virtual(Mutex::new(vec![0u8; size as usize])),
+            Placement::Virtual => {
+                let mut v = Vec::new();
+                v.try_reserve_exact(size as usize).map_err(|_| {
+                    NrtError::new(
+                        NrtStatus::Resource,
+                        format!("no host memory for tensor '{name}' ({size} bytes)"),
+                    )
+                })?;
+                v.resize(size as usize, 0);
+                Storage::Virtual(Mutex::new(v))
+            }
             Placement::Device | Placement::Host => {
                 let v = if vnc < 0 { 0 } else { vnc as u32 };
                 let nc = self

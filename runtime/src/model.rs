@@ -195,6 +195,11 @@ pub(crate) fn load(
 
 fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Result<Model, NrtError> {
     let nc = l.nc;
+    // Start from a clean core: a fault or timeout of an earlier model leaves engines stopped
+    // mid-program (a reset also destroys the core's notification queues, re-created below).
+    l.drv
+        .nc_reset(1 << nc)
+        .map_err(|e| drv_err("NC_RESET", e))?;
     let popts = ParseOptions {
         validate_hash: opts.validate_hash,
         ..ParseOptions::default()
@@ -335,6 +340,9 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     }
     let mut qdescs: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); queue_names.len()];
     let mut qowner: Vec<Option<Engine>> = vec![None; queue_names.len()];
+    if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
+        return Err(real_neff_not_executable(&neff, &def, &sg));
+    }
     let mut programs: Vec<Vec<u8>> = Vec::new();
     for (kind, json, instr_file) in def.engine_files() {
         let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
@@ -363,6 +371,17 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
                 if u.index == START_SEM && u.op != SemOp::EventSet {
                     return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: semaphore {START_SEM} is reserved by the runtime")));
                 }
+            }
+            match ins.op {
+                Op::Notify { id } if id == START_NOTIFY_ID => {
+                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: NOTIFY id 0x{id:x} is reserved by the runtime")));
+                }
+                Op::DmaStart { .. } => {
+                    return Err(NrtError::invalid(format!(
+                        "{sg} engine {engine} pc {pc}: DMA_START is the hardware form; NEFF programs trigger DMA blocks with DMA_TRIGGER"
+                    )));
+                }
+                _ => {}
             }
             if let Op::DmaTrigger { block } = ins.op {
                 let blk = ej.as_ref().and_then(|j| j.dma.iter().find(|b| b.id == block as u32)).ok_or_else(|| {
@@ -528,15 +547,23 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     let dev = l.drv.dev.clone();
     let mut nqs = Vec::new();
     for e in 0..5u32 {
+        // Room for the start marker, the END and every explicit NOTIFY of one execution, twice
+        // over so the poller may lag a whole execution without being lapped.
+        let posts = programs.get(e as usize).map_or(0, |p| {
+            p.chunks_exact(testenc::WORD)
+                .filter(|w| w[0] == testenc::OP_NOTIFY || w[0] == testenc::OP_END)
+                .count()
+        });
+        let bytes = (((posts + 1) * 2 * ENTRY_SIZE).next_power_of_two() as u32).max(NQ_BYTES);
         let (off, _) = l
             .drv
-            .nq_init(nc, NQ_TYPE_NOTIFY, e, NQ_BYTES)
+            .nq_init(nc, NQ_TYPE_NOTIFY, e, bytes)
             .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
-        let map = Mapped::new(dev.clone(), NQ_BYTES as usize, off)
+        let map = Mapped::new(dev.clone(), bytes as usize, off)
             .map_err(|er| drv_err("mmap(notification queue)", er))?;
         nqs.push(NqReader {
             map,
-            entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64,
+            entries: (bytes as usize / ENTRY_SIZE) as u64,
             index: 0,
         });
     }
@@ -749,7 +776,14 @@ impl Model {
         let t1 = end.iter().flatten().max().copied().unwrap_or(t0);
         let mut outs = Vec::new();
         for (t, c) in &self.outputs {
-            let mut buf = vec![0u8; t.size as usize];
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(t.size as usize).map_err(|_| {
+                NrtError::new(
+                    NrtStatus::Resource,
+                    format!("no host memory for output '{}' ({} bytes)", t.name, t.size),
+                )
+            })?;
+            buf.resize(t.size as usize, 0);
             self.drv
                 .copy_from(c, 0, &mut buf)
                 .map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))?;
@@ -816,4 +850,57 @@ impl Drop for Model {
             let _ = self.drv.mem_free(c.handle);
         }
     }
+}
+
+/// A real (neuronx-cc) NEFF: its words decode with the trn2 decoder, but executing them needs
+/// the real runtime's prologue and the device semantics of every opcode (issue 7). Report the
+/// first word this emulator cannot execute, numbered as AWS's profiler numbers it.
+fn real_neff_not_executable(neff: &Neff, def: &neuron_neff::SubgraphDef, sg: &str) -> NrtError {
+    use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+    use neuron_isa::cayman::{CaymanInstr, Namespace};
+    let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
+    for (kind, json, instr_file) in def.engine_files() {
+        let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
+        let act_tables = engine == Engine::Act
+            && json
+                .and_then(|j| neff.engine_json(sg, j).ok())
+                .and_then(|j| {
+                    j.extra
+                        .get("activation_function_sets")
+                        .and_then(|v| v.as_array())
+                        .map(|a| !a.is_empty())
+                })
+                .unwrap_or(false);
+        let base = neff_base(
+            engine,
+            ProgramFeatures {
+                dge_table,
+                act_tables,
+            },
+        );
+        let Some(words) = instr_file.and_then(|f| neff.subgraph_file(sg, f).ok()) else {
+            continue;
+        };
+        for (i, w) in words.chunks_exact(testenc::WORD).enumerate() {
+            let Ok(word) = <&[u8; testenc::WORD]>::try_from(w) else {
+                continue;
+            };
+            let d = CaymanInstr::decode(Namespace::Neff, word);
+            if d.opcode.is_known() && d.to_instr().is_some() {
+                continue;
+            }
+            let code = w[0];
+            tracing::error!(target: "TDRV", "translate_one_pseudo_instr_v2 Unsupported hardware operator code {code} found in neff.");
+            let pc = base as usize + i;
+            return NrtError::invalid(format!(
+                "{sg} engine {engine} pc {pc}: hardware operator code {code} (0x{code:02x}, {}) is not executable by this emulator yet",
+                d.opcode.name()
+            ))
+            .logged();
+        }
+    }
+    NrtError::invalid(format!(
+        "{sg}: real trn2 NEFFs are decoded but not executable by this emulator yet"
+    ))
+    .logged()
 }

@@ -99,8 +99,28 @@ unsafe fn opt_str<'a>(p: *const c_char) -> Option<&'a str> {
 /// The `nrt_model_t` behind a handle.
 #[derive(Debug)]
 pub struct CModel {
-    model: Mutex<LoadedModel>,
+    /// None once `nrt_close` unloaded it (the handle itself stays valid until `nrt_unload`).
+    model: Mutex<Option<LoadedModel>>,
 }
+
+impl CModel {
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut LoadedModel) -> Result<R, NrtError>,
+    ) -> Result<R, NrtError> {
+        let mut g = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some(m) => f(m),
+            None => Err(NrtError::new(
+                NrtStatus::Closed,
+                "the model was unloaded by nrt_close",
+            )),
+        }
+    }
+}
+
+/// Live model handles, so `nrt_close` can unload what the application did not.
+static MODELS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// The `nrt_tensor_t` behind a handle.
 #[derive(Debug)]
@@ -295,6 +315,13 @@ pub extern "C" fn nrt_close() {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let mut st = state();
         if matches!(*st, State::Active(_)) {
+            // Unload every model still loaded (their handles stay valid for nrt_unload), then
+            // release the cores.
+            for p in MODELS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                // SAFETY: registered handles are live until nrt_unload removes them.
+                let m = unsafe { &*(*p as *const CModel) };
+                m.model.lock().unwrap_or_else(|e| e.into_inner()).take();
+            }
             *st = State::Closed;
         }
     }));
@@ -391,9 +418,14 @@ pub unsafe extern "C" fn nrt_load(
         // SAFETY: checked non-null.
         unsafe {
             model.write(Box::into_raw(Box::new(CModel {
-                model: Mutex::new(m),
+                model: Mutex::new(Some(m)),
             })))
         };
+        // SAFETY: the handle was just written above.
+        MODELS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(unsafe { model.read() } as usize);
         Ok(())
     })
 }
@@ -401,13 +433,19 @@ pub unsafe extern "C" fn nrt_load(
 #[no_mangle]
 pub unsafe extern "C" fn nrt_unload(model: *mut CModel) -> u32 {
     guard("nrt_unload", || {
-        global()?;
         if model.is_null() {
             return Err(null("model"));
         }
-        // SAFETY: a handle from nrt_load, unloaded once (API contract: like free()).
+        let mut live = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(pos) = live.iter().position(|p| *p == model as usize) else {
+            return Err(NrtError::invalid("not a loaded model (unloaded twice?)"));
+        };
+        live.remove(pos);
+        drop(live);
+        // SAFETY: a handle from nrt_load that is still registered, freed exactly once here.
         drop(unsafe { Box::from_raw(model) });
-        Ok(())
+        // After nrt_close the model was already unloaded; the handle is freed all the same.
+        global().map(|_| ())
     })
 }
 
@@ -457,11 +495,11 @@ pub unsafe extern "C" fn nrt_get_model_tensor_info(
         if out.is_null() {
             return Err(null("tensor_info"));
         }
-        let lm = m.model.lock().unwrap_or_else(|e| e.into_inner());
-        let mut list: Vec<(u32, neuron_runtime::TensorInfo)> =
-            lm.model.inputs().map(|t| (0, t.clone())).collect();
-        list.extend(lm.model.outputs().map(|t| (1, t.clone())));
-        drop(lm);
+        let list: Vec<(u32, neuron_runtime::TensorInfo)> = m.with(|lm| {
+            let mut l: Vec<_> = lm.model.inputs().map(|t| (0, t.clone())).collect();
+            l.extend(lm.model.outputs().map(|t| (1, t.clone())));
+            Ok(l)
+        })?;
         // One block: the header, the entries, then every shape array.
         let entry = std::mem::size_of::<NrtTensorInfo>();
         let shapes: usize = list.iter().map(|(_, t)| t.shape.len()).sum();
@@ -524,7 +562,7 @@ pub unsafe extern "C" fn nrt_get_model_info(
         if info.is_null() {
             return Err(null("info"));
         }
-        let vnc = m.model.lock().unwrap_or_else(|e| e.into_inner()).vnc;
+        let vnc = m.with(|lm| Ok(lm.vnc))?;
         if size_in >= 4 {
             // SAFETY: the caller provides `size_in` >= 4 writable bytes.
             unsafe { info.write(vnc) };
@@ -667,24 +705,25 @@ unsafe fn execute(
         }
         // SAFETY: tensors in the sets are live handles (API contract).
         let (mut ins, outs) = unsafe { (i.to_set(), o.to_set()) };
-        let mut lm = m.model.lock().unwrap_or_else(|e| e.into_inner());
-        for r in 0..repeat {
-            lm.execute(&ins, &outs)?;
-            // Run n-1's outputs feed run n's inputs of the same name.
-            if r + 1 < repeat {
-                for name in lm
-                    .model
-                    .inputs()
-                    .map(|t| t.name.clone())
-                    .collect::<Vec<_>>()
-                {
-                    if let Some(t) = outs.get(&name) {
-                        ins.add(&name, t.clone());
+        m.with(|lm| {
+            for r in 0..repeat {
+                lm.execute(&ins, &outs)?;
+                // Run n-1's outputs feed run n's inputs of the same name.
+                if r + 1 < repeat {
+                    for name in lm
+                        .model
+                        .inputs()
+                        .map(|t| t.name.clone())
+                        .collect::<Vec<_>>()
+                    {
+                        if let Some(t) = outs.get(&name) {
+                            ins.add(&name, t.clone());
+                        }
                     }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     })
 }
 
@@ -755,9 +794,13 @@ pub unsafe extern "C" fn nrt_tensor_read(
         if buf.is_null() && size > 0 {
             return Err(null("buf"));
         }
+        if size > isize::MAX as usize {
+            return Err(NrtError::invalid(format!("size {size} is too large")));
+        }
         let out = if size == 0 {
             &mut [][..]
         } else {
+            // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
             unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) }
         };
         t.t.read(out, offset as u64)
@@ -778,9 +821,13 @@ pub unsafe extern "C" fn nrt_tensor_write(
         if buf.is_null() && size > 0 {
             return Err(null("buf"));
         }
+        if size > isize::MAX as usize {
+            return Err(NrtError::invalid(format!("size {size} is too large")));
+        }
         let data = if size == 0 {
             &[][..]
         } else {
+            // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
             unsafe { std::slice::from_raw_parts(buf as *const u8, size) }
         };
         t.t.write(data, offset as u64)
@@ -817,6 +864,7 @@ unsafe fn batch(func: &str, batches: *const NrtTensorBatch, n: u64, write: bool)
                 return Err(null("ops"));
             }
             for k in 0..bt.num_ops as usize {
+                // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
                 let op = unsafe { &*bt.ops.add(k) };
                 if op.buffer.is_null() && op.size > 0 {
                     return Err(null("op buffer"));
@@ -825,11 +873,13 @@ unsafe fn batch(func: &str, batches: *const NrtTensorBatch, n: u64, write: bool)
                     continue;
                 }
                 if write {
+                    // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
                     let d = unsafe {
                         std::slice::from_raw_parts(op.buffer as *const u8, op.size as usize)
                     };
                     t.t.write(d, op.offset)?;
                 } else {
+                    // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
                     let d = unsafe {
                         std::slice::from_raw_parts_mut(op.buffer as *mut u8, op.size as usize)
                     };
@@ -948,8 +998,10 @@ pub unsafe extern "C" fn nrt_tensor_allocate_slice(
         let t = s.t.slice(
             offset as u64,
             size as u64,
+            // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
             unsafe { opt_str(name) }.unwrap_or(""),
         )?;
+        // SAFETY: a live handle or caller buffer per the nrt.h contract (pointer and size checked above).
         unsafe { new_tensor(slice, t) }
     })
 }

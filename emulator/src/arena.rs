@@ -1,0 +1,213 @@
+//! A per-device shared-memory arena: the host side of every byte user space may map.
+//!
+//! One `memfd` per device, mapped once read-write (the "kernel" view the device model reads and
+//! writes). Host chunks live at their bus address inside it (bus addresses are below 4 GiB,
+//! `driver-abi.md` §8); device chunks that get mapped receive a backing range above 4 GiB.
+//! Because the memory is a file, a second mapping of the same range can be made read-only:
+//! that is how a chunk of another process is mapped read-only (`driver-abi.md` §2.4) while it
+//! stays coherent with the device. Freed ranges are hole-punched, so the arena stays sparse.
+#![allow(unsafe_code)]
+
+use crate::chunks::RangeAlloc;
+use neuron_devmodel::hostmem::HostRegion;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+/// Arena offsets below this are host bus addresses.
+const DEV_START: u64 = 1 << 32;
+/// Room for device-chunk backings (sparse).
+const DEV_LEN: u64 = 512 << 30;
+
+#[derive(Debug)]
+struct Inner {
+    fd: libc::c_int,
+    base: usize,
+    size: u64,
+    dev: Mutex<RangeAlloc>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `Arena::new` and closing its fd, once. User
+        // mappings made from it were removed by munmap or outlive it as the kernel's would.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.size as usize);
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// Keeps a range of the arena alive for a `HostRegion`; punches it out when dropped.
+#[derive(Debug)]
+struct Keep {
+    inner: Arc<Inner>,
+    off: u64,
+    len: u64,
+    dev: bool,
+}
+
+impl Drop for Keep {
+    fn drop(&mut self) {
+        // SAFETY: fallocate on our own memfd; releases the pages of a range nobody uses any more.
+        unsafe {
+            libc::fallocate(
+                self.inner.fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                self.off as libc::off_t,
+                self.len as libc::off_t,
+            );
+        }
+        if self.dev {
+            self.inner
+                .dev
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .release(self.off, self.len);
+        }
+    }
+}
+
+/// The arena of one device.
+#[derive(Debug, Clone)]
+pub struct Arena {
+    inner: Arc<Inner>,
+}
+
+impl Arena {
+    /// Create the arena; `None` if the OS refuses (no memfd, no address space), in which case
+    /// the emulator falls back to heap memory and cannot make read-only aliases.
+    pub fn new(index: usize) -> Option<Arena> {
+        let name = std::ffi::CString::new(format!("neuron{index}-arena")).ok()?;
+        // SAFETY: plain syscalls on a fresh fd; every result is checked.
+        unsafe {
+            let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let size = DEV_START + DEV_LEN;
+            if libc::ftruncate(fd, size as libc::off_t) != 0 {
+                libc::close(fd);
+                return None;
+            }
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                libc::close(fd);
+                return None;
+            }
+            Some(Arena {
+                inner: Arc::new(Inner {
+                    fd,
+                    base: p as usize,
+                    size,
+                    dev: Mutex::new(RangeAlloc::new(DEV_START, DEV_LEN)),
+                }),
+            })
+        }
+    }
+
+    fn region(&self, off: u64, len: u64, dev: bool) -> Option<HostRegion> {
+        let end = off.checked_add(len)?;
+        if len == 0 || end > self.inner.size || !off.is_multiple_of(4096) {
+            return None;
+        }
+        let ptr = NonNull::new((self.inner.base as u64 + off) as usize as *mut u8)?;
+        let keep = Keep {
+            inner: self.inner.clone(),
+            off,
+            len,
+            dev,
+        };
+        // SAFETY: the range lies inside the arena's read-write mapping, which `keep` keeps alive
+        // (it holds the Arc); memfd memory is zero-initialised (fresh or hole-punched).
+        Some(unsafe { HostRegion::from_external(ptr, len as usize, Box::new(keep)) })
+    }
+
+    /// Memory for a host chunk at host bus address `bus` (below 4 GiB).
+    pub fn host_region(&self, bus: u64, len: u64) -> Option<HostRegion> {
+        if bus.checked_add(len)? > DEV_START {
+            return None;
+        }
+        self.region(bus, len, false)
+    }
+
+    /// A fresh backing range for a device chunk of `len` bytes.
+    pub fn device_region(&self, len: u64) -> Option<HostRegion> {
+        let off = self
+            .inner
+            .dev
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .alloc(len, 4096)?;
+        let r = self.region(off, len, true);
+        if r.is_none() {
+            self.inner
+                .dev
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .release(off, len);
+        }
+        r
+    }
+
+    /// A new read-only mapping of the arena bytes at read-write address `rw` (from one of this
+    /// arena's regions), `len` bytes. Remove it with [`Arena::unmap_alias`].
+    pub fn readonly_alias(&self, rw: *mut u8, len: usize) -> Option<*mut u8> {
+        let off = (rw as usize).checked_sub(self.inner.base)? as u64;
+        if off.checked_add(len as u64)? > self.inner.size || len == 0 {
+            return None;
+        }
+        // SAFETY: a fresh shared read-only mapping of our own memfd; no existing memory moves.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                self.inner.fd,
+                off as libc::off_t,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    }
+
+    /// Remove a mapping made by [`Arena::readonly_alias`].
+    pub fn unmap_alias(&self, p: *mut u8, len: usize) {
+        // SAFETY: `p`/`len` describe an alias this arena created (checked by the caller's
+        // bookkeeping); unmapping it affects nothing else.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_see_writes_and_are_read_only() {
+        let Some(a) = Arena::new(99) else {
+            eprintln!("no memfd here; skipping");
+            return;
+        };
+        let r = a.host_region(0x1000_0000, 8192).expect("host region");
+        assert!(r.write(100, &[1, 2, 3]));
+        let alias = a.readonly_alias(r.as_ptr(), 8192).expect("alias");
+        // SAFETY: reading inside a live read-only mapping of 8 KiB.
+        let v = unsafe { std::ptr::read_volatile(alias.add(101)) };
+        assert_eq!(v, 2);
+        a.unmap_alias(alias, 8192);
+        let d = a.device_region(1 << 20).expect("device region");
+        assert!(d.write(0, &[7]));
+        drop(d);
+        let d2 = a.device_region(1 << 20).expect("again");
+        let mut b = [9u8];
+        assert!(d2.read(0, &mut b));
+        assert_eq!(b[0], 0, "freed ranges are punched out");
+    }
+}
