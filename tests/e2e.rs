@@ -257,3 +257,37 @@ fn real_neffs_load_until_the_first_instruction_that_cannot_execute() {
     assert_eq!(seen, 8);
     assert_eq!(checked_against_profile, 6);
 }
+
+#[test]
+fn reloading_after_a_fault_recovers_the_core() {
+    let s = setup(Duration::from_millis(300));
+    let input = vec![0u8; 2048];
+    let mut bad =
+        s.rt.load(&kernels::broken(Broken::SbufOutOfBounds).expect("build"), 0)
+            .expect("load");
+    assert_eq!(
+        bad.execute(&[("in", &input)]).expect_err("oob").status,
+        NrtStatus::ExecOob
+    );
+    drop(bad);
+    let mut hang =
+        s.rt.load(&kernels::broken(Broken::Hang).expect("build"), 0)
+            .expect("load");
+    assert_eq!(
+        hang.execute(&[("in", &input)]).expect_err("hang").status,
+        NrtStatus::Timeout
+    );
+    drop(hang);
+    // Loading resets the core, so the next model runs normally.
+    let mut m = s.rt.load(&mlp_bytes(), 0).expect("reload");
+    let x = builtin_input(Dtype::Bf16, 128 * 512, 0);
+    let out = m.execute(&[("x", &x)]).expect("runs after the faults");
+    let got = bf16_to_f32(&out.outputs[0].1);
+    let want = read_f32_npy(&repo_path("fixtures/neff/mlp.golden/y.npy"));
+    let err = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(err <= 2e-2, "{err}");
+}

@@ -27,6 +27,8 @@ pub const DMA_QUEUES: usize = 16;
 /// Notification-queue types used by the device (`driver-abi.md` §4).
 pub const NQ_NOTIFY: u8 = 1;
 pub const NQ_ERROR: u8 = 3;
+/// Most instruction bytes waiting at one engine's port.
+pub const MAX_PENDING_INSTR_BYTES: usize = 64 << 20;
 
 /// A device address that no memory answers, or an access the target cannot take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -495,6 +497,14 @@ impl Device {
         if (tpb::INSTR_PORT..port_end).contains(&off) {
             let e = ((off - tpb::INSTR_PORT) / tpb::INSTR_PORT_STRIDE) as usize;
             let eng = &mut self.cores[nc].engines[e];
+            // Bound what a stopped engine can accumulate (a runaway host re-kicking fetches).
+            if eng.ibuf.len() - eng.consumed + data.len() > MAX_PENDING_INSTR_BYTES {
+                return Err(MemError {
+                    addr,
+                    len,
+                    reason: "instruction port overflow (engine not consuming)",
+                });
+            }
             eng.ibuf.extend_from_slice(data);
             if eng.status == EngStatus::Idle && !eng.scheduled {
                 eng.scheduled = true;
@@ -711,7 +721,20 @@ impl Device {
     }
 
     fn dma_nc(&self, eng: usize) -> usize {
-        (eng / DMA_ENGINES_PER_NC).min(self.cores.len().saturating_sub(1))
+        let per_core = self.cores.len() * DMA_ENGINES_PER_NC;
+        let nc = if eng < per_core {
+            eng / DMA_ENGINES_PER_NC
+        } else {
+            // Host-transfer engines after the per-core ones: each serves a pair of cores on v3
+            // (engine 128 + k for cores 2k, 2k+1) and one core on v2 (32, 33).
+            let k = eng - per_core;
+            if self.cores.len() > 2 {
+                2 * k
+            } else {
+                k
+            }
+        };
+        nc.min(self.cores.len().saturating_sub(1))
     }
 
     fn dma_step(&mut self, eng: usize, q: usize) {

@@ -162,7 +162,15 @@ fn worker(sh: Arc<DevShared>) {
             g.dev.drain_mailboxes();
         }
         if g.dev.busy() {
-            g.dev.run(64);
+            // A bug in the model must not take the device thread down with it: report it and
+            // reset the cores, as a hardware watchdog would.
+            let dev = &mut g.dev;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.run(64))).is_err() {
+                tracing::error!(target: "KDRV", "device model panic on /dev/neuron{}: all cores reset", sh.index);
+                for nc in 0..g.dev.profile().nc_count {
+                    g.dev.reset_nc(nc);
+                }
+            }
             backoff = MIN;
             drop(g);
             std::thread::yield_now();
@@ -336,7 +344,11 @@ impl DeviceFile for EmuFile {
     // turns bad pointers into EFAULT, so this implementation is sound for any `arg`.
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno> {
-        let r = dispatch::ioctl(self, cmd, arg as u64);
+        // A bug in a handler answers EIO instead of unwinding into the caller.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatch::ioctl(self, cmd, arg as u64)
+        }))
+        .unwrap_or(Err(Errno::EIO));
         let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
         match r {
             Ok(_) => {

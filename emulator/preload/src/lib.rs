@@ -63,9 +63,10 @@ fn inside<R>(f: impl FnOnce() -> R) -> Option<R> {
     if IN_SHIM.with(|c| c.replace(true)) {
         return None;
     }
-    let r = f();
+    // A panic must not unwind through an `extern "C"` frame (that aborts the process).
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
     IN_SHIM.with(|c| c.set(false));
-    Some(r)
+    r
 }
 
 fn shim() -> &'static Shim {
@@ -160,6 +161,14 @@ fn open_emulated(index: usize, flags: c_int) -> c_int {
             )
         };
         if fd < 0 {
+            return -1;
+        }
+        if fd >= 4096 {
+            // The lock-free fd bitmap covers fds 0..4096 only.
+            let close = real!("close", CloseFn);
+            // SAFETY: closing the placeholder fd just opened.
+            unsafe { close(fd) };
+            set_errno(libc::EMFILE);
             return -1;
         }
         s.fds
@@ -335,6 +344,11 @@ pub unsafe extern "C" fn mmap(
     off: off_t,
 ) -> *mut c_void {
     if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        if flags & libc::MAP_FIXED != 0 {
+            // The emulator chooses where its memory lives; a fixed address cannot be honoured.
+            set_errno(libc::EINVAL);
+            return libc::MAP_FAILED;
+        }
         return mmap_emulated(len, fd, off);
     }
     {
@@ -354,6 +368,11 @@ pub unsafe extern "C" fn mmap64(
     off: off_t,
 ) -> *mut c_void {
     if fd_marked(fd) && !IN_SHIM.with(Cell::get) {
+        if flags & libc::MAP_FIXED != 0 {
+            // The emulator chooses where its memory lives; a fixed address cannot be honoured.
+            set_errno(libc::EINVAL);
+            return libc::MAP_FAILED;
+        }
         return mmap_emulated(len, fd, off);
     }
     {

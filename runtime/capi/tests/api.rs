@@ -371,9 +371,27 @@ fn full_api_on_the_mlp() {
         let mut t = null_mut();
         assert_eq!(nrt_tensor_allocate(0, 0, 16, null_mut(), &mut t), CLOSED);
         assert_eq!(nrt_get_instance_info(&mut info, 32), CLOSED);
-        // Re-initialising after close is allowed.
+        // Re-initialising after close is allowed; nrt_close unloads what is still loaded, and
+        // the handle can still be released afterwards.
         assert_eq!(init(), 0);
+        let mut m2 = null_mut();
+        assert_eq!(
+            nrt_load(neff.as_ptr() as *const c_void, neff.len(), -1, -1, &mut m2),
+            0
+        );
         nrt_close();
+        let mut c2 = 0;
+        assert_eq!(nrt_get_model_vnc_count(m2, &mut c2), CLOSED);
+        assert_eq!(
+            nrt_unload(m2),
+            CLOSED,
+            "handle freed, status says the runtime is closed"
+        );
+        assert_eq!(
+            nrt_unload(m2),
+            INVALID,
+            "a second unload is refused, not a double free"
+        );
     }
 }
 
