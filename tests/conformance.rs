@@ -1151,15 +1151,45 @@ fn core_init_token_and_scrub() {
         ioctl(&a, NEURON_IOCTL_HBM_SCRUB_START, &mut sc),
         Err(Errno::EPERM)
     );
-    // The SBUF window has no consistent host backing in the model.
+    // The SBUF window maps the core's live SBUF: partition p at p * 256 KiB.
     let mut ri = ResourceMmapInfo {
         block: MMAP_BLOCK_TPB,
-        block_id: 0,
+        block_id: 1,
         resource: MMAP_RESOURCE_SBUF,
         ..FromZeros::new_zeroed()
     };
     ioctl(&a, NEURON_IOCTL_RESOURCE_MMAP_INFO, &mut ri).expect("sbuf info");
-    assert_eq!(a.mmap(ri.size as usize, ri.offset), Err(Errno::ENODEV));
+    assert_eq!(ri.size, 0x200_0000);
+    assert_eq!(
+        a.mmap(4096, ri.offset),
+        Err(Errno::EINVAL),
+        "whole window only"
+    );
+    let p = a
+        .mmap(ri.size as usize, ri.offset)
+        .expect("map the SBUF window");
+    let at = 3 * 0x4_0000 + 16;
+    map_write_u32(p, at, 0xabad_cafe);
+    let mut w = [0u8; 4];
+    emu.with_device(0, |d| d.read(ri.offset + at as u64, &mut w))
+        .expect("device")
+        .expect("device read");
+    assert_eq!(
+        u32::from_le_bytes(w),
+        0xabad_cafe,
+        "the device sees stores through the window"
+    );
+    emu.with_device(0, |d| {
+        d.write(ri.offset + 5 * 0x4_0000, &7u32.to_le_bytes())
+    })
+    .expect("device")
+    .expect("device write");
+    assert_eq!(
+        map_read_u32(p, 5 * 0x4_0000),
+        7,
+        "and the window sees the device's writes"
+    );
+    a.munmap(p, ri.size as usize).expect("unmap");
 }
 
 #[test]

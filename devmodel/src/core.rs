@@ -16,6 +16,10 @@ pub struct CoreMem {
     pub partitions: usize,
     pub sbuf_pb: usize,
     pub psum_pb: usize,
+    /// Distance between partitions in storage: the TPB window's stride (256 KiB for SBUF,
+    /// 16 KiB for PSUM), so the SBUF storage is exactly the 32 MiB window user space maps.
+    pub sbuf_stride: usize,
+    pub psum_stride: usize,
     /// SBUF, partition-major, `partitions * sbuf_pb` bytes, stored as f32 words so fp32 tiles
     /// can feed the GEMM without copies.
     pub sbuf: Vec<f32>,
@@ -28,13 +32,18 @@ impl CoreMem {
             partitions: p.partitions,
             sbuf_pb: p.sbuf_partition_bytes,
             psum_pb: p.psum_partition_bytes,
-            sbuf: vec![0.0; p.partitions * p.sbuf_partition_bytes / 4],
-            psum: vec![0.0; p.partitions * p.psum_partition_bytes / 4],
+            sbuf_stride: crate::arch::tpb::SBUF_PARTITION_STRIDE as usize,
+            psum_stride: crate::arch::tpb::PSUM_PARTITION_STRIDE as usize,
+            // Zeroed allocations this large come straight from the OS: untouched pages cost nothing.
+            sbuf: vec![0.0; p.partitions * crate::arch::tpb::SBUF_PARTITION_STRIDE as usize / 4],
+            psum: vec![0.0; p.partitions * crate::arch::tpb::PSUM_PARTITION_STRIDE as usize / 4],
         }
     }
 
+    /// Reset-time clearing. PSUM (2 MiB) is zeroed; SBUF keeps its contents, as SRAM does
+    /// across a core reset: zeroing the 32 MiB window would touch every page of it on each
+    /// load, and programs must initialise what they read anyway.
     pub fn clear(&mut self) {
-        self.sbuf.fill(0.0);
         self.psum.fill(0.0);
     }
 
@@ -42,6 +51,13 @@ impl CoreMem {
         match s {
             Space::Sbuf => self.sbuf_pb,
             Space::Psum => self.psum_pb,
+        }
+    }
+
+    fn stride(&self, s: Space) -> usize {
+        match s {
+            Space::Sbuf => self.sbuf_stride,
+            Space::Psum => self.psum_stride,
         }
     }
 
@@ -89,7 +105,7 @@ impl CoreMem {
             return;
         }
         out.reserve(t.partitions as usize * n);
-        let pb = self.pb(t.space);
+        let pb = self.stride(t.space);
         let es = t.dtype.size() as i64;
         let mem = self.bytes(t.space);
         for p in t.partition as usize..t.partition as usize + t.partitions as usize {
@@ -119,7 +135,7 @@ impl CoreMem {
         if n == 0 || vals.len() < n * t.partitions as usize {
             return;
         }
-        let pb = self.pb(t.space);
+        let pb = self.stride(t.space);
         let es = t.dtype.size() as i64;
         let dt = t.dtype;
         let contiguous_f32 = dt == Dtype::F32 && t.is_contiguous();
@@ -166,7 +182,7 @@ impl CoreMem {
             return None;
         }
         let cs = Self::single_stride(t)?;
-        let pbw = self.pb(t.space) / 4;
+        let pbw = self.stride(t.space) / 4;
         Some((t.partition as usize * pbw + t.offset as usize / 4, pbw, cs))
     }
 }

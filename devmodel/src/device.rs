@@ -424,8 +424,18 @@ impl Device {
         };
         let rel = off.checked_sub(base)?;
         let (p, inpart) = (rel / stride, rel % stride);
+        // Storage uses the window's stride, so a window offset is a storage offset.
         (p < self.profile.partitions as u64 && inpart + len <= pb)
-            .then(|| (p * pb + inpart) as usize)
+            .then(|| (p * stride + inpart) as usize)
+    }
+
+    /// Address of core `nc`'s SBUF storage, laid out exactly as its 32 MiB TPB SBUF window
+    /// (partition `p` at `p * 0x40000`), for user mappings of that window. As on hardware,
+    /// user accesses that race with running engines see unordered results.
+    pub fn sbuf_window_ptr(&mut self, nc: usize) -> Option<*mut u8> {
+        self.cores
+            .get_mut(nc)
+            .map(|c| c.mem.sbuf.as_mut_ptr() as *mut u8)
     }
 
     fn tpb_read(&self, nc: usize, off: u64, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {

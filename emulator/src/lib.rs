@@ -61,6 +61,8 @@ enum MapKind {
     Alias { pa: u64 },
     /// A register page.
     Regs(#[allow(dead_code)] Arc<RegPage>),
+    /// A core's SBUF window (the core's live SBUF storage; lives as long as the device).
+    Sbuf,
 }
 
 #[derive(Debug)]
@@ -435,8 +437,29 @@ impl DeviceFile for EmuFile {
                 }
                 return Ok(p);
             }
-            // SBUF windows, TOP_SP pages and whole-HBM DMEM rows are not backed by a
-            // consistent host memory in the model (docs/abi-coverage.md, mmap).
+            if w.block == MMAP_BLOCK_TPB && w.resource == neuron_abi::consts::MMAP_RESOURCE_SBUF {
+                let p = g
+                    .dev
+                    .sbuf_window_ptr(w.block_id as usize)
+                    .ok_or(Errno::EINVAL)?;
+                tracing::debug!(target: "KDRV", "mmap TPB {} SBUF window (offset 0x{offset:x})", w.block_id);
+                match g.maps.get_mut(&(p as usize)) {
+                    Some(m) => m.refs += 1,
+                    None => {
+                        g.maps.insert(
+                            p as usize,
+                            Mapping {
+                                len,
+                                refs: 1,
+                                kind: MapKind::Sbuf,
+                            },
+                        );
+                    }
+                }
+                return Ok(p);
+            }
+            // TOP_SP pages and whole-HBM DMEM rows are not backed by a consistent host memory
+            // in the model (docs/abi-coverage.md, mmap).
             return Err(Errno::ENODEV);
         }
         Err(Errno::EINVAL)
@@ -451,7 +474,7 @@ impl DeviceFile for EmuFile {
         m.refs -= 1;
         let pa = match m.kind {
             MapKind::Chunk { pa } | MapKind::Alias { pa } => Some(pa),
-            MapKind::Regs(_) => None,
+            MapKind::Regs(_) | MapKind::Sbuf => None,
         };
         let alias = matches!(m.kind, MapKind::Alias { .. });
         if m.refs == 0 {
