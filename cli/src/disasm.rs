@@ -23,12 +23,19 @@ pub struct DisasmArgs {
     /// Disassemble the program loaded on the device, as captured in this NTFF profile.
     #[arg(long, value_name = "FILE")]
     pub ntff: Option<PathBuf>,
+    /// Disassemble the programs as this runtime loads the NEFF (on an emulated trn2 core 0):
+    /// pseudo-instructions translated, DMA addresses relocated, runtime prologue/epilogue in
+    /// the project encoding.
+    #[arg(long, conflicts_with = "ntff")]
+    pub loaded: bool,
 }
 
 /// One listed word with the NEFF engine file it belongs to.
 struct Entry {
     line: Line,
     file: Option<String>,
+    /// A runtime word in the project encoding: (mnemonic, operands) to print instead.
+    project: Option<(String, String)>,
 }
 
 struct SubgraphInfo {
@@ -105,6 +112,7 @@ fn read_neff(path: &Path) -> Result<NeffRead, (u8, String)> {
                 entries.push(Entry {
                     line,
                     file: Some(name.clone()),
+                    project: None,
                 });
             }
         }
@@ -148,6 +156,84 @@ fn read_ntff(
                     origin,
                 },
                 file: file.clone(),
+                project: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The programs as this runtime loads them, through the ABI of an emulated trn2.
+fn read_loaded(
+    path: &Path,
+    info: &BTreeMap<String, SubgraphInfo>,
+) -> Result<Vec<Entry>, (u8, String)> {
+    use neuron_runtime::real::WordOrigin;
+    let bytes = std::fs::read(path).map_err(|e| bad(path, e))?;
+    let emu = neuron_emulator::Emulator::new(neuron_abi::arch::Arch::V3Trn2, 1);
+    let f = emu
+        .open(0, neuron_emulator::OpenOptions::default())
+        .map_err(|e| (1, format!("open emulated /dev/neuron0: {e}")))?;
+    let rt = neuron_runtime::Runtime::new(
+        std::sync::Arc::new(f),
+        0,
+        neuron_runtime::Config::from_env(),
+    )
+    .map_err(|e| (1, e.to_string()))?;
+    let image = rt
+        .load_image(&bytes, 0)
+        .map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for p in &image {
+        let file = info
+            .get(&p.subgraph)
+            .and_then(|i| i.files.get(&p.engine))
+            .cloned();
+        for (pc, (w, origin)) in p.words.iter().zip(&p.origins).enumerate() {
+            let (origin, project) = match origin {
+                WordOrigin::Neff { index } => (
+                    Origin::Neff {
+                        offset: (*index * WORD) as u32,
+                    },
+                    None,
+                ),
+                WordOrigin::Runtime => {
+                    let text = match neuron_isa::testenc::decode(w) {
+                        Ok(i) => {
+                            let mut ops = String::new();
+                            if let Some(wt) = i.sync.wait {
+                                ops.push_str(&format!(
+                                    "wait {:?} $S[{}] {} ",
+                                    wt.cond, wt.index, wt.value
+                                ));
+                            }
+                            match i.op {
+                                neuron_isa::Op::Notify { id } => {
+                                    ops.push_str(&format!("id=0x{id:x}"))
+                                }
+                                neuron_isa::Op::Nop | neuron_isa::Op::End => {}
+                                other => ops.push_str(&format!("{other:?}")),
+                            }
+                            (
+                                format!("{} (project encoding)", i.mnemonic()),
+                                ops.trim_end().to_string(),
+                            )
+                        }
+                        Err(e) => ("?".to_string(), e.to_string()),
+                    };
+                    (Origin::Runtime, Some(text))
+                }
+            };
+            out.push(Entry {
+                line: Line {
+                    subgraph: p.subgraph.clone(),
+                    engine: p.engine,
+                    pc: pc as u32,
+                    instr: CaymanInstr::decode(Namespace::Loaded, w),
+                    origin,
+                },
+                file: file.clone(),
+                project,
             });
         }
     }
@@ -160,10 +246,11 @@ pub fn run(a: &DisasmArgs) -> Result<(), (u8, String)> {
         Some(f) => read_neff(f)?,
         None => (Vec::new(), BTreeMap::new()),
     };
-    let entries = match &a.ntff {
-        Some(n) => read_ntff(n, &info)?,
-        None if a.file.is_some() => neff_entries,
-        None => return Err((2, "disasm: give a NEFF file, --ntff FILE, or both".into())),
+    let entries = match (&a.ntff, &a.file) {
+        (Some(n), _) => read_ntff(n, &info)?,
+        (None, Some(f)) if a.loaded => read_loaded(f, &info)?,
+        (None, Some(_)) => neff_entries,
+        (None, None) => return Err((2, "disasm: give a NEFF file, --ntff FILE, or both".into())),
     };
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
@@ -195,12 +282,16 @@ fn write_out(
                     }
                     Origin::Runtime => json!({"kind": "runtime"}),
                 };
+                let (opcode, operands) = match &e.project {
+                    Some((m, o)) => (m.clone(), o.clone()),
+                    None => (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph))),
+                };
                 json!({
                     "subgraph": l.subgraph,
                     "engine": l.engine.profiler_name(),
                     "pc": l.pc,
-                    "opcode": l.instr.opcode.name(),
-                    "operands": l.instr.operands(names(&l.subgraph)),
+                    "opcode": opcode,
+                    "operands": operands,
                     "origin": origin,
                     "raw": l.instr.hex(),
                 })
@@ -227,13 +318,17 @@ fn write_out(
                 Origin::Neff { offset } => format!("+{offset:#06x}"),
                 Origin::Runtime => "runtime".to_owned(),
             };
+            let (opcode, operands) = match &e.project {
+                Some((m, o)) => (m.clone(), o.clone()),
+                None => (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph))),
+            };
             writeln!(
                 o,
                 "{:>6} {:>8}  {:<28} {}\n{:>17}{}",
                 l.pc,
                 origin,
-                l.instr.opcode.name(),
-                l.instr.operands(names(&l.subgraph)),
+                opcode,
+                operands,
                 "; ",
                 l.instr.hex()
             )

@@ -104,3 +104,60 @@ fn bad_input_exits_2() {
     let (ok, _, _) = disasm(&[]);
     assert!(!ok);
 }
+
+/// `disasm --loaded`: the program as this runtime loads it. Every profiled instruction that
+/// comes from a NEFF word has the same opcode at the same (subgraph, engine, pc).
+#[test]
+fn loaded_listing_agrees_with_the_profiles_at_neff_words() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/");
+    let mut compared = 0;
+    for stem in [
+        "akc-baseline_bf16_s512",
+        "akc-baseline_fp32_s512",
+        "akc-baseline_fp32_s1024",
+        "akc-fused_bf16_s512",
+        "akc-fused_bf16_s1024",
+        "akc-fused_fp32_s512",
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+            .args(["disasm", "--loaded", "--json"])
+            .arg(format!("{root}real-neff/{stem}.neff"))
+            .output()
+            .expect("spawn");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let list = list.as_array().expect("array");
+        let prof: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(format!("{root}real-profiles/{stem}.profile.json")).expect("profile"),
+        )
+        .expect("profile json");
+        for rec in prof["instruction"].as_array().expect("instructions") {
+            // The profiler labels PE's MATMUL records "TensorMatrix".
+            let label = rec["label"].as_str().unwrap_or_default();
+            let engine = if label.starts_with("Tensor") {
+                "Tensor"
+            } else {
+                label
+            };
+            let hit = list.iter().find(|e| {
+                e["subgraph"] == rec["subgraph"] && e["engine"] == engine && e["pc"] == rec["pc"]
+            });
+            // Our epilogue is shorter than AWS's, so profiled epilogue pcs may have no word here.
+            let Some(e) = hit else { continue };
+            if e["origin"]["kind"] == "neff" {
+                assert_eq!(
+                    e["opcode"], rec["opcode"],
+                    "{stem} {} {} pc {}",
+                    rec["subgraph"], rec["label"], rec["pc"]
+                );
+                compared += 1;
+            }
+        }
+    }
+    // Every profiled instruction that comes from a NEFF word (1,929 in the six profiles).
+    assert_eq!(compared, 1929);
+}

@@ -11,6 +11,7 @@ pub mod logging;
 mod mapped;
 pub mod model;
 mod rawbuf;
+pub mod real;
 pub mod status;
 pub mod sys;
 
@@ -78,6 +79,12 @@ impl Runtime {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Place and translate a real NEFF as loading it on core `nc` would, returning the loaded
+    /// programs (numbered like AWS's profiler). Allocations are released again.
+    pub fn load_image(&self, neff: &[u8], nc: u32) -> Result<Vec<real::LoadedProgram>, NrtError> {
+        model::load_image(&self.drv, neff, nc, self.config.validate_hash)
     }
 
     /// Load a NEFF onto NeuronCore `nc` of this device.

@@ -228,6 +228,13 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
     let tmap = neff.tensor_map(&sg).ok();
 
+    if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
+        // A real NEFF: place it and translate it completely (so every load-time error shows),
+        // then report the first word the device model cannot execute yet.
+        real_image(l, &neff, &kelf)?;
+        return Err(real_neff_not_executable(&neff, &def, &sg));
+    }
+
     // ---- variables
     let (sb_base, sb_size) = l
         .drv
@@ -340,9 +347,6 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     }
     let mut qdescs: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); queue_names.len()];
     let mut qowner: Vec<Option<Engine>> = vec![None; queue_names.len()];
-    if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
-        return Err(real_neff_not_executable(&neff, &def, &sg));
-    }
     let mut programs: Vec<Vec<u8>> = Vec::new();
     for (kind, json, instr_file) in def.engine_files() {
         let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
@@ -903,4 +907,112 @@ fn real_neff_not_executable(neff: &Neff, def: &neuron_neff::SubgraphDef, sg: &st
         "{sg}: real trn2 NEFFs are decoded but not executable by this emulator yet"
     ))
     .logged()
+}
+
+/// Place a real NEFF's variables for every subgraph (subgraph `i` on core `nc + i`; inputs and
+/// outputs shared by name, constants and scratch per subgraph) and build the loaded programs.
+fn real_image(
+    l: &mut Loader<'_>,
+    neff: &Neff,
+    kelf: &neuron_neff::Kelf,
+) -> Result<Vec<crate::real::LoadedProgram>, NrtError> {
+    let mut graphs = Vec::new();
+    for g in &kelf.graphs {
+        graphs.push((
+            g.dir().to_string(),
+            neff.subgraph_def(&g.definition).map_err(neff_err)?,
+        ));
+    }
+    let mut shared: BTreeMap<String, u64> = BTreeMap::new();
+    let mut bases = Vec::new();
+    for (gi, (sg, def)) in graphs.iter().enumerate() {
+        let core = l.nc + gi as u32;
+        let (sb_base, _) = l.drv.tpb_resource(core, MMAP_RESOURCE_SBUF).map_err(|e| {
+            NrtError::new(
+                NrtStatus::LoadNotEnoughNc,
+                format!("subgraph {sg} needs NeuronCore {core}: RESOURCE_MMAP_INFO failed: {e}"),
+            )
+        })?;
+        let mut b: BTreeMap<u8, u64> = BTreeMap::new();
+        for (vname, v) in &def.var {
+            let Some(id) = v.var_id.and_then(|i| u8::try_from(i).ok()) else {
+                continue;
+            };
+            let addr = match &v.ty {
+                VarType::StateBuffer => sb_base,
+                VarType::Input | VarType::Output => match shared.get(vname) {
+                    Some(a) => *a,
+                    None => {
+                        let size = v.size.ok_or_else(|| {
+                            NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
+                        })?;
+                        let c = l.alloc(size, false, MemType::TENSORS_DEVICE, vname)?;
+                        shared.insert(vname.clone(), c.pa);
+                        c.pa
+                    }
+                },
+                VarType::File | VarType::Virtual | VarType::TmpBuf => {
+                    let size = v.size.ok_or_else(|| {
+                        NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
+                    })?;
+                    let mt = if v.ty == VarType::File {
+                        MemType::CONSTANTS_DEVICE
+                    } else {
+                        MemType::SCRATCHPAD_DEVICE
+                    };
+                    let c = l.alloc(size, false, mt, vname)?;
+                    if v.ty == VarType::File {
+                        let file = v.file_name.as_deref().ok_or_else(|| {
+                            NrtError::invalid(format!("file var '{vname}' names no file"))
+                        })?;
+                        let arr = neff.npy(&format!("{sg}/{file}")).map_err(neff_err)?;
+                        if arr.data.len() as u64 > size {
+                            return Err(NrtError::invalid(format!(
+                                "constant '{file}' holds {} bytes, var '{vname}' only {size}",
+                                arr.data.len()
+                            )));
+                        }
+                        l.drv
+                            .copy_to(&c, 0, &arr.data)
+                            .map_err(|e| drv_err("MEM_BUF_COPY64 (constants)", e))?;
+                    }
+                    c.pa
+                }
+                // DGE tables are resolved by the descriptor-generation engine at run time.
+                _ => continue,
+            };
+            b.insert(id, addr);
+        }
+        bases.push(b);
+    }
+    crate::real::build_programs(neff, &graphs, &bases, START_SEM, START_NOTIFY_ID)
+}
+
+/// Place and translate a real NEFF as [`load`] would, and return the loaded programs (for
+/// `neuron-emu disasm --loaded`); the allocations are released before returning.
+pub(crate) fn load_image(
+    drv: &Driver,
+    neff_bytes: &[u8],
+    nc: u32,
+    validate_hash: bool,
+) -> Result<Vec<crate::real::LoadedProgram>, NrtError> {
+    let mut l = Loader {
+        drv,
+        nc,
+        chunks: Vec::new(),
+    };
+    let r = (|| {
+        let popts = ParseOptions {
+            validate_hash,
+            ..ParseOptions::default()
+        };
+        let neff = Neff::parse_with(neff_bytes, &popts).map_err(neff_err)?;
+        let kelf = neff.kelf().map_err(neff_err)?;
+        if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA != 0 {
+            return Err(NrtError::invalid("a project test-encoding NEFF: its loaded form is listed by `neuron-emu disasm` directly"));
+        }
+        real_image(&mut l, &neff, &kelf)
+    })();
+    l.free_all();
+    r
 }

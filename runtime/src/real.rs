@@ -1,0 +1,205 @@
+//! Real (neuronx-cc) NEFFs: placing their variables and translating their engine programs the
+//! way libnrt does at load (`docs/isa/cayman.md` §1, §3): the three pseudo-opcodes are rewritten
+//! to their hardware opcodes and every variable-relative DMA address becomes the absolute
+//! address of the variable the runtime placed. Nothing else in a word changes.
+//!
+//! The runtime prologue and epilogue around each program are this runtime's own (project
+//! encoding), padded so NEFF word `i` sits at the pc AWS's profiler gives it
+//! (`neff_base + i`); reproducing AWS's own prologue words is open work.
+
+use crate::status::NrtError;
+use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Value};
+use neuron_isa::{testenc, Engine, Instr, Op, WaitCond};
+use neuron_neff::{Neff, SubgraphDef, VarType};
+use std::collections::BTreeMap;
+
+/// Where a loaded word came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WordOrigin {
+    /// Inserted by this runtime (prologue/epilogue, project encoding).
+    Runtime,
+    /// NEFF word `index` of the engine's `.bin` file.
+    Neff { index: usize },
+}
+
+/// One engine's program as this runtime loads it.
+#[derive(Debug, Clone)]
+pub struct LoadedProgram {
+    pub subgraph: String,
+    pub engine: Engine,
+    /// pc of NEFF word 0.
+    pub base: u32,
+    pub words: Vec<[u8; 64]>,
+    pub origins: Vec<WordOrigin>,
+}
+
+/// The prologue-length features of one engine program (`cayman::render::neff_base`).
+pub fn features(
+    neff: &Neff,
+    def: &SubgraphDef,
+    sg: &str,
+    engine: Engine,
+    json: Option<&str>,
+) -> ProgramFeatures {
+    let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
+    let act_tables = engine == Engine::Act
+        && json
+            .and_then(|j| neff.engine_json(sg, j).ok())
+            .and_then(|j| {
+                j.extra
+                    .get("activation_function_sets")
+                    .and_then(|v| v.as_array())
+                    .map(|a| !a.is_empty())
+            })
+            .unwrap_or(false);
+    ProgramFeatures {
+        dge_table,
+        act_tables,
+    }
+}
+
+/// Translate one NEFF word to its loaded form. `base_of(var_id)` gives a variable's address.
+pub fn relocate(word: &[u8; 64], base_of: &dyn Fn(u8) -> Option<u64>) -> Result<[u8; 64], String> {
+    let mut d = CaymanInstr::decode(Namespace::Neff, word);
+    if !d.opcode.is_known() {
+        return Err(format!("unknown opcode 0x{:02x}", word[0]));
+    }
+    for f in d.fields.iter_mut() {
+        if let Value::Addr(DmaAddr::VarRelative {
+            offset,
+            var_id,
+            pad,
+        }) = f.value
+        {
+            if pad != 0 {
+                return Err(format!(
+                    "{}: reserved bytes of a variable-relative address are 0x{pad:x}",
+                    f.spec.name
+                ));
+            }
+            let base = base_of(var_id)
+                .ok_or_else(|| format!("{}: no variable with var_id {var_id}", f.spec.name))?;
+            let abs = base
+                .checked_add(offset as u64)
+                .filter(|a| a >> 48 == 0)
+                .ok_or_else(|| {
+                    format!(
+                        "{}: var {var_id} + 0x{offset:x} overflows a 48-bit address",
+                        f.spec.name
+                    )
+                })?;
+            f.value = Value::Addr(DmaAddr::Absolute(abs));
+        }
+    }
+    Ok(d.with_namespace(Namespace::Loaded).encode())
+}
+
+/// Build every engine program of every subgraph. `bases[g]` maps var_id to address for graph g.
+pub fn build_programs(
+    neff: &Neff,
+    graphs: &[(String, SubgraphDef)],
+    bases: &[BTreeMap<u8, u64>],
+    start_sem: u8,
+    start_notify: u16,
+) -> Result<Vec<LoadedProgram>, NrtError> {
+    let mut out = Vec::new();
+    for (gi, (sg, def)) in graphs.iter().enumerate() {
+        let vb = bases.get(gi).cloned().unwrap_or_default();
+        let base_of = move |id: u8| vb.get(&id).copied();
+        for (kind, json, instr_file) in def.engine_files() {
+            let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
+            let base = neff_base(engine, features(neff, def, sg, engine, json));
+            let bin = match instr_file {
+                Some(f) => neff
+                    .subgraph_file(sg, f)
+                    .map_err(|e| NrtError::invalid(e.to_string()))?,
+                None => &[],
+            };
+            if bin.len() % testenc::WORD != 0 {
+                return Err(NrtError::invalid(format!(
+                    "{sg} engine {engine}: instruction file is {} bytes, not a multiple of 64",
+                    bin.len()
+                )));
+            }
+            let mut words = Vec::new();
+            let mut origins = Vec::new();
+            let mut rt = |i: Instr| {
+                words.push(testenc::encode(&i));
+                origins.push(WordOrigin::Runtime);
+            };
+            // Our prologue: the start gate and start marker, then NOPs up to NEFF word 0's pc.
+            rt(Instr::new(Op::Nop).wait(WaitCond::Ge, start_sem, 1));
+            rt(Instr::new(Op::Notify { id: start_notify }));
+            for _ in 2..base {
+                rt(Instr::new(Op::Nop));
+            }
+            for (i, w) in bin.chunks_exact(testenc::WORD).enumerate() {
+                let word: &[u8; 64] = w.try_into().map_err(|_| NrtError::invalid("word size"))?;
+                let loaded = relocate(word, &base_of).map_err(|e| {
+                    NrtError::invalid(format!(
+                        "{sg} engine {engine} pc {}: {e}",
+                        base as usize + i
+                    ))
+                })?;
+                words.push(loaded);
+                origins.push(WordOrigin::Neff { index: i });
+            }
+            words.push(testenc::encode(&Instr::new(Op::End)));
+            origins.push(WordOrigin::Runtime);
+            out.push(LoadedProgram {
+                subgraph: sg.clone(),
+                engine,
+                base,
+                words,
+                origins,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relocation_rewrites_only_var_relative_addresses() {
+        // A DMA_DIRECT2D (NEFF 0xd4) with a var-relative src and a DGE-table dst.
+        let mut w = [0u8; 64];
+        w[0] = 0xd4;
+        w[1] = 0x10;
+        let src = DmaAddr::VarRelative {
+            offset: 0x40,
+            var_id: 3,
+            pad: 0,
+        }
+        .encode();
+        let dst = DmaAddr::Table {
+            offset: 0x80,
+            index: 1,
+            pad: 0,
+        }
+        .encode();
+        w[16..24].copy_from_slice(&src.to_le_bytes());
+        w[40..48].copy_from_slice(&dst.to_le_bytes());
+        let out = relocate(&w, &|id| (id == 3).then_some(0x1000_0000)).expect("relocate");
+        assert_eq!(out[0], 0xb8, "pseudo-opcode translated");
+        assert_eq!(
+            u64::from_le_bytes(out[16..24].try_into().expect("8")),
+            0x1000_0040
+        );
+        assert_eq!(
+            &out[40..48],
+            &w[40..48],
+            "table addresses are not rewritten at load"
+        );
+        assert_eq!(&out[1..16], &w[1..16]);
+        assert!(relocate(&w, &|_| None)
+            .expect_err("unknown var")
+            .contains("var_id 3"));
+        assert!(relocate(&w, &|_| Some(0xffff_ffff_ffff))
+            .expect_err("overflow")
+            .contains("48-bit"));
+    }
+}
