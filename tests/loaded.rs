@@ -30,19 +30,42 @@ fn translated_programs_match_the_ntff_except_runtime_chosen_addresses() {
         if p.extension().and_then(|x| x.to_str()) != Some("ntff") {
             continue;
         }
-        let stem = p.file_stem().and_then(|x| x.to_str()).unwrap_or_default().to_string();
+        let stem = p
+            .file_stem()
+            .and_then(|x| x.to_str())
+            .unwrap_or_default()
+            .to_string();
         let ntff = Ntff::parse(&std::fs::read(&p).expect("ntff")).expect("parse ntff");
-        let neff = std::fs::read(repo_path(&format!("../shared/fixtures/real-neff/{stem}.neff"))).expect("neff");
+        let neff = std::fs::read(repo_path(&format!(
+            "../shared/fixtures/real-neff/{stem}.neff"
+        )))
+        .expect("neff");
         let s = setup(Duration::from_secs(10));
         let image = s.rt.load_image(&neff, 0).expect("load image");
         assert_eq!(image.len(), 10, "{stem}: 2 subgraphs x 5 engines");
         for prog in &image {
-            let theirs = ntff.program(&prog.subgraph, prog.engine).unwrap_or_else(|| panic!("{stem}: no NTFF program {} {}", prog.subgraph, prog.engine));
-            assert_eq!(theirs.neff_base(), Some(prog.base), "{stem} {} {}: NEFF word 0's pc", prog.subgraph, prog.engine);
+            let theirs = ntff
+                .program(&prog.subgraph, prog.engine)
+                .unwrap_or_else(|| {
+                    panic!("{stem}: no NTFF program {} {}", prog.subgraph, prog.engine)
+                });
+            assert_eq!(
+                theirs.neff_base(),
+                Some(prog.base),
+                "{stem} {} {}: NEFF word 0's pc",
+                prog.subgraph,
+                prog.engine
+            );
             for (pc, (ours, origin)) in prog.words.iter().zip(&prog.origins).enumerate() {
-                let WordOrigin::Neff { index } = origin else { continue };
+                let WordOrigin::Neff { index } = origin else {
+                    continue;
+                };
                 let at = pc * 64;
-                let theirs_w: &[u8; 64] = theirs.bytes.get(at..at + 64).and_then(|b| b.try_into().ok()).unwrap_or_else(|| panic!("{stem}: NTFF program too short at pc {pc}"));
+                let theirs_w: &[u8; 64] = theirs
+                    .bytes
+                    .get(at..at + 64)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or_else(|| panic!("{stem}: NTFF program too short at pc {pc}"));
                 assert_eq!(
                     masked(ours),
                     masked(theirs_w),
@@ -73,8 +96,12 @@ fn every_real_neff_places_and_translates() {
             continue;
         }
         let s = setup(Duration::from_secs(10));
-        let image = s.rt.load_image(&std::fs::read(&p).expect("neff"), 0).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert!(image.iter().all(|prog| prog.words.len() == prog.origins.len()));
+        let image =
+            s.rt.load_image(&std::fs::read(&p).expect("neff"), 0)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(image
+            .iter()
+            .all(|prog| prog.words.len() == prog.origins.len()));
         n += 1;
     }
     assert_eq!(n, 8);

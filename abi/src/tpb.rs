@@ -21,3 +21,7 @@ pub const INSTR_PORT: u64 = 0x280_0000;
 pub const INSTR_PORT_STRIDE: u64 = 0x1_0000;
 /// Size of one TPB window.
 pub const WINDOW: u64 = 0x400_0000;
+/// The core's DGE table base register (u64, little-endian): where the descriptor-generation
+/// engine finds the table that DGE-table DMA addresses index (project-defined; the real runtime
+/// loads the table address into sequencer registers in its prologue).
+pub const DGE_TABLE: u64 = 0x290_0000;

@@ -190,8 +190,8 @@ impl CoreMem {
 /// Scratch buffers reused across instructions (no allocation on the hot path).
 #[derive(Debug, Default)]
 pub struct Scratch {
-    a: Vec<f32>,
-    b: Vec<f32>,
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
     c: Vec<f32>,
 }
 

@@ -14,6 +14,7 @@ use crate::regs::RegPage;
 use crate::time::Ps;
 use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE};
 use neuron_abi::udma::UdmaDesc;
+use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace};
 use neuron_isa::{testenc, Engine, Instr, Op, SemOp, WaitCond};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -62,6 +63,8 @@ enum Ev {
     Step(usize, usize),
     Complete(usize, usize),
     Dma(usize, usize),
+    /// A DMA_DIRECT2D finished: add to a semaphore of a core.
+    SemAdd(usize, u8, u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +81,9 @@ struct EngineState {
     consumed: usize,
     pc: u32,
     status: EngStatus,
-    pending: Option<(Instr, u8)>,
+    /// The decoded word waiting to issue: its sync header as an `Instr` (for project-encoding
+    /// words, the whole instruction), the opcode byte, and for real trn2 words the decoded word.
+    pending: Option<(Instr, u8, Option<Box<CaymanInstr>>)>,
     inflight: Option<(Instr, u8)>,
     scheduled: bool,
 }
@@ -111,6 +116,9 @@ struct Core {
     engines: Vec<EngineState>,
     nqs: HashMap<(u8, u8), Nq>,
     scratch: Scratch,
+    pe: crate::cayman_exec::PeState,
+    /// Base of the core's DGE table (`abi::tpb::DGE_TABLE`), set by the runtime.
+    dge_table: Option<u64>,
 }
 
 /// Hardware state of one DMA queue (TX/M2S and RX/S2M rings share head/tail bookkeeping here
@@ -184,6 +192,8 @@ impl Device {
                 engines: (0..5).map(|_| EngineState::new()).collect(),
                 nqs: HashMap::new(),
                 scratch: Scratch::default(),
+                pe: Default::default(),
+                dge_table: None,
             })
             .collect();
         let dma = (0..profile.dma_engines)
@@ -473,6 +483,15 @@ impl Device {
 
     fn tpb_write(&mut self, nc: usize, off: u64, addr: u64, data: &[u8]) -> Result<(), MemError> {
         let len = data.len() as u64;
+        if off == tpb::DGE_TABLE {
+            let v: [u8; 8] = data.try_into().map_err(|_| MemError {
+                addr,
+                len,
+                reason: "the DGE table register takes one 64-bit write",
+            })?;
+            self.cores[nc].dge_table = Some(u64::from_le_bytes(v));
+            return Ok(());
+        }
         for space in [neuron_isa::Space::Sbuf, neuron_isa::Space::Psum] {
             if let Some(at) = self.sbuf_window(off, len, space) {
                 self.cores[nc].mem.bytes_mut(space)[at..at + data.len()].copy_from_slice(data);
@@ -846,9 +865,17 @@ impl Device {
             }
             let word = &st.ibuf[st.consumed..st.consumed + testenc::WORD];
             let opcode = word[0];
-            match testenc::decode(word) {
-                Ok(i) => {
-                    st.pending = Some((i, opcode));
+            // Project-encoding words (0xE0-0xE9) and real trn2 words share the stream.
+            let decoded = if (testenc::OP_NOP..=testenc::OP_END).contains(&opcode) {
+                testenc::decode(word)
+                    .map(|i| (i, None))
+                    .map_err(|e| e.to_string())
+            } else {
+                decode_real(word)
+            };
+            match decoded {
+                Ok((i, real)) => {
+                    st.pending = Some((i, opcode, real));
                     st.consumed += testenc::WORD;
                     if st.consumed >= 1 << 16 {
                         st.ibuf.drain(..st.consumed);
@@ -869,7 +896,7 @@ impl Device {
                 }
             }
         }
-        let Some((instr, opcode)) = st.pending else {
+        let Some((instr, opcode)) = st.pending.as_ref().map(|p| (p.0, p.1)) else {
             return;
         };
         if let Some(w) = instr.sync.wait {
@@ -888,10 +915,25 @@ impl Device {
             }
         }
         let pc = self.cores[nc].engines[e].pc;
+        // The wait is satisfied: the word issues now.
+        let real = self.cores[nc].engines[e]
+            .pending
+            .as_mut()
+            .and_then(|p| p.2.take());
         let cost = &self.profile.cost;
         let mhz = cost.engine_mhz[e];
         let overhead = cost.instr_overhead_cycles;
         let cycles = match instr.op {
+            _ if real.is_some() => {
+                let Some(ci) = real else { return };
+                match self.execute_real(nc, &ci) {
+                    Ok(c) => overhead + c,
+                    Err(f) => {
+                        self.cores[nc].engines[e].status = EngStatus::Faulted;
+                        return self.fault(nc, Some(engine), pc, opcode, f);
+                    }
+                }
+            }
             Op::DmaTrigger { .. } => {
                 self.cores[nc].engines[e].status = EngStatus::Faulted;
                 return self.fault(nc, Some(engine), pc, opcode, OpFault::bad("DMA_TRIGGER is a NEFF pseudo-instruction; the runtime must translate it before load"));
@@ -969,6 +1011,125 @@ impl Device {
         self.schedule(at, Ev::Complete(nc, e));
     }
 
+    /// Run one real trn2 word; returns its cost in engine cycles beyond the issue overhead.
+    fn execute_real(&mut self, nc: usize, ci: &CaymanInstr) -> Result<u64, OpFault> {
+        let core = &mut self.cores[nc];
+        let Scratch { a, b, .. } = &mut core.scratch;
+        let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, a, b)?;
+        match r {
+            crate::cayman_exec::Exec::Done { elems, .. } => {
+                Ok(elems / self.profile.cost.stream_elems_per_cycle.max(1))
+            }
+            crate::cayman_exec::Exec::Dma(d) => {
+                self.dma2d(nc, &d)?;
+                Ok(0)
+            }
+        }
+    }
+
+    fn dge_resolve(&self, nc: usize, a: DmaAddr) -> Result<u64, OpFault> {
+        match a {
+            DmaAddr::Absolute(v) => Ok(v),
+            DmaAddr::Table { offset, index, .. } => {
+                let base = self.cores[nc].dge_table.ok_or_else(|| OpFault {
+                    kind: FaultKind::DmaAbort,
+                    detail: "DGE-table address with no DGE table set".into(),
+                })?;
+                let mut e = [0u8; 8];
+                self.read(base + 8 * index as u64, &mut e)
+                    .map_err(|err| OpFault {
+                        kind: FaultKind::DmaAbort,
+                        detail: format!("DGE table entry {index}: {err}"),
+                    })?;
+                Ok(u64::from_le_bytes(e) + offset as u64)
+            }
+            other => Err(OpFault {
+                kind: FaultKind::DmaAbort,
+                detail: format!("untranslated DMA address {other:?}"),
+            }),
+        }
+    }
+
+    /// A descriptor-generating DMA (DMA_DIRECT2D): moves `num0 x num1` elements of
+    /// `elem_size` bytes (`[step0, step1]` in bytes), converting dtypes when they differ, and
+    /// adds `increment` to `semaphore` when the transfer completes.
+    fn dma2d(&mut self, nc: usize, d: &crate::cayman_exec::Dma2d) -> Result<(), OpFault> {
+        let abort = |detail: String| OpFault {
+            kind: FaultKind::DmaAbort,
+            detail,
+        };
+        let src = self.dge_resolve(nc, d.src)?;
+        let dst = self.dge_resolve(nc, d.dst)?;
+        let (sn, dn) = (
+            d.src_num[0].max(1) * d.src_num[1].max(1),
+            d.dst_num[0].max(1) * d.dst_num[1].max(1),
+        );
+        if sn != dn
+            || sn > 1 << 24
+            || d.src_elem == 0
+            || d.src_elem > 1 << 20
+            || d.dst_elem > 1 << 20
+        {
+            return Err(abort(format!("DMA_DIRECT2D shapes: {sn} source elements of {} bytes, {dn} destination elements of {} bytes", d.src_elem, d.dst_elem)));
+        }
+        let convert = match (d.in_dtype, d.out_dtype) {
+            (Some(i), Some(o)) if i != o => Some((i, o)),
+            _ => None,
+        };
+        if convert.is_none() && d.src_elem != d.dst_elem {
+            return Err(abort(format!(
+                "DMA_DIRECT2D element sizes differ ({} vs {}) without a conversion",
+                d.src_elem, d.dst_elem
+            )));
+        }
+        let mut buf = vec![0u8; d.src_elem as usize];
+        let mut out = Vec::new();
+        let mut bytes = 0u64;
+        let mut k = 0u64;
+        for i1 in 0..d.src_num[1].max(1) {
+            for i0 in 0..d.src_num[0].max(1) {
+                let (j0, j1) = (k % d.dst_num[0].max(1), k / d.dst_num[0].max(1));
+                let s = src
+                    .wrapping_add(i0 * d.src_step[0])
+                    .wrapping_add(i1 * d.src_step[1]);
+                let t = dst
+                    .wrapping_add(j0 * d.dst_step[0])
+                    .wrapping_add(j1 * d.dst_step[1]);
+                self.read(s, &mut buf)
+                    .map_err(|e| abort(format!("DMA_DIRECT2D source: {e}")))?;
+                let data: &[u8] = match convert {
+                    Some((i, o)) => {
+                        out.clear();
+                        for c in buf.chunks_exact(i.size()) {
+                            let mut e = [0u8; 8];
+                            neuron_isa::dtype::store_f32(
+                                o,
+                                neuron_isa::dtype::load_f32(i, c),
+                                &mut e,
+                            );
+                            out.extend_from_slice(&e[..o.size()]);
+                        }
+                        if out.len() as u64 != d.dst_elem {
+                            return Err(abort(format!("DMA_DIRECT2D conversion gives {} bytes per element, destination expects {}", out.len(), d.dst_elem)));
+                        }
+                        &out
+                    }
+                    None => &buf,
+                };
+                self.write(t, data)
+                    .map_err(|e| abort(format!("DMA_DIRECT2D destination: {e}")))?;
+                bytes += d.src_elem;
+                k += 1;
+            }
+        }
+        self.stats.dma_bytes += bytes;
+        let cost = self.profile.cost.dma_desc_latency
+            + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns);
+        let at = self.now + cost;
+        self.schedule(at, Ev::SemAdd(nc, d.semaphore, d.increment));
+        Ok(())
+    }
+
     fn engine_complete(&mut self, nc: usize, e: usize) {
         let st = &mut self.cores[nc].engines[e];
         st.scheduled = false;
@@ -1028,6 +1189,12 @@ impl Device {
                 Ev::Step(nc, e) => self.engine_step(nc, e),
                 Ev::Complete(nc, e) => self.engine_complete(nc, e),
                 Ev::Dma(eng, q) => self.dma_step(eng, q),
+                Ev::SemAdd(nc, sem, v) => {
+                    if let Some(c) = self.cores.get(nc) {
+                        c.regs.add_sem(sem, v as i32);
+                        self.wake_blocked(nc);
+                    }
+                }
             }
         }
         !self.events.is_empty()
@@ -1042,6 +1209,8 @@ impl Device {
         c.mem.clear();
         c.regs.reset();
         c.nqs.clear();
+        c.pe = Default::default();
+        c.dge_table = None;
         for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {
             if let Some(qs) = self.dma.get_mut(eng) {
                 for dq in qs.iter_mut() {
@@ -1052,6 +1221,22 @@ impl Device {
         self.events.retain(|Reverse((_, _, ev))| match *ev {
             Ev::Step(n, _) | Ev::Complete(n, _) => n != nc,
             Ev::Dma(eng, _) => eng / DMA_ENGINES_PER_NC != nc,
+            Ev::SemAdd(n, _, _) => n != nc,
         });
     }
+}
+
+/// Decode a real trn2 word (loaded namespace) for execution: its header as an `Instr`'s sync,
+/// and the word itself.
+fn decode_real(word: &[u8]) -> Result<(Instr, Option<Box<CaymanInstr>>), String> {
+    let w: &[u8; 64] = word.try_into().map_err(|_| "short word".to_string())?;
+    let ci = CaymanInstr::decode(Namespace::Loaded, w);
+    if !ci.opcode.is_known() {
+        return Err(format!("unknown opcode 0x{:02x}", word[0]));
+    }
+    let sync = ci
+        .header
+        .sync()
+        .ok_or_else(|| format!("{}: unsupported semaphore header codes", ci.opcode.name()))?;
+    Ok((Instr { sync, op: Op::Nop }, Some(Box::new(ci))))
 }

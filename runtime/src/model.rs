@@ -112,14 +112,23 @@ pub struct Model {
     inputs: Vec<(TensorInfo, Chunk)>,
     outputs: Vec<(TensorInfo, Chunk)>,
     chunks: Vec<Chunk>,
+    /// One entry per physical core the model runs on (two for LNC=2 NEFFs).
+    cores: Vec<CoreRun>,
+    data: Vec<Queue>,
+    timeout: Duration,
+    unrecoverable: bool,
+}
+
+/// What runs one subgraph on one physical core: its engine programs, their fetch rings, its
+/// notification queues and its mapped semaphore page.
+#[derive(Debug)]
+struct CoreRun {
+    nc: u32,
     programs: Vec<Vec<u8>>,
     fetch: Vec<Queue>,
-    data: Vec<Queue>,
     nqs: Vec<NqReader>,
     err_nq: NqReader,
     sem_page: Mapped,
-    timeout: Duration,
-    unrecoverable: bool,
 }
 
 fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
@@ -240,7 +249,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         .drv
         .tpb_resource(nc, MMAP_RESOURCE_SBUF)
         .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
-    let (sem_base, sem_size) = l
+    let (sem_base, _) = l
         .drv
         .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
         .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
@@ -515,6 +524,34 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             queue_names[qi],
         )?);
     }
+    let core = stage_core(l, nc, programs)?;
+    tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
+    Ok(Model {
+        drv: l.drv.clone(),
+        device_index: opts.device_index,
+        nc,
+        name,
+        inputs,
+        outputs,
+        chunks: std::mem::take(&mut l.chunks),
+        cores: vec![core],
+        data,
+        timeout: opts.exec_timeout,
+        unrecoverable: false,
+    })
+}
+
+/// Stage one core: each engine's program in device memory with its instruction-fetch ring, the
+/// engines' NOTIFY queues and the core's ERROR queue (mapped), and the semaphore page (mapped).
+fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<CoreRun, NrtError> {
+    let (sb_base, _) = l
+        .drv
+        .tpb_resource(nc, MMAP_RESOURCE_SBUF)
+        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+    let (sem_base, sem_size) = l
+        .drv
+        .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
+        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
     let mut fetch = Vec::new();
     for (e, prog) in programs.iter().enumerate() {
         let code = l.alloc(
@@ -546,8 +583,6 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             "instruction fetch",
         )?);
     }
-
-    // ---- notification queues and the semaphore page
     let dev = l.drv.dev.clone();
     let mut nqs = Vec::new();
     for e in 0..5u32 {
@@ -583,24 +618,13 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     };
     let sem_page = Mapped::new(dev, sem_size as usize, sem_base)
         .map_err(|er| drv_err("mmap(semaphore page)", er))?;
-
-    tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
-    Ok(Model {
-        drv: l.drv.clone(),
-        device_index: opts.device_index,
+    Ok(CoreRun {
         nc,
-        name,
-        inputs,
-        outputs,
-        chunks: std::mem::take(&mut l.chunks),
         programs,
         fetch,
-        data,
         nqs,
         err_nq,
         sem_page,
-        timeout: opts.exec_timeout,
-        unrecoverable: false,
     })
 }
 
@@ -673,9 +697,11 @@ impl Model {
         self.timeout = t;
     }
 
-    /// The opcode byte of word `pc` of `engine`'s loaded program.
-    fn opcode_at(&self, engine: usize, pc: u32) -> Option<u8> {
-        self.programs
+    /// The opcode byte of word `pc` of `engine`'s loaded program on core index `ci`.
+    fn opcode_at(&self, ci: usize, engine: usize, pc: u32) -> Option<u8> {
+        self.cores
+            .get(ci)?
+            .programs
             .get(engine)?
             .get(pc as usize * testenc::WORD)
             .copied()
@@ -712,55 +738,63 @@ impl Model {
                 .copy_to(c, 0, data)
                 .map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))?;
         }
-        let nc = self.nc;
-        for s in 0..256 {
-            self.drv
-                .sem_write(nc, s, 0)
-                .map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+        for c in &self.cores {
+            for sem in 0..256 {
+                self.drv
+                    .sem_write(c.nc, sem, 0)
+                    .map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+            }
         }
-        for q in self.fetch.iter().chain(&self.data) {
+        for q in self
+            .cores
+            .iter()
+            .flat_map(|c| c.fetch.iter())
+            .chain(&self.data)
+        {
             self.drv
                 .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
                 .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
         }
-        for q in &self.fetch {
+        for q in self.cores.iter().flat_map(|c| c.fetch.iter()) {
             self.drv
                 .copy_start(q.eng, q.qid, q.count)
                 .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
         }
-        // Open the start gate through the mapped register page (increment register).
-        if !self
-            .sem_page
-            .fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1)
-        {
-            return Err(NrtError::new(
-                NrtStatus::Failure,
-                "semaphore page mapping too small",
-            ));
+        // Open every core's start gate through its mapped register page (increment register).
+        for c in &self.cores {
+            if !c.sem_page.fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1) {
+                return Err(NrtError::new(
+                    NrtStatus::Failure,
+                    "semaphore page mapping too small",
+                ));
+            }
         }
         let deadline = Instant::now() + self.timeout;
-        let mut start = [None::<u64>; 5];
-        let mut end = [None::<u64>; 5];
+        let n = self.cores.len();
+        let mut start = vec![[None::<u64>; 5]; n];
+        let mut end = vec![[None::<u64>; 5]; n];
         let mut spins = 0u32;
         loop {
             let mut progressed = false;
-            for e in 0..5 {
-                while let Some(n) = self.nqs[e].next() {
-                    progressed = true;
-                    match n.kind() {
-                        NotifyKind::Notify if n.value() == START_NOTIFY_ID as u32 => {
-                            start[e] = Some(n.timestamp_ps)
+            for ci in 0..n {
+                for e in 0..5 {
+                    while let Some(entry) = self.cores[ci].nqs[e].next() {
+                        progressed = true;
+                        match entry.kind() {
+                            NotifyKind::Notify if entry.value() == START_NOTIFY_ID as u32 => {
+                                start[ci][e] = Some(entry.timestamp_ps)
+                            }
+                            NotifyKind::End => end[ci][e] = Some(entry.timestamp_ps),
+                            _ => {}
                         }
-                        NotifyKind::End => end[e] = Some(n.timestamp_ps),
-                        _ => {}
                     }
                 }
+                if let Some(err) = self.cores[ci].err_nq.next() {
+                    self.unrecoverable = true;
+                    return Err(self.device_error(ci, &err));
+                }
             }
-            if let Some(err) = self.err_nq.next() {
-                self.unrecoverable = true;
-                return Err(self.device_error(&err));
-            }
-            if end.iter().all(Option::is_some) {
+            if end.iter().all(|c| c.iter().all(Option::is_some)) {
                 break;
             }
             if Instant::now() >= deadline {
@@ -776,6 +810,8 @@ impl Model {
                 }
             }
         }
+        let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
+        let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
         let t1 = end.iter().flatten().max().copied().unwrap_or(t0);
         let mut outs = Vec::new();
@@ -804,10 +840,13 @@ impl Model {
         NrtError::invalid(msg).logged()
     }
 
-    fn timed_out(&self, end: &[Option<u64>; 5]) -> NrtError {
-        for (e, t) in end.iter().enumerate() {
-            if t.is_none() {
-                tracing::error!(target: "TDRV", "exec_consume_tpb_status_notifications Missing infer_status notification: (end:{e})");
+    fn timed_out(&self, end: &[[Option<u64>; 5]]) -> NrtError {
+        for (ci, core) in end.iter().enumerate() {
+            for (e, t) in core.iter().enumerate() {
+                if t.is_none() {
+                    let nc = self.cores.get(ci).map_or(self.nc, |c| c.nc);
+                    tracing::error!(target: "TDRV", "exec_consume_tpb_status_notifications Missing infer_status notification: nc {nc} (end:{e})");
+                }
             }
         }
         let ms = self.timeout.as_millis();
@@ -820,7 +859,8 @@ impl Model {
         NrtError::new(NrtStatus::Timeout, msg).logged()
     }
 
-    fn device_error(&self, n: &NotificationEntry) -> NrtError {
+    fn device_error(&self, ci: usize, n: &NotificationEntry) -> NrtError {
+        let nc = self.cores.get(ci).map_or(self.nc, |c| c.nc);
         let engine = Engine::from_index(n.engine() as usize);
         let code = n.value();
         let (status, what) = match code {
@@ -832,7 +872,7 @@ impl Model {
         let where_ = match engine {
             Some(e) => {
                 let op = self
-                    .opcode_at(e.index(), n.pc())
+                    .opcode_at(ci, e.index(), n.pc())
                     .map(|o| format!("0x{o:02x}"))
                     .unwrap_or_else(|| "?".into());
                 format!("engine {e} pc {} opcode {op}", n.pc())
@@ -840,8 +880,8 @@ impl Model {
             None => format!("DMA descriptor {}", n.pc()),
         };
         let msg = format!(
-            "nd{}:nc{}: {what} ({where_}), error code {code}, model {}",
-            self.device_index, self.nc, self.name
+            "nd{}:nc{nc}: {what} ({where_}), error code {code}, model {}",
+            self.device_index, self.name
         );
         tracing::error!(target: "TDRV", "exec_consume_error_notifications {msg}");
         NrtError::new(status, msg).logged()
