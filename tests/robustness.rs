@@ -9,7 +9,12 @@ use std::time::Duration;
 
 /// Rebuild the MLP NEFF with `f` applied to one member.
 fn mutate(member: &str, f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
-    let bytes = std::fs::read(repo_path("fixtures/neff/mlp.neff")).expect("fixture");
+    mutate_file("fixtures/neff/mlp.neff", member, f)
+}
+
+/// Rebuild the NEFF at `rel` (repository-relative) with `f` applied to one member.
+fn mutate_file(rel: &str, member: &str, f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let bytes = std::fs::read(repo_path(rel)).expect("fixture");
     let neff = Neff::parse(&bytes).expect("parse");
     let mut w = NeffWriter::new("mlp.neff");
     w.header = neff.header().clone();
@@ -23,8 +28,61 @@ fn mutate(member: &str, f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     w.to_bytes().expect("write")
 }
 
+const REAL_SMALL: &str = "../shared/fixtures/real-neff/nkipy-matmul_small.neff";
+
+/// Run a (possibly corrupted) nkipy-matmul_small: load, and execute if it loads.
+fn run_real_small(neff: &[u8]) -> Result<(), neuron_runtime::NrtError> {
+    let s = setup(Duration::from_millis(300));
+    let mut m = s.rt.load(neff, 0)?;
+    let x = builtin_input(Dtype::F16, 128 * 256, 0);
+    let y = builtin_input(Dtype::F16, 256 * 128, 1);
+    m.execute(&[("x", &x), ("y", &y)]).map(|_| ())
+}
+
+#[test]
+fn real_neff_with_an_unknown_opcode_is_refused_at_load() {
+    use neuron_isa::cayman::{CaymanInstr, Namespace};
+    let unknown = (0..=255u8)
+        .find(|b| {
+            let mut w = [0u8; 64];
+            w[0] = *b;
+            !CaymanInstr::decode(Namespace::Neff, &w).opcode.is_known()
+                && !CaymanInstr::decode(Namespace::Loaded, &w).opcode.is_known()
+        })
+        .expect("some byte is no opcode");
+    // Word 2 of the Pool program is its first DMA_DIRECT2D.
+    let neff = mutate_file(REAL_SMALL, "sg00/Pool.bin", |d| d[128] = unknown);
+    let err = run_real_small(&neff).expect_err("unknown opcode");
+    assert_eq!(err.status, neuron_runtime::NrtStatus::Invalid);
+    // Numbered as AWS's profiler numbers it: Pool's NEFF word 0 is loaded at pc 61.
+    assert_eq!(
+        err.message,
+        format!("sg00 engine GpSimd pc 63: unknown opcode 0x{unknown:02x}")
+    );
+    run_real_small(&std::fs::read(repo_path(REAL_SMALL)).expect("fixture"))
+        .expect("intact NEFF runs");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// Corrupted operand fields of real trn2 words reach the device semantics and come back as
+    /// statuses (out-of-bounds patterns, unknown dtypes, DMA aborts, hangs), never a panic.
+    #[test]
+    fn corrupted_real_instruction_words_fail_cleanly(engine in 0usize..5, flips in prop::collection::vec((0usize..1024, any::<u8>()), 1..4)) {
+        let file = ["PE", "Activation", "Pool", "DVE", "SP"][engine];
+        let neff = mutate_file(REAL_SMALL, &format!("sg00/{file}.bin"), |d| {
+            for (at, v) in &flips {
+                if !d.is_empty() {
+                    let i = at % d.len();
+                    if i % 64 != 0 {
+                        d[i] ^= v | 1;
+                    }
+                }
+            }
+        });
+        let _ = run_real_small(&neff);
+    }
 
     #[test]
     fn corrupted_instruction_words_fail_cleanly(engine in 0usize..5, flips in prop::collection::vec((0usize..4096, any::<u8>()), 1..6)) {

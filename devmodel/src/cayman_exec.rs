@@ -58,8 +58,20 @@ fn need<T>(v: Option<T>, ci: &CaymanInstr, what: &str) -> Result<T, OpFault> {
 }
 
 /// The element offsets (relative to the pattern's start) of an access pattern, innermost dim first.
-fn offsets(ap: &AccessPattern) -> Vec<i64> {
+fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
     let dims = (ap.dims as usize).min(4);
+    // A pattern can name at most one element per byte of a partition; refuse larger ones
+    // before walking them (the fields are 16/32-bit, so a corrupt word could ask for 2^64).
+    ap.num[..dims]
+        .iter()
+        .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
+        .filter(|t| *t <= MAX_PATTERN_ELEMS)
+        .ok_or_else(|| {
+            OpFault::oob(format!(
+                "access pattern of {:?} elements exceeds a partition",
+                &ap.num[..dims]
+            ))
+        })?;
     let mut out = vec![0i64];
     for d in 0..dims {
         let (step, num) = (ap.step[d] as i64, ap.num[d].max(1) as i64);
@@ -70,8 +82,16 @@ fn offsets(ap: &AccessPattern) -> Vec<i64> {
         }
         out = next;
     }
-    out
+    Ok(out)
 }
+
+/// Columns of the PE array.
+const PE_COLUMNS: usize = 128;
+/// Moving-tensor elements per partition one MATMUL may stream: one 2 KiB PSUM bank of fp32.
+const MAX_MOVING: usize = 512;
+
+/// Elements one access pattern may name: a whole SBUF partition of bytes.
+const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 
 /// Where an access pattern's elements lie, checked against the partition size.
 struct Span {
@@ -87,7 +107,7 @@ fn span(mem: &CoreMem, ap: &AccessPattern, dt: Dtype, channels: usize) -> Result
         Space::Psum => (Space::Psum, mem.psum_stride, mem.psum_pb),
         _ => (Space::Sbuf, mem.sbuf_stride, mem.sbuf_pb),
     };
-    let offs = offsets(ap);
+    let offs = offsets(ap)?;
     let es = dt.size() as i64;
     let base = ap.offset() as i64;
     let lo = offs.iter().min().copied().unwrap_or(0) * es + base;
@@ -165,6 +185,44 @@ fn scatter(
     Ok(())
 }
 
+/// Copy `channels` partitions from one pattern to another without converting the elements.
+fn copy_bits(
+    mem: &mut CoreMem,
+    src: &AccessPattern,
+    dst: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<usize, OpFault> {
+    let s = span(mem, src, dt, channels)?;
+    let d = span(mem, dst, dt, channels)?;
+    if s.offs.len() != d.offs.len() {
+        return Err(OpFault::bad(
+            "shape mismatch between source and destination patterns",
+        ));
+    }
+    let es = s.es as usize;
+    let mut tmp = Vec::with_capacity(channels * s.offs.len() * es);
+    let from = mem.bytes(s.space);
+    for p in 0..channels {
+        let pb = (p * s.stride) as i64 + s.base;
+        for o in &s.offs {
+            let at = (pb + o * s.es) as usize;
+            tmp.extend_from_slice(&from[at..at + es]);
+        }
+    }
+    let to = mem.bytes_mut(d.space);
+    let mut k = 0;
+    for p in 0..channels {
+        let pb = (p * d.stride) as i64 + d.base;
+        for o in &d.offs {
+            let at = (pb + o * d.es) as usize;
+            to[at..at + es].copy_from_slice(&tmp[k..k + es]);
+            k += es;
+        }
+    }
+    Ok(s.offs.len())
+}
+
 /// ALU codes seen in the corpus (`docs/isa/cayman.md` §6): 0 BYPASS, 4 ADD, 6 MULTIPLY, 8 MAX.
 fn alu(code: u64, a: f32, b: f32) -> Option<f32> {
     Some(match code {
@@ -229,6 +287,11 @@ pub fn execute(
             let n = gather(mem, &ap, dt, rows, a)?;
             let transpose = ci.u("transpose").unwrap_or(0) == 1;
             let mode = ci.u("fp32_mode").unwrap_or(0);
+            if n > PE_COLUMNS {
+                return Err(OpFault::bad(format!(
+                    "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
+                )));
+            }
             pe.k = rows;
             pe.m = n;
             pe.w.clear();
@@ -261,6 +324,11 @@ pub fn execute(
             let dst = need(ci.ap("dst"), ci, "dst")?;
             let acc = ci.u("acc_flags").unwrap_or(3);
             let nmov = gather(mem, &src, dt, pe.k, a)?;
+            if nmov > MAX_MOVING {
+                return Err(OpFault::bad(format!(
+                    "MATMUL moving free size {nmov} exceeds one PSUM bank ({MAX_MOVING})"
+                )));
+            }
             let (k, m) = (pe.k, pe.m);
             // out[j][n] = sum_k w[k][j] * moving[k][n]
             let mut out = vec![0f32; m * nmov];
@@ -335,6 +403,11 @@ pub fn execute(
         Opcode::Copy | Opcode::Cast | Opcode::Reciprocal => {
             let u = unary(ci)?;
             let (src, dst, ch) = (u.src, u.dst, u.ch);
+            if ci.opcode == Opcode::Copy && u.sdt == u.ddt {
+                // A same-type copy moves bits: integer words (the compiler copies 16-bit pairs
+                // as int32) must not pass through f32.
+                return done(copy_bits(mem, &src, &dst, u.sdt, ch)?);
+            }
             let n = gather(mem, &src, u.sdt, ch, a)?;
             if ci.opcode == Opcode::Reciprocal {
                 for v in a.iter_mut() {
@@ -426,7 +499,7 @@ pub fn execute(
             let dst = need(ci.ap("dst"), ci, "dst")?;
             let dt = need(ci.dtype("dtype"), ci, "dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
-            let n = offsets(&dst).len();
+            let n = offsets(&dst)?.len();
             a.clear();
             a.resize(ch * n, 0.0);
             scatter(mem, &dst, dt, ch, a)?;
@@ -461,6 +534,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn same_type_integer_copy_keeps_every_bit() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // Two fp16 values packed in an int32 word: 0x4d3e_c0a1 is not exact in f32.
+        let word = 0x4d3e_c0a1u32.to_le_bytes();
+        mem.bytes_mut(Space::Sbuf)[0x100..0x104].copy_from_slice(&word);
+        let ap = |addr| AccessPattern {
+            addr,
+            dims: 1,
+            step: [1, 0, 0, 0],
+            num: [1, 0, 0, 0],
+        };
+        let n = copy_bits(&mut mem, &ap(0x100), &ap(0x200), Dtype::I32, 1).expect("copy");
+        assert_eq!(n, 1);
+        assert_eq!(&mem.bytes(Space::Sbuf)[0x200..0x204], &word);
+        assert!(copy_bits(&mut mem, &ap(0x100), &ap(0x40_0000), Dtype::I32, 1).is_err());
+    }
+
+    #[test]
     fn offsets_walk_innermost_first() {
         let ap = AccessPattern {
             addr: 0,
@@ -468,7 +559,7 @@ mod tests {
             step: [-1, 0, -32, 0],
             num: [32, 1, 4, 0],
         };
-        let o = offsets(&ap);
+        let o = offsets(&ap).expect("small pattern");
         assert_eq!(o.len(), 128);
         assert_eq!(&o[..3], &[0, -1, -2]);
         assert_eq!(o[32], -32);
@@ -479,6 +570,13 @@ mod tests {
             step: [1, 10, 0, 0],
             num: [3, 2, 0, 0],
         };
-        assert_eq!(offsets(&ap), vec![0, 1, 2, 10, 11, 12]);
+        assert_eq!(offsets(&ap).expect("small"), vec![0, 1, 2, 10, 11, 12]);
+        let huge = AccessPattern {
+            addr: 0,
+            dims: 4,
+            step: [1, 1, 1, 1],
+            num: [65535, 65535, 65535, 65535],
+        };
+        assert!(offsets(&huge).is_err());
     }
 }

@@ -183,6 +183,10 @@ pub struct Device {
     copybuf: Vec<u8>,
 }
 
+/// Bytes one DMA_DIRECT2D may move: far above what the compiler emits (a few MiB), low enough
+/// that a corrupt word cannot stall the model for minutes.
+const MAX_DMA2D_BYTES: u64 = 256 << 20;
+
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
         let cores = (0..profile.nc_count)
@@ -1065,7 +1069,7 @@ impl Device {
             d.dst_num[0].max(1) * d.dst_num[1].max(1),
         );
         if sn != dn
-            || sn > 1 << 24
+            || sn.saturating_mul(d.src_elem.max(d.dst_elem)) > MAX_DMA2D_BYTES
             || d.src_elem == 0
             || d.src_elem > 1 << 20
             || d.dst_elem > 1 << 20

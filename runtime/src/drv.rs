@@ -208,6 +208,19 @@ impl Driver {
         Ok((a.offset, a.size))
     }
 
+    /// Write `data` to device address `dst` through the driver (PROGRAM_ENGINE_NC64).
+    pub fn program_engine(&self, nc: u32, dst: u64, data: &[u8]) -> Result<(), Errno> {
+        let mut a = ProgramEngineNc64 {
+            nc_id: nc,
+            _pad0: 0,
+            dst,
+            buffer: data.as_ptr() as u64,
+            size: data.len() as u64,
+            offset: 0,
+        };
+        self.call(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &mut a)
+    }
+
     pub fn sem_write(&self, nc: u32, index: u32, value: u32) -> Result<(), Errno> {
         let mut a = Semaphore {
             nc_id: nc,

@@ -240,8 +240,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
         // A real NEFF: place it and translate it completely (so every load-time error shows),
         // then report the first word the device model cannot execute yet.
-        real_image(l, &neff, &kelf)?;
-        return Err(real_neff_not_executable(&neff, &def, &sg));
+        return load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts);
     }
 
     // ---- variables
@@ -296,48 +295,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         }
     }
 
-    // ---- tensor metadata
-    let dtype_of = |n: &str, fallback: &str| -> Result<Dtype, NrtError> {
-        Dtype::from_name(n)
-            .or_else(|| Dtype::from_name(fallback))
-            .ok_or_else(|| NrtError::invalid(format!("unknown dtype '{n}'")))
-    };
-    let mut inputs = Vec::new();
-    for (iname, dt, shape) in neff.neff_json().map_err(neff_err)?.inputs() {
-        let c = *var_chunks.get(&iname).ok_or_else(|| {
-            NrtError::invalid(format!("input '{iname}' has no var in {sg}/def.json"))
-        })?;
-        let size = def.var.get(&iname).and_then(|v| v.size).unwrap_or(c.size);
-        inputs.push((
-            TensorInfo {
-                name: iname,
-                dtype: dtype_of(&dt, "")?,
-                shape,
-                size,
-            },
-            c,
-        ));
-    }
-    let mut outputs = Vec::new();
-    for (oname, v) in def.vars_of_type(&VarType::Output) {
-        let c = *var_chunks
-            .get(oname)
-            .ok_or_else(|| NrtError::invalid(format!("output '{oname}' was not placed")))?;
-        let tm = tmap.as_ref().and_then(|t| t.get(oname));
-        let dt = tm.map(|t| t.dtype.as_str()).unwrap_or("uint8");
-        let shape = tm
-            .and_then(|t| t.sim_shape.clone().or(t.tf_shape.clone()))
-            .unwrap_or_else(|| vec![v.size.unwrap_or(0)]);
-        outputs.push((
-            TensorInfo {
-                name: oname.to_string(),
-                dtype: dtype_of(dt, "uint8")?,
-                shape,
-                size: v.size.unwrap_or(c.size),
-            },
-            c,
-        ));
-    }
+    let (inputs, outputs) = tensor_infos(&neff, &def, tmap.as_ref(), &sg, &var_chunks)?;
 
     // ---- engines: decode, translate DMA triggers, expand DMA blocks
     let one = l.alloc(4096, true, MemType::MISC_HOST, "runtime constants")?;
@@ -539,6 +497,62 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         timeout: opts.exec_timeout,
         unrecoverable: false,
     })
+}
+
+type Tensors = Vec<(TensorInfo, Chunk)>;
+
+/// The model's input and output tensors: names and dtypes from neff.json and the tensor map,
+/// sizes from def.json, storage from the placed vars.
+fn tensor_infos(
+    neff: &Neff,
+    def: &neuron_neff::SubgraphDef,
+    tmap: Option<&neuron_neff::TensorMap>,
+    sg: &str,
+    var_chunks: &BTreeMap<String, Chunk>,
+) -> Result<(Tensors, Tensors), NrtError> {
+    let dtype_of = |n: &str, fallback: &str| -> Result<Dtype, NrtError> {
+        Dtype::from_name(n)
+            .or_else(|| Dtype::from_name(fallback))
+            .ok_or_else(|| NrtError::invalid(format!("unknown dtype '{n}'")))
+    };
+    let mut inputs = Vec::new();
+    for (iname, dt, shape) in neff.neff_json().map_err(neff_err)?.inputs() {
+        let c = *var_chunks.get(&iname).ok_or_else(|| {
+            NrtError::invalid(format!("input '{iname}' has no var in {sg}/def.json"))
+        })?;
+        let size = def.var.get(&iname).and_then(|v| v.size).unwrap_or(c.size);
+        inputs.push((
+            TensorInfo {
+                name: iname,
+                dtype: dtype_of(&dt, "")?,
+                shape,
+                size,
+            },
+            c,
+        ));
+    }
+    let mut outputs = Vec::new();
+    for (oname, v) in def.vars_of_type(&VarType::Output) {
+        let c = *var_chunks
+            .get(oname)
+            .ok_or_else(|| NrtError::invalid(format!("output '{oname}' was not placed")))?;
+        let tm = tmap.and_then(|t| t.get(oname));
+        let dt = tm.map(|t| t.dtype.as_str()).unwrap_or("uint8");
+        let shape = tm
+            .and_then(|t| t.sim_shape.clone().or(t.tf_shape.clone()))
+            .unwrap_or_else(|| vec![v.size.unwrap_or(0)]);
+        outputs.push((
+            TensorInfo {
+                name: oname.to_string(),
+                dtype: dtype_of(dt, "uint8")?,
+                shape,
+                size: v.size.unwrap_or(c.size),
+            },
+            c,
+        ));
+    }
+
+    Ok((inputs, outputs))
 }
 
 /// Stage one core: each engine's program in device memory with its instruction-fetch ring, the
@@ -896,66 +910,13 @@ impl Drop for Model {
     }
 }
 
-/// A real (neuronx-cc) NEFF: its words decode with the trn2 decoder, but executing them needs
-/// the real runtime's prologue and the device semantics of every opcode (issue 7). Report the
-/// first word this emulator cannot execute, numbered as AWS's profiler numbers it.
-fn real_neff_not_executable(neff: &Neff, def: &neuron_neff::SubgraphDef, sg: &str) -> NrtError {
-    use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
-    use neuron_isa::cayman::{CaymanInstr, Namespace};
-    let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
-    for (kind, json, instr_file) in def.engine_files() {
-        let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
-        let act_tables = engine == Engine::Act
-            && json
-                .and_then(|j| neff.engine_json(sg, j).ok())
-                .and_then(|j| {
-                    j.extra
-                        .get("activation_function_sets")
-                        .and_then(|v| v.as_array())
-                        .map(|a| !a.is_empty())
-                })
-                .unwrap_or(false);
-        let base = neff_base(
-            engine,
-            ProgramFeatures {
-                dge_table,
-                act_tables,
-            },
-        );
-        let Some(words) = instr_file.and_then(|f| neff.subgraph_file(sg, f).ok()) else {
-            continue;
-        };
-        for (i, w) in words.chunks_exact(testenc::WORD).enumerate() {
-            let Ok(word) = <&[u8; testenc::WORD]>::try_from(w) else {
-                continue;
-            };
-            let d = CaymanInstr::decode(Namespace::Neff, word);
-            if d.opcode.is_known() && d.to_instr().is_some() {
-                continue;
-            }
-            let code = w[0];
-            tracing::error!(target: "TDRV", "translate_one_pseudo_instr_v2 Unsupported hardware operator code {code} found in neff.");
-            let pc = base as usize + i;
-            return NrtError::invalid(format!(
-                "{sg} engine {engine} pc {pc}: hardware operator code {code} (0x{code:02x}, {}) is not executable by this emulator yet",
-                d.opcode.name()
-            ))
-            .logged();
-        }
-    }
-    NrtError::invalid(format!(
-        "{sg}: real trn2 NEFFs are decoded but not executable by this emulator yet"
-    ))
-    .logged()
-}
-
 /// Place a real NEFF's variables for every subgraph (subgraph `i` on core `nc + i`; inputs and
 /// outputs shared by name, constants and scratch per subgraph) and build the loaded programs.
 fn real_image(
     l: &mut Loader<'_>,
     neff: &Neff,
     kelf: &neuron_neff::Kelf,
-) -> Result<Vec<crate::real::LoadedProgram>, NrtError> {
+) -> Result<RealImage, NrtError> {
     let mut graphs = Vec::new();
     for g in &kelf.graphs {
         graphs.push((
@@ -963,8 +924,10 @@ fn real_image(
             neff.subgraph_def(&g.definition).map_err(neff_err)?,
         ));
     }
-    let mut shared: BTreeMap<String, u64> = BTreeMap::new();
+    // Inputs and outputs are shared by the subgraphs of one model (one buffer per name).
+    let mut shared: BTreeMap<String, Chunk> = BTreeMap::new();
     let mut bases = Vec::new();
+    let mut dge = Vec::new();
     for (gi, (sg, def)) in graphs.iter().enumerate() {
         let core = l.nc + gi as u32;
         let (sb_base, _) = l.drv.tpb_resource(core, MMAP_RESOURCE_SBUF).map_err(|e| {
@@ -974,42 +937,43 @@ fn real_image(
             )
         })?;
         let mut b: BTreeMap<u8, u64> = BTreeMap::new();
+        let mut tables = Vec::new();
         for (vname, v) in &def.var {
             let Some(id) = v.var_id.and_then(|i| u8::try_from(i).ok()) else {
                 continue;
             };
+            let size = || {
+                v.size.ok_or_else(|| {
+                    NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
+                })
+            };
             let addr = match &v.ty {
                 VarType::StateBuffer => sb_base,
                 VarType::Input | VarType::Output => match shared.get(vname) {
-                    Some(a) => *a,
+                    Some(c) => c.pa,
                     None => {
-                        let size = v.size.ok_or_else(|| {
-                            NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
-                        })?;
-                        let c = l.alloc(size, false, MemType::TENSORS_DEVICE, vname)?;
-                        shared.insert(vname.clone(), c.pa);
+                        let c = l.alloc(size()?, false, MemType::TENSORS_DEVICE, vname)?;
+                        shared.insert(vname.clone(), c);
                         c.pa
                     }
                 },
                 VarType::File | VarType::Virtual | VarType::TmpBuf => {
-                    let size = v.size.ok_or_else(|| {
-                        NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
-                    })?;
                     let mt = if v.ty == VarType::File {
                         MemType::CONSTANTS_DEVICE
                     } else {
                         MemType::SCRATCHPAD_DEVICE
                     };
-                    let c = l.alloc(size, false, mt, vname)?;
+                    let c = l.alloc(size()?, false, mt, vname)?;
                     if v.ty == VarType::File {
                         let file = v.file_name.as_deref().ok_or_else(|| {
                             NrtError::invalid(format!("file var '{vname}' names no file"))
                         })?;
                         let arr = neff.npy(&format!("{sg}/{file}")).map_err(neff_err)?;
-                        if arr.data.len() as u64 > size {
+                        if arr.data.len() as u64 > c.size {
                             return Err(NrtError::invalid(format!(
-                                "constant '{file}' holds {} bytes, var '{vname}' only {size}",
-                                arr.data.len()
+                                "constant '{file}' holds {} bytes, var '{vname}' only {}",
+                                arr.data.len(),
+                                c.size
                             )));
                         }
                         l.drv
@@ -1018,14 +982,122 @@ fn real_image(
                     }
                     c.pa
                 }
-                // DGE tables are resolved by the descriptor-generation engine at run time.
+                // A DGE table lists var ids; it is filled once every var has its address.
+                VarType::DgeTable => {
+                    tables.push((vname.clone(), v.list.clone().unwrap_or_default()));
+                    continue;
+                }
                 _ => continue,
             };
             b.insert(id, addr);
         }
+        dge.push(match tables.as_slice() {
+            [] => None,
+            [(tname, list)] => {
+                let mut bytes = Vec::with_capacity(list.len() * 8);
+                for id in list {
+                    let a = u8::try_from(*id).ok().and_then(|i| b.get(&i)).ok_or_else(|| {
+                        NrtError::invalid(format!(
+                            "{sg}/def.json DGE table '{tname}' lists var_id {id}, which names no placed var"
+                        ))
+                    })?;
+                    bytes.extend_from_slice(&a.to_le_bytes());
+                }
+                let c = l.alloc(bytes.len().max(8) as u64, false, MemType::MISC_DEVICE, tname)?;
+                l.drv
+                    .copy_to(&c, 0, &bytes)
+                    .map_err(|e| drv_err("MEM_BUF_COPY64 (DGE table)", e))?;
+                Some(c.pa)
+            }
+            _ => {
+                return Err(NrtError::new(
+                    NrtStatus::Invalid,
+                    format!("{sg}/def.json declares {} DGE tables; one per subgraph is supported", tables.len()),
+                ))
+            }
+        });
         bases.push(b);
     }
-    crate::real::build_programs(neff, &graphs, &bases, START_SEM, START_NOTIFY_ID)
+    let programs = crate::real::build_programs(neff, &graphs, &bases, START_SEM, START_NOTIFY_ID)?;
+    Ok(RealImage {
+        programs,
+        shared,
+        dge,
+    })
+}
+
+/// A real NEFF placed in device memory and translated for this runtime.
+struct RealImage {
+    programs: Vec<crate::real::LoadedProgram>,
+    /// Input and output buffers by name.
+    shared: BTreeMap<String, Chunk>,
+    /// Per subgraph: the device address of its DGE table.
+    dge: Vec<Option<u64>>,
+}
+
+/// Load a real (neuronx-cc) NEFF: subgraph `g` runs on NeuronCore `nc + g`, each with its own
+/// engine programs, notification queues and DGE table; inputs and outputs are shared.
+#[allow(clippy::too_many_arguments)]
+fn load_real(
+    l: &mut Loader<'_>,
+    neff: &Neff,
+    kelf: &neuron_neff::Kelf,
+    def: &neuron_neff::SubgraphDef,
+    tmap: Option<&neuron_neff::TensorMap>,
+    sg: &str,
+    name: String,
+    opts: LoadOptions,
+) -> Result<Model, NrtError> {
+    let nc = l.nc;
+    let cores = kelf.graphs.len() as u32;
+    if nc != 0 {
+        // The compiler writes SBUF addresses of DMA patterns as absolute per-core TPB
+        // addresses of NCs 0..lnc; relocating them to another core pair is not modelled yet.
+        return Err(NrtError::new(
+            NrtStatus::LoadNotEnoughNc,
+            format!("real NEFFs load at NeuronCore 0 in this version (asked for NC {nc})"),
+        ));
+    }
+    for extra in 1..cores {
+        l.drv
+            .nc_reset(1 << (nc + extra))
+            .map_err(|e| drv_err("NC_RESET", e))?;
+    }
+    let img = real_image(l, neff, kelf)?;
+    let (inputs, outputs) = tensor_infos(neff, def, tmap, sg, &img.shared)?;
+    let mut staged = Vec::new();
+    for (gi, g) in kelf.graphs.iter().enumerate() {
+        let core = nc + gi as u32;
+        let dir = g.dir();
+        let mut programs = vec![Vec::new(); 5];
+        for p in img.programs.iter().filter(|p| p.subgraph == dir) {
+            programs[p.engine.index()] = p.words.concat();
+        }
+        if let Some(Some(table)) = img.dge.get(gi) {
+            let (sb_base, _) = l
+                .drv
+                .tpb_resource(core, MMAP_RESOURCE_SBUF)
+                .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+            l.drv
+                .program_engine(core, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
+                .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
+        }
+        staged.push(stage_core(l, core, programs)?);
+    }
+    tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
+    Ok(Model {
+        drv: l.drv.clone(),
+        device_index: opts.device_index,
+        nc,
+        name,
+        inputs,
+        outputs,
+        chunks: std::mem::take(&mut l.chunks),
+        cores: staged,
+        data: Vec::new(),
+        timeout: opts.exec_timeout,
+        unrecoverable: false,
+    })
 }
 
 /// Place and translate a real NEFF as [`load`] would, and return the loaded programs (for
@@ -1051,7 +1123,7 @@ pub(crate) fn load_image(
         if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA != 0 {
             return Err(NrtError::invalid("a project test-encoding NEFF: its loaded form is listed by `neuron-emu disasm` directly"));
         }
-        real_image(&mut l, &neff, &kelf)
+        real_image(&mut l, &neff, &kelf).map(|i| i.programs)
     })();
     l.free_all();
     r
