@@ -63,6 +63,97 @@ fn real_neff_with_an_unknown_opcode_is_refused_at_load() {
         .expect("intact NEFF runs");
 }
 
+/// nkipy-matmul_small with one field of NEFF word `index` of `member` set to `v`.
+fn real_small_with(
+    member: &str,
+    index: usize,
+    field: &str,
+    v: neuron_isa::cayman::Value,
+) -> Vec<u8> {
+    use neuron_isa::cayman::{CaymanInstr, Namespace};
+    mutate_file(REAL_SMALL, member, |d| {
+        let at = index * 64;
+        let w: [u8; 64] = d[at..at + 64].try_into().expect("word");
+        let mut ci = CaymanInstr::decode(Namespace::Neff, &w);
+        let f = ci
+            .fields
+            .iter_mut()
+            .find(|f| f.spec.name == field)
+            .unwrap_or_else(|| panic!("no field {field} in {}", ci.opcode.name()));
+        f.value = v.clone();
+        d[at..at + 64].copy_from_slice(&ci.encode());
+    })
+}
+
+#[test]
+fn real_neff_sbuf_out_of_bounds_is_exec_oob_naming_engine_pc_and_opcode() {
+    use neuron_isa::cayman::{AccessPattern, Value};
+    // Activation word 3 copies 128 int32 per partition to SBUF 0x4000; move it to the last
+    // 16 bytes of the 224 KiB partition.
+    let ap = AccessPattern {
+        addr: 224 * 1024 - 16,
+        dims: 4,
+        step: [1, 1, 1, 1],
+        num: [128, 1, 1, 1],
+    };
+    let neff = real_small_with("sg00/Activation.bin", 3, "dst", Value::Ap(ap));
+    let err = run_real_small(&neff).expect_err("out of bounds");
+    assert_eq!(
+        err.status,
+        neuron_runtime::NrtStatus::ExecOob,
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("out-of-bounds"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("engine Scalar pc 69 opcode 0x46 (COPY)"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn real_neff_dma_to_an_unmapped_address_is_a_dma_abort() {
+    use neuron_isa::cayman::{DmaAddr, Value};
+    // SP word 2 is the DMA_DIRECT2D loading the identity constant into SBUF.
+    let neff = real_small_with(
+        "sg00/SP.bin",
+        2,
+        "dst",
+        Value::Addr(DmaAddr::Absolute(0x7f00_0000_0000)),
+    );
+    let err = run_real_small(&neff).expect_err("unmapped");
+    assert_eq!(
+        err.status,
+        neuron_runtime::NrtStatus::ExecHwErrDmaAbort,
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("engine Sync pc 51 opcode 0xb8 (DMA_DIRECT2D)"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn real_neff_semaphore_that_never_completes_times_out() {
+    use neuron_isa::cayman::Value;
+    // Pool word 2's DMA signals semaphore 24, which PE waits for; make it add nothing.
+    let neff = real_small_with("sg00/Pool.bin", 2, "sem_increment", Value::U(0));
+    let err = run_real_small(&neff).expect_err("hang");
+    assert_eq!(
+        err.status,
+        neuron_runtime::NrtStatus::Timeout,
+        "{}",
+        err.message
+    );
+    // The core is left undefined; the next load resets it and runs normally.
+    run_real_small(&std::fs::read(repo_path(REAL_SMALL)).expect("fixture")).expect("recovers");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 

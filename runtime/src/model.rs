@@ -887,7 +887,17 @@ impl Model {
             Some(e) => {
                 let op = self
                     .opcode_at(ci, e.index(), n.pc())
-                    .map(|o| format!("0x{o:02x}"))
+                    .map(|o| {
+                        let name = neuron_isa::cayman::Opcode::from_byte(
+                            neuron_isa::cayman::Namespace::Loaded,
+                            o,
+                        );
+                        if (0xE0..=0xE9).contains(&o) || !name.is_known() {
+                            format!("0x{o:02x}")
+                        } else {
+                            format!("0x{o:02x} ({})", name.name())
+                        }
+                    })
                     .unwrap_or_else(|| "?".into());
                 format!("engine {e} pc {} opcode {op}", n.pc())
             }
