@@ -1,5 +1,6 @@
 //! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
 
+mod benchreal;
 mod disasm;
 mod hostgemm;
 mod inspect;
@@ -96,6 +97,19 @@ enum BenchCmd {
         #[arg(long, default_value_t = 20)]
         repeat: u32,
     },
+    /// Compiler-produced NEFFs: host wall time, emulated device time, and the slowdown against
+    /// the trn2 time AWS's profiler measured (`<stem>.profile.json`, `summary.total_time`).
+    Real {
+        /// NEFF files. Default: every NEFF in ../shared/fixtures/real-neff (inputs over 1 GiB
+        /// skipped).
+        files: Vec<PathBuf>,
+        /// Directory of `<stem>.profile.json`. Default: `../real-profiles` next to each NEFF.
+        #[arg(long, value_name = "DIR")]
+        profiles: Option<PathBuf>,
+        /// Timed executions (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+    },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
         /// Matmul instructions (each [128x128]^T x [128x512], fp32).
@@ -124,6 +138,14 @@ fn main() -> ExitCode {
         Cmd::Bench {
             which: BenchCmd::Gemm { matmuls, repeat },
         } => bench_gemm(matmuls, repeat),
+        Cmd::Bench {
+            which:
+                BenchCmd::Real {
+                    files,
+                    profiles,
+                    repeat,
+                },
+        } => benchreal::run(&files, profiles.as_deref(), repeat),
         Cmd::Bench {
             which: BenchCmd::Neff { file, repeat },
         } => inspect::bench(&file, repeat).map_err(|(c, m)| Failure(c, m)),

@@ -332,8 +332,22 @@ pub fn execute(
             let (k, m) = (pe.k, pe.m);
             // out[j][n] = sum_k w[k][j] * moving[k][n]
             let mut out = vec![0f32; m * nmov];
+            let mut nz: Vec<usize> = Vec::with_capacity(nmov);
             for kk in 0..k {
                 let row = &a[kk * nmov..(kk + 1) * nmov];
+                // Transposes stream an identity matrix: a row with few nonzeros is cheaper
+                // walked by its nonzeros (same products, same order of accumulation).
+                nz.clear();
+                nz.extend((0..nmov).filter(|&n| row[n] != 0.0));
+                if nz.len() * 8 <= nmov {
+                    for j in 0..m {
+                        let w = pe.w[kk * m + j];
+                        for &n in &nz {
+                            out[j * nmov + n] += w * row[n];
+                        }
+                    }
+                    continue;
+                }
                 for j in 0..m {
                     let w = pe.w[kk * m + j];
                     if w == 0.0 {

@@ -1,0 +1,143 @@
+//! `neuron-emu bench real`: compiler-produced NEFFs on the emulated trn2, against the device
+//! time AWS's profiler measured for the same NEFF on silicon.
+
+use crate::{open_emulated, usage, Failure};
+use neuron_abi::arch::Arch;
+use neuron_runtime::{Config, Runtime};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Inputs larger than this are skipped when no file is named (nkipy-matmul_large: 4 GiB).
+const DEFAULT_INPUT_LIMIT: u64 = 1 << 30;
+
+/// The fixture directory beside the checkout, as CI lays it out.
+fn default_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/real-neff")
+}
+
+/// `summary[0].total_time` (seconds) of `<stem>.profile.json` in `profiles`.
+fn profiled_seconds(profiles: &Path, stem: &str) -> Option<f64> {
+    let raw = std::fs::read(profiles.join(format!("{stem}.profile.json"))).ok()?;
+    let j: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+    j["summary"][0]["total_time"].as_f64()
+}
+
+/// Instruction words in every engine program of every subgraph of the NEFF (static count).
+fn neff_words(bytes: &[u8]) -> Result<u64, String> {
+    let neff = neuron_neff::Neff::parse(bytes).map_err(|e| e.to_string())?;
+    let kelf = neff.kelf().map_err(|e| e.to_string())?;
+    let mut n = 0u64;
+    for g in &kelf.graphs {
+        let def = neff
+            .subgraph_def(&g.definition)
+            .map_err(|e| e.to_string())?;
+        for (_, _, f) in def.engine_files() {
+            if let Some(f) = f {
+                n += neff
+                    .subgraph_file(g.dir(), f)
+                    .map_err(|e| e.to_string())?
+                    .len() as u64
+                    / 64;
+            }
+        }
+    }
+    Ok(n)
+}
+
+pub fn run(files: &[PathBuf], profiles: Option<&Path>, repeat: u32) -> Result<(), Failure> {
+    if repeat == 0 {
+        return Err(usage("--repeat must be positive"));
+    }
+    let explicit = !files.is_empty();
+    let mut list = files.to_vec();
+    if !explicit {
+        let dir = default_dir();
+        let rd = std::fs::read_dir(&dir).map_err(|e| {
+            usage(format!(
+                "no NEFFs named and {} unreadable: {e}",
+                dir.display()
+            ))
+        })?;
+        list = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "neff"))
+            .collect();
+        list.sort();
+    }
+    println!(
+        "bench real: {repeat} timed executions each (after one warm-up); slowdown = host wall / profiled trn2 time"
+    );
+    println!(
+        "{:<28} {:>10} {:>12} {:>12} {:>9} {:>8} {:>12}",
+        "neff", "host ms", "emulated us", "trn2 us", "slowdown", "words", "words/s"
+    );
+    for path in &list {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_string();
+        let bytes = std::fs::read(path)
+            .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+        let words = neff_words(&bytes).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+        let (_emu, dev) = open_emulated(Arch::V3Trn2)?;
+        let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
+        let mut model = rt
+            .load(&bytes, 0)
+            .map_err(|e| Failure(1, format!("{stem}: load failed: {e}")))?;
+        let infos: Vec<_> = model.inputs().cloned().collect();
+        let total: u64 = infos.iter().map(|t| t.size).sum();
+        if !explicit && total > DEFAULT_INPUT_LIMIT {
+            println!(
+                "{stem:<28} skipped: {:.1} GiB of inputs (name the file to run it)",
+                total as f64 / (1u64 << 30) as f64
+            );
+            continue;
+        }
+        let mut data = Vec::new();
+        for (i, t) in infos.iter().enumerate() {
+            let n = (t.size as usize) / t.dtype.size();
+            let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, i), n, 1.0);
+            let mut b = vec![0u8; t.size as usize];
+            for (k, v) in vals.iter().enumerate() {
+                neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
+            }
+            data.push((t.name.clone(), b));
+        }
+        let refs: Vec<(&str, &[u8])> = data
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        model
+            .execute(&refs)
+            .map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+        let t = Instant::now();
+        let mut dev_ps = 0;
+        for _ in 0..repeat {
+            dev_ps = model
+                .execute(&refs)
+                .map_err(|e| Failure(1, format!("{stem}: {e}")))?
+                .device_time_ps;
+        }
+        let wall = t.elapsed().as_secs_f64() / repeat as f64;
+        let prof_dir = profiles.map(Path::to_path_buf).unwrap_or_else(|| {
+            path.parent()
+                .unwrap_or(Path::new("."))
+                .join("../real-profiles")
+        });
+        let (trn2, slow) = match profiled_seconds(&prof_dir, &stem) {
+            Some(s) if s > 0.0 => (format!("{:.2}", s * 1e6), format!("{:.0}x", wall / s)),
+            _ => ("-".into(), "-".into()),
+        };
+        println!(
+            "{stem:<28} {:>10.2} {:>12.2} {:>12} {:>9} {:>8} {:>12.0}",
+            wall * 1e3,
+            dev_ps as f64 / 1e6,
+            trn2,
+            slow,
+            words,
+            words as f64 / wall
+        );
+    }
+    Ok(())
+}
