@@ -281,8 +281,10 @@ fn run(a: RunArgs) -> Result<(), Failure> {
             sum
         );
         if let Some(g) = &golden_dir {
-            match compare_golden(g, &t.name, t.dtype, bytes) {
-                Ok(err) => line.push_str(&format!(" max_abs_err {err:.3e}")),
+            match compare_golden(g, &t.name, t.dtype, &t.shape, bytes) {
+                Ok((err, rel, what)) => line.push_str(&format!(
+                    " max_abs_err {err:.3e} rel_err {rel:.3e} ({what})"
+                )),
                 Err(e) => {
                     line.push_str(" golden: unavailable");
                     worst_fail = Some(e);
@@ -321,33 +323,138 @@ fn run(a: RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Compare an output with its golden: `<dir>/<name>.npy` (float32, same element count), or a
+/// reduced golden (`<dir>/reduction.json`: column blocks and sampled elements of a large
+/// output). Returns (max |got - want|, that over max |want|, what was compared).
 fn compare_golden(
     dir: &Path,
     name: &str,
     dt: neuron_isa::Dtype,
+    shape: &[u64],
     bytes: &[u8],
-) -> Result<f32, String> {
-    let p = dir.join(format!("{name}.npy"));
-    let raw = std::fs::read(&p).map_err(|e| format!("golden {}: {e}", p.display()))?;
-    let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
-    if g.dtype != neuron_neff::npy::NpyDtype::F32 {
-        return Err(format!("golden {} must be float32", p.display()));
-    }
-    let want = tensorio::to_f32(neuron_isa::Dtype::F32, &g.data);
+) -> Result<(f32, f32, String), String> {
+    let read = |p: &Path| -> Result<Vec<f32>, String> {
+        let raw = std::fs::read(p).map_err(|e| format!("golden {}: {e}", p.display()))?;
+        let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
+        if g.dtype != neuron_neff::npy::NpyDtype::F32 {
+            return Err(format!("golden {} must be float32", p.display()));
+        }
+        Ok(tensorio::to_f32(neuron_isa::Dtype::F32, &g.data))
+    };
     let got = tensorio::to_f32(dt, bytes);
-    if want.len() != got.len() {
+    let full = dir.join(format!("{name}.npy"));
+    let (got_sel, want, what) = if full.exists() {
+        let want = read(&full)?;
+        if want.len() != got.len() {
+            return Err(format!(
+                "golden {} has {} elements, output {}",
+                full.display(),
+                want.len(),
+                got.len()
+            ));
+        }
+        (got, want, "all elements".to_string())
+    } else {
+        reduced_golden(dir, name, shape, &got, &read)?
+    };
+    let err = want
+        .iter()
+        .zip(&got_sel)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    let scale = want.iter().fold(0.0f32, |m, w| m.max(w.abs()));
+    Ok((err, if scale > 0.0 { err / scale } else { err }, what))
+}
+
+type Selection = (Vec<f32>, Vec<f32>, String);
+
+/// The elements a `reduction.json` golden names, from the output and from the golden files
+/// (paths in it are relative to the golden directory's parent).
+fn reduced_golden(
+    dir: &Path,
+    name: &str,
+    shape: &[u64],
+    got: &[f32],
+    read: &dyn Fn(&Path) -> Result<Vec<f32>, String>,
+) -> Result<Selection, String> {
+    let rp = dir.join("reduction.json");
+    let raw = std::fs::read(&rp)
+        .map_err(|_| format!("no golden {}/{name}.npy or reduction.json", dir.display()))?;
+    let j: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(|e| format!("{}: {e}", rp.display()))?;
+    if j["output"] != name {
         return Err(format!(
-            "golden {} has {} elements, output {}",
-            p.display(),
-            want.len(),
-            got.len()
+            "{} describes output {}, not {name}",
+            rp.display(),
+            j["output"]
         ));
     }
-    Ok(want
-        .iter()
-        .zip(&got)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max))
+    let [rows, cols] = shape else {
+        return Err(format!(
+            "reduced goldens need a 2-D output; {name} is {shape:?}"
+        ));
+    };
+    let (rows, cols) = (*rows as usize, *cols as usize);
+    let base = dir.parent().unwrap_or(Path::new("."));
+    let files = j["files"].as_array().cloned().unwrap_or_default();
+    let file = |i: usize| -> Result<std::path::PathBuf, String> {
+        files
+            .get(i)
+            .and_then(|f| f["file"].as_str())
+            .map(|f| base.join(f))
+            .ok_or_else(|| format!("{}: files[{i}] missing", rp.display()))
+    };
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    let blocks = j["column_blocks"].as_array().cloned().unwrap_or_default();
+    for (bi, b) in blocks.iter().enumerate() {
+        let (c0, c1) = (
+            b[0].as_u64().unwrap_or(0) as usize,
+            b[1].as_u64().unwrap_or(0) as usize,
+        );
+        if c0 >= c1 || c1 > cols {
+            return Err(format!("{}: bad column block {b}", rp.display()));
+        }
+        let want = read(&file(bi)?)?;
+        if want.len() != rows * (c1 - c0) {
+            return Err(format!("{}: block {bi} size mismatch", rp.display()));
+        }
+        for r in 0..rows {
+            g.extend_from_slice(&got[r * cols + c0..r * cols + c1]);
+        }
+        w.extend(want);
+    }
+    let idx_path = file(blocks.len())?;
+    let idx_raw = std::fs::read(&idx_path).map_err(|e| format!("{}: {e}", idx_path.display()))?;
+    let idx = NpyArray::parse(&idx_raw).map_err(|e| format!("{}: {e}", idx_path.display()))?;
+    let vals = read(&file(blocks.len() + 1)?)?;
+    let pairs: Vec<u64> = idx
+        .data
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])))
+        .collect();
+    if pairs.len() != 2 * vals.len() {
+        return Err(format!(
+            "{}: sample index/value count mismatch",
+            rp.display()
+        ));
+    }
+    for (rc, v) in pairs.chunks_exact(2).zip(&vals) {
+        let (r, c) = (rc[0] as usize, rc[1] as usize);
+        if r >= rows || c >= cols {
+            return Err(format!(
+                "{}: sample ({r}, {c}) outside the output",
+                rp.display()
+            ));
+        }
+        g.push(got[r * cols + c]);
+        w.push(*v);
+    }
+    let what = format!(
+        "reduced: {} column blocks + {} samples",
+        blocks.len(),
+        vals.len()
+    );
+    Ok((g, w, what))
 }
 
 fn bench_gemm(matmuls: u32, repeat: u32) -> Result<(), Failure> {

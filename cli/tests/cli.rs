@@ -50,7 +50,8 @@ fn run_fixture_with_defaults() {
     let err: f64 = line
         .split("max_abs_err ")
         .nth(1)
-        .and_then(|s| s.trim().parse().ok())
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
         .expect("max_abs_err");
     assert!(err <= 2e-2, "{line}");
     assert!(stdout.contains("device time "), "{stdout}");

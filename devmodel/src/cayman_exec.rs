@@ -134,23 +134,42 @@ fn gather(
     channels: usize,
     out: &mut Vec<f32>,
 ) -> Result<usize, OpFault> {
-    let Span {
-        space,
-        stride,
-        offs,
-        es,
-        base,
-    } = span(mem, ap, dt, channels)?;
-    let bytes = mem.bytes(space);
+    let sp = span(mem, ap, dt, channels)?;
+    let bytes = mem.bytes(sp.space);
     out.clear();
+    out.reserve(channels * sp.offs.len());
+    // One loop per common dtype so the conversion is inlined, not dispatched per element.
+    match dt {
+        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, |b| {
+            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        }),
+        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, |b| {
+            half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+        }),
+        Dtype::F16 => gather_with(bytes, &sp, channels, out, |b| {
+            half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+        }),
+        _ => gather_with(bytes, &sp, channels, out, |b| load_f32(dt, b)),
+    }
+    Ok(sp.offs.len())
+}
+
+#[inline(always)]
+fn gather_with(
+    bytes: &[u8],
+    sp: &Span,
+    channels: usize,
+    out: &mut Vec<f32>,
+    load: impl Fn(&[u8]) -> f32,
+) {
+    let es = sp.es as usize;
     for p in 0..channels {
-        let pb = (p * stride) as i64 + base;
-        for o in &offs {
-            let at = (pb + o * es) as usize;
-            out.push(load_f32(dt, &bytes[at..at + es as usize]));
+        let pb = (p * sp.stride) as i64 + sp.base;
+        for o in &sp.offs {
+            let at = (pb + o * sp.es) as usize;
+            out.push(load(&bytes[at..at + es]));
         }
     }
-    Ok(offs.len())
 }
 
 fn scatter(
@@ -160,29 +179,46 @@ fn scatter(
     channels: usize,
     vals: &[f32],
 ) -> Result<(), OpFault> {
-    let Span {
-        space,
-        stride,
-        offs,
-        es,
-        base,
-    } = span(mem, ap, dt, channels)?;
-    if vals.len() < channels * offs.len() {
+    let sp = span(mem, ap, dt, channels)?;
+    if vals.len() < channels * sp.offs.len() {
         return Err(OpFault::bad(
             "shape mismatch between source and destination patterns",
         ));
     }
-    let bytes = mem.bytes_mut(space);
+    let bytes = mem.bytes_mut(sp.space);
+    match dt {
+        Dtype::F32 | Dtype::F32r => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            b.copy_from_slice(&v.to_le_bytes())
+        }),
+        Dtype::Bf16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            b.copy_from_slice(&half::bf16::from_f32(v).to_bits().to_le_bytes())
+        }),
+        Dtype::F16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            b.copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes())
+        }),
+        _ => scatter_with(bytes, &sp, channels, vals, |v, b| store_f32(dt, v, b)),
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn scatter_with(
+    bytes: &mut [u8],
+    sp: &Span,
+    channels: usize,
+    vals: &[f32],
+    store: impl Fn(f32, &mut [u8]),
+) {
+    let es = sp.es as usize;
     let mut k = 0;
     for p in 0..channels {
-        let pb = (p * stride) as i64 + base;
-        for o in &offs {
-            let at = (pb + o * es) as usize;
-            store_f32(dt, vals[k], &mut bytes[at..at + es as usize]);
+        let pb = (p * sp.stride) as i64 + sp.base;
+        for o in &sp.offs {
+            let at = (pb + o * sp.es) as usize;
+            store(vals[k], &mut bytes[at..at + es]);
             k += 1;
         }
     }
-    Ok(())
 }
 
 /// Copy `channels` partitions from one pattern to another without converting the elements.
@@ -332,32 +368,33 @@ pub fn execute(
             let (k, m) = (pe.k, pe.m);
             // out[j][n] = sum_k w[k][j] * moving[k][n]
             let mut out = vec![0f32; m * nmov];
-            let mut nz: Vec<usize> = Vec::with_capacity(nmov);
-            for kk in 0..k {
-                let row = &a[kk * nmov..(kk + 1) * nmov];
-                // Transposes stream an identity matrix: a row with few nonzeros is cheaper
-                // walked by its nonzeros (same products, same order of accumulation).
-                nz.clear();
-                nz.extend((0..nmov).filter(|&n| row[n] != 0.0));
-                if nz.len() * 8 <= nmov {
-                    for j in 0..m {
-                        let w = pe.w[kk * m + j];
-                        for &n in &nz {
-                            out[j * nmov + n] += w * row[n];
-                        }
-                    }
-                    continue;
-                }
-                for j in 0..m {
-                    let w = pe.w[kk * m + j];
-                    if w == 0.0 {
-                        continue;
-                    }
-                    let o = &mut out[j * nmov..(j + 1) * nmov];
-                    for (x, y) in o.iter_mut().zip(row) {
-                        *x += w * y;
-                    }
-                }
+            // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
+            let ok = crate::gemm::sgemm(
+                m,
+                k,
+                nmov,
+                &pe.w,
+                crate::gemm::View {
+                    off: 0,
+                    rs: 1,
+                    cs: m,
+                },
+                a,
+                crate::gemm::View {
+                    off: 0,
+                    rs: nmov,
+                    cs: 1,
+                },
+                0.0,
+                &mut out,
+                crate::gemm::View {
+                    off: 0,
+                    rs: nmov,
+                    cs: 1,
+                },
+            );
+            if !ok {
+                return Err(OpFault::bad("MATMUL operand shapes do not fit"));
             }
             // Transposes write 16-bit data as 16-bit PSUM elements (`nki-isa-and-cost-model.md`
             // §1.4); everything else accumulates in fp32.

@@ -14,8 +14,8 @@ use crate::regs::RegPage;
 use crate::time::Ps;
 use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE};
 use neuron_abi::udma::UdmaDesc;
-use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace};
-use neuron_isa::{testenc, Engine, Instr, Op, SemOp, WaitCond};
+use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Opcode};
+use neuron_isa::{testenc, Engine, Instr, Op, SemOp, SemUpdate, SemWait, WaitCond};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt;
@@ -903,6 +903,23 @@ impl Device {
         let Some((instr, opcode)) = st.pending.as_ref().map(|p| (p.0, p.1)) else {
             return;
         };
+        // EVENT_SEMAPHORE may name a second wait in its body ("$S[i] >= v"); both must hold.
+        let ext_wait = self.cores[nc].engines[e]
+            .pending
+            .as_ref()
+            .and_then(|p| p.2.as_deref())
+            .and_then(ext_wait_of);
+        if let Some(w) = ext_wait {
+            let regs = &self.cores[nc].regs;
+            let ok = match w.cond {
+                WaitCond::Eq => regs.sem(w.index) == w.value,
+                _ => regs.sem(w.index) >= w.value,
+            };
+            if !ok {
+                self.cores[nc].engines[e].status = EngStatus::Blocked;
+                return;
+            }
+        }
         if let Some(w) = instr.sync.wait {
             let regs = &self.cores[nc].regs;
             let ok = match w.cond {
@@ -1238,9 +1255,84 @@ fn decode_real(word: &[u8]) -> Result<(Instr, Option<Box<CaymanInstr>>), String>
     if !ci.opcode.is_known() {
         return Err(format!("unknown opcode 0x{:02x}", word[0]));
     }
-    let sync = ci
+    let mut sync = ci
         .header
         .sync()
         .ok_or_else(|| format!("{}: unsupported semaphore header codes", ci.opcode.name()))?;
+    if ci.opcode == Opcode::EventSemaphore {
+        if let Some(c) = ci.u("ext_cond").filter(|c| *c != 0) {
+            if !matches!(c, 0x01 | 0x05) {
+                return Err(format!(
+                    "EVENT_SEMAPHORE: extended wait condition 0x{c:02x} not known"
+                ));
+            }
+        }
+        // The body's update ("$S[i]++@complete" ...) completes like the header's.
+        if let Some(op) = ci.u("ext_op").filter(|o| *o != 0) {
+            let op = SemOp::from_code(op as u8)
+                .ok_or_else(|| format!("EVENT_SEMAPHORE: extended update 0x{op:02x} not known"))?;
+            if sync.update.is_some() {
+                return Err("EVENT_SEMAPHORE with two semaphore updates is not modelled".into());
+            }
+            sync.update = Some(SemUpdate {
+                op,
+                index: ci.u("ext_index").unwrap_or(0) as u8,
+                value: ci.u("ext_operand").unwrap_or(0) as u32 as i32,
+            });
+        }
+    }
     Ok((Instr { sync, op: Op::Nop }, Some(Box::new(ci))))
+}
+
+/// The second wait an EVENT_SEMAPHORE word carries in its body, if any.
+fn ext_wait_of(ci: &CaymanInstr) -> Option<SemWait> {
+    if ci.opcode != Opcode::EventSemaphore {
+        return None;
+    }
+    let c = ci.u("ext_cond").filter(|c| *c != 0)? as u8;
+    Some(SemWait {
+        cond: WaitCond::from_code(c)?,
+        index: ci.u("ext_wait_index").unwrap_or(0) as u8,
+        value: ci.u("ext_wait_value").unwrap_or(0) as u32 as i32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn word(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect()
+    }
+
+    /// nkipy-matmul_large sg00 Pool pc 6919 (loaded form): `S[32]>=4112 $S[6]>=603`. The body's
+    /// wait guards the output DMA that follows; ignoring it let the DMA read two column blocks
+    /// before the Vector engine had written them.
+    #[test]
+    fn event_semaphore_carries_a_second_wait() {
+        let w = word("a010000005200000101000000000000000000000000000000000000000000000050600005b020000000000000000000000000000000000000000000000000000");
+        let (instr, ci) = decode_real(&w).expect("decodes");
+        let ci = ci.expect("real word");
+        assert_eq!(
+            instr.sync.wait.map(|w| (w.cond, w.index, w.value)),
+            Some((WaitCond::Ge, 32, 4112))
+        );
+        let ext = ext_wait_of(&ci).expect("second wait");
+        assert_eq!((ext.cond, ext.index, ext.value), (WaitCond::Ge, 6, 603));
+        // A body update becomes the word's update; an unknown body condition is refused.
+        let mut u = w.clone();
+        u[34] = 0x13;
+        u[35] = 9;
+        let (instr, _) = decode_real(&u).expect("decodes");
+        assert_eq!(
+            instr.sync.update.map(|u| (u.op, u.index)),
+            Some((SemOp::Inc, 9))
+        );
+        let mut bad = w.clone();
+        bad[32] = 0x07;
+        assert!(decode_real(&bad).is_err());
+    }
 }
