@@ -95,6 +95,8 @@ const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 
 /// Where an access pattern's elements lie, checked against the partition size.
 struct Span {
+    /// Offsets are `offs[0], offs[0]+1, ...` (one ascending run per partition).
+    contiguous: bool,
     space: Space,
     stride: usize,
     offs: Vec<i64>,
@@ -117,7 +119,9 @@ fn span(mem: &CoreMem, ap: &AccessPattern, dt: Dtype, channels: usize) -> Result
             "{space:?} bytes {lo}..{hi} of {channels} partitions outside {limit}-byte partitions"
         )));
     }
+    let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
     Ok(Span {
+        contiguous,
         space,
         stride,
         offs,
@@ -163,8 +167,15 @@ fn gather_with(
     load: impl Fn(&[u8]) -> f32,
 ) {
     let es = sp.es as usize;
+    let n = sp.offs.len();
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
+        if sp.contiguous {
+            // One slice per partition: the conversion loop vectorises.
+            let at = (pb + sp.offs[0] * sp.es) as usize;
+            out.extend(bytes[at..at + n * es].chunks_exact(es).map(&load));
+            continue;
+        }
         for o in &sp.offs {
             let at = (pb + o * sp.es) as usize;
             out.push(load(&bytes[at..at + es]));
@@ -210,9 +221,21 @@ fn scatter_with(
     store: impl Fn(f32, &mut [u8]),
 ) {
     let es = sp.es as usize;
+    let n = sp.offs.len();
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
+        if sp.contiguous {
+            let at = (pb + sp.offs[0] * sp.es) as usize;
+            for (c, v) in bytes[at..at + n * es]
+                .chunks_exact_mut(es)
+                .zip(&vals[k..k + n])
+            {
+                store(*v, c);
+            }
+            k += n;
+            continue;
+        }
         for o in &sp.offs {
             let at = (pb + o * sp.es) as usize;
             store(vals[k], &mut bytes[at..at + es]);

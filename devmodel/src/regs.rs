@@ -123,6 +123,10 @@ impl RegPage {
 
     /// Apply stores user space made through the mapping. Returns whether anything changed.
     pub fn drain_mailboxes(&self) -> bool {
+        // Plain loads first: the swaps below are only needed when something was stored.
+        if !self.has_mail() {
+            return false;
+        }
         let mut changed = false;
         for s in 0..COUNT {
             let v = self.words.0[SEM_SET + s].swap(SET_EMPTY, Ordering::SeqCst);

@@ -179,12 +179,18 @@ fn worker(sh: Arc<DevShared>) {
             g = sh.lock();
             continue;
         }
-        let (ng, _) = sh
+        let (ng, to) = sh
             .kick
             .wait_timeout(g, backoff)
             .unwrap_or_else(|e| e.into_inner());
         g = ng;
-        backoff = (backoff * 2).min(MAX);
+        // A kick (an ioctl that touched the device) means user space is active: stores to
+        // mapped registers (which cannot kick) are likely to follow, so poll briskly again.
+        backoff = if to.timed_out() {
+            (backoff * 2).min(MAX)
+        } else {
+            MIN
+        };
     }
 }
 

@@ -820,7 +820,7 @@ impl Model {
             } else {
                 spins += 1;
                 if spins > 64 {
-                    std::thread::sleep(Duration::from_micros(((spins - 64) as u64 * 10).min(1000)));
+                    std::thread::sleep(Duration::from_micros(((spins - 64) as u64 * 10).min(200)));
                 }
             }
         }
