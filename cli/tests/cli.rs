@@ -167,3 +167,101 @@ fn help_lists_the_commands() {
     assert!(out.status.success());
     assert!(s.contains("run") && s.contains("bench"), "{s}");
 }
+
+/// Parse `rel_err X` from an output line.
+fn rel_err(line: &str) -> f64 {
+    line.split("rel_err ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no rel_err in {line}"))
+}
+
+/// The reduced-golden path of `run --golden`, on the real NEFF that needs it.
+/// nkipy-matmul_large takes a 4 GiB input and ~1 minute and ~13 GB of memory in a release
+/// build, so it is not part of the default suite:
+/// `cargo test --release -p neuron-emu --test cli -- --ignored`.
+#[test]
+#[ignore = "4 GiB input: run with --release -- --ignored"]
+fn nkipy_matmul_large_matches_its_reduced_golden() {
+    let out = bin()
+        .env("NEURON_RT_EXEC_TIMEOUT", "3600")
+        .args([
+            "run",
+            "../shared/fixtures/real-neff/nkipy-matmul_large.neff",
+            "--golden",
+            "fixtures/real-golden/nkipy-matmul_large",
+        ])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("output output0"))
+        .expect("output line");
+    assert!(
+        line.contains("reduced: 2 column blocks + 1024 samples"),
+        "{line}"
+    );
+    assert!(rel_err(line) <= 2e-2, "{line}");
+}
+
+/// `run --golden` on a real NEFF reports the relative error the goldens' manifest uses.
+#[test]
+fn real_neff_run_reports_rel_err_against_its_golden() {
+    let out = bin()
+        .args([
+            "run",
+            "../shared/fixtures/real-neff/nkipy-matmul_small.neff",
+            "--golden",
+            "fixtures/real-golden/nkipy-matmul_small",
+        ])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("output output0"))
+        .expect("output line");
+    assert!(line.contains("(all elements)"), "{line}");
+    assert!(rel_err(line) <= 2e-2, "{line}");
+}
+
+#[test]
+fn bench_real_prints_the_slowdown_against_the_profile() {
+    let out = bin()
+        .args([
+            "bench",
+            "real",
+            "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff",
+            "--repeat",
+            "1",
+        ])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("akc-fused_bf16_s512"))
+        .expect("a row");
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols.len(), 7, "{row}");
+    // The profiled trn2 time of this NEFF (summary.total_time) is 36.35 us.
+    assert_eq!(cols[3], "36.35", "{row}");
+    assert!(cols[4].ends_with('x'), "{row}");
+}

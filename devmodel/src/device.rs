@@ -941,6 +941,9 @@ impl Device {
             .pending
             .as_mut()
             .and_then(|p| p.2.take());
+        let name = real
+            .as_ref()
+            .map_or(instr.mnemonic(), |c| c.opcode.static_name());
         let cost = &self.profile.cost;
         let mhz = cost.engine_mhz[e];
         let overhead = cost.instr_overhead_cycles;
@@ -1017,7 +1020,7 @@ impl Device {
             t.push(TraceEvent {
                 nc,
                 track: engine.profiler_name().to_string(),
-                name: instr.mnemonic(),
+                name,
                 pc,
                 start: self.now,
                 dur,

@@ -127,7 +127,16 @@ impl Opcode {
     /// The name AWS's profiler prints; for opcodes never profiled, the name given in
     /// `docs/isa/cayman.md` (`TENSOR_TENSOR`, `MEMSET`) or `OP_0x..`.
     pub fn name(self) -> String {
-        let s = match self {
+        match self {
+            Opcode::Unnamed(b) => format!("OP_0x{b:02x}"),
+            Opcode::Unknown(b) => format!("UNKNOWN_0x{b:02x}"),
+            _ => self.static_name().to_owned(),
+        }
+    }
+
+    /// [`Opcode::name`] without allocating: `"OP_UNNAMED"` / `"UNKNOWN"` for unnamed bytes.
+    pub fn static_name(self) -> &'static str {
+        match self {
             Opcode::Ldweights => "LDWEIGHTS",
             Opcode::Matmul => "MATMUL",
             Opcode::Activate => "ACTIVATE",
@@ -149,10 +158,9 @@ impl Opcode {
             Opcode::EventSemaphoreRangeClear => "EVENT_SEMAPHORE_RANGE_CLEAR",
             Opcode::SetOrderingMode => "SET_ORDERING_MODE",
             Opcode::DmaDirect2d => "DMA_DIRECT2D",
-            Opcode::Unnamed(b) => return format!("OP_0x{b:02x}"),
-            Opcode::Unknown(b) => return format!("UNKNOWN_0x{b:02x}"),
-        };
-        s.to_owned()
+            Opcode::Unnamed(_) => "OP_UNNAMED",
+            Opcode::Unknown(_) => "UNKNOWN",
+        }
     }
 
     pub fn is_known(self) -> bool {
