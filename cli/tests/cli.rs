@@ -177,6 +177,26 @@ fn rel_err(line: &str) -> f64 {
         .unwrap_or_else(|| panic!("no rel_err in {line}"))
 }
 
+/// `neuron-emu run NEFF --golden DIR`: the line of output `output0`, after checking success.
+fn run_output0_line(neff: &str, golden: &str) -> String {
+    let out = bin()
+        .env("NEURON_RT_EXEC_TIMEOUT", "3600")
+        .args(["run", neff, "--golden", golden])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find(|l| l.starts_with("output output0"))
+        .expect("output line")
+        .to_string()
+}
+
 /// The reduced-golden path of `run --golden`, on the real NEFF that needs it.
 /// nkipy-matmul_large takes a 4 GiB input and ~1 minute and ~13 GB of memory in a release
 /// build, so it is not part of the default suite:
@@ -184,57 +204,26 @@ fn rel_err(line: &str) -> f64 {
 #[test]
 #[ignore = "4 GiB input: run with --release -- --ignored"]
 fn nkipy_matmul_large_matches_its_reduced_golden() {
-    let out = bin()
-        .env("NEURON_RT_EXEC_TIMEOUT", "3600")
-        .args([
-            "run",
-            "../shared/fixtures/real-neff/nkipy-matmul_large.neff",
-            "--golden",
-            "fixtures/real-golden/nkipy-matmul_large",
-        ])
-        .output()
-        .expect("spawn");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let line = run_output0_line(
+        "../shared/fixtures/real-neff/nkipy-matmul_large.neff",
+        "fixtures/real-golden/nkipy-matmul_large",
     );
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("output output0"))
-        .expect("output line");
     assert!(
         line.contains("reduced: 2 column blocks + 1024 samples"),
         "{line}"
     );
-    assert!(rel_err(line) <= 2e-2, "{line}");
+    assert!(rel_err(&line) <= 2e-2, "{line}");
 }
 
 /// `run --golden` on a real NEFF reports the relative error the goldens' manifest uses.
 #[test]
 fn real_neff_run_reports_rel_err_against_its_golden() {
-    let out = bin()
-        .args([
-            "run",
-            "../shared/fixtures/real-neff/nkipy-matmul_small.neff",
-            "--golden",
-            "fixtures/real-golden/nkipy-matmul_small",
-        ])
-        .output()
-        .expect("spawn");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let line = run_output0_line(
+        "../shared/fixtures/real-neff/nkipy-matmul_small.neff",
+        "fixtures/real-golden/nkipy-matmul_small",
     );
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("output output0"))
-        .expect("output line");
     assert!(line.contains("(all elements)"), "{line}");
-    assert!(rel_err(line) <= 2e-2, "{line}");
+    assert!(rel_err(&line) <= 2e-2, "{line}");
 }
 
 #[test]
