@@ -267,6 +267,28 @@ fn real_neffs_match_their_independent_goldens() {
     assert_eq!(ran, 7);
 }
 
+/// An LNC=2 NEFF loads on any core pair: at NC 2 its subgraphs run on cores 2 and 3 and give the
+/// same numbers as at NC 0; at NC 7 there is no core 8.
+#[test]
+fn real_neff_runs_on_another_core_pair() {
+    let bytes = std::fs::read(repo_path(
+        "../shared/fixtures/real-neff/nkipy-matmul_small.neff",
+    ))
+    .expect("fixture");
+    let x = builtin_input(Dtype::F16, 128 * 256, 0);
+    let y = builtin_input(Dtype::F16, 256 * 128, 1);
+    let s = setup(Duration::from_secs(30));
+    let run = |nc: u32| {
+        let mut m = s.rt.load(&bytes, nc).expect("load");
+        m.execute(&[("x", &x), ("y", &y)]).expect("execute")
+    };
+    let (a, b) = (run(0), run(2));
+    assert_eq!(a.outputs[0].1, b.outputs[0].1);
+    assert_eq!(a.device_time_ps, b.device_time_ps);
+    let err = s.rt.load(&bytes, 7).expect_err("no core 8");
+    assert_eq!(err.status, NrtStatus::LoadNotEnoughNc, "{}", err.message);
+}
+
 #[test]
 fn reloading_after_a_fault_recovers_the_core() {
     let s = setup(Duration::from_millis(300));

@@ -1028,7 +1028,14 @@ fn real_image(
         });
         bases.push(b);
     }
-    let programs = crate::real::build_programs(neff, &graphs, &bases, START_SEM, START_NOTIFY_ID)?;
+    let programs = crate::real::build_programs(
+        neff,
+        &graphs,
+        &bases,
+        START_SEM,
+        START_NOTIFY_ID,
+        l.nc as u64 * tpb::WINDOW,
+    )?;
     Ok(RealImage {
         programs,
         shared,
@@ -1060,14 +1067,6 @@ fn load_real(
 ) -> Result<Model, NrtError> {
     let nc = l.nc;
     let cores = kelf.graphs.len() as u32;
-    if nc != 0 {
-        // The compiler writes SBUF addresses of DMA patterns as absolute per-core TPB
-        // addresses of NCs 0..lnc; relocating them to another core pair is not modelled yet.
-        return Err(NrtError::new(
-            NrtStatus::LoadNotEnoughNc,
-            format!("real NEFFs load at NeuronCore 0 in this version (asked for NC {nc})"),
-        ));
-    }
     for extra in 1..cores {
         l.drv
             .nc_reset(1 << (nc + extra))

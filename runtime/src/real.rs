@@ -59,13 +59,43 @@ pub fn features(
     }
 }
 
-/// Translate one NEFF word to its loaded form. `base_of(var_id)` gives a variable's address.
-pub fn relocate(word: &[u8; 64], base_of: &dyn Fn(u8) -> Option<u64>) -> Result<[u8; 64], String> {
+/// The trn2 TPB windows (cores 0..8): DMA operands the compiler wrote as absolute SBUF
+/// addresses of the cores it compiled for (0 and 1 for LNC=2).
+fn tpb_range() -> (u64, u64) {
+    let arch = neuron_abi::arch::Arch::V3Trn2;
+    let lo = arch.tpb_sbuf_mmap_offset(0).unwrap_or(0);
+    (lo, lo + arch.nc_count() as u64 * neuron_abi::tpb::WINDOW)
+}
+
+/// Translate one NEFF word to its loaded form. `base_of(var_id)` gives a variable's address;
+/// absolute TPB addresses move by `tpb_shift` bytes (the model's first core × the window size),
+/// so a model loaded at NC 2 reaches cores 2 and 3.
+pub fn relocate(
+    word: &[u8; 64],
+    base_of: &dyn Fn(u8) -> Option<u64>,
+    tpb_shift: u64,
+) -> Result<[u8; 64], String> {
+    let (tpb_lo, tpb_hi) = tpb_range();
     let mut d = CaymanInstr::decode(Namespace::Neff, word);
     if !d.opcode.is_known() {
         return Err(format!("unknown opcode 0x{:02x}", word[0]));
     }
     for f in d.fields.iter_mut() {
+        if let Value::Addr(DmaAddr::Absolute(v)) = f.value {
+            if (tpb_lo..tpb_hi).contains(&v) && tpb_shift != 0 {
+                let moved = v
+                    .checked_add(tpb_shift)
+                    .filter(|m| *m < tpb_hi)
+                    .ok_or_else(|| {
+                        format!(
+                            "{}: SBUF address 0x{v:x} moved by 0x{tpb_shift:x} leaves the device's cores",
+                            f.spec.name
+                        )
+                    })?;
+                f.value = Value::Addr(DmaAddr::Absolute(moved));
+            }
+            continue;
+        }
         if let Value::Addr(DmaAddr::VarRelative {
             offset,
             var_id,
@@ -102,6 +132,7 @@ pub fn build_programs(
     bases: &[BTreeMap<u8, u64>],
     start_sem: u8,
     start_notify: u16,
+    tpb_shift: u64,
 ) -> Result<Vec<LoadedProgram>, NrtError> {
     let mut out = Vec::new();
     for (gi, (sg, def)) in graphs.iter().enumerate() {
@@ -136,7 +167,7 @@ pub fn build_programs(
             }
             for (i, w) in bin.chunks_exact(testenc::WORD).enumerate() {
                 let word: &[u8; 64] = w.try_into().map_err(|_| NrtError::invalid("word size"))?;
-                let loaded = relocate(word, &base_of).map_err(|e| {
+                let loaded = relocate(word, &base_of, tpb_shift).map_err(|e| {
                     NrtError::invalid(format!(
                         "{sg} engine {engine} pc {}: {e}",
                         base as usize + i
@@ -164,6 +195,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn absolute_sbuf_addresses_move_with_the_model_core() {
+        let mut w = [0u8; 64];
+        w[0] = 0xd4;
+        w[1] = 0x10;
+        let sbuf_core1 = 0x20_0400_0000u64 + 0x37c00;
+        w[40..48].copy_from_slice(&sbuf_core1.to_le_bytes());
+        w[16..24].copy_from_slice(&0x1234_0000u64.to_le_bytes()); // HBM: never moved
+        let out = relocate(&w, &|_| None, 2 * 0x400_0000).expect("relocate");
+        let at = |o: &[u8; 64], i: usize| u64::from_le_bytes(o[i..i + 8].try_into().expect("8"));
+        assert_eq!(at(&out, 40), 0x20_0c00_0000 + 0x37c00, "core 1 -> core 3");
+        assert_eq!(at(&out, 16), 0x1234_0000);
+        // Moving past the last core is refused.
+        assert!(relocate(&w, &|_| None, 7 * 0x400_0000)
+            .expect_err("core 8")
+            .contains("leaves the device's cores"));
+    }
+
+    #[test]
     fn relocation_rewrites_only_var_relative_addresses() {
         // A DMA_DIRECT2D (NEFF 0xd4) with a var-relative src and a DGE-table dst.
         let mut w = [0u8; 64];
@@ -183,7 +232,7 @@ mod tests {
         .encode();
         w[16..24].copy_from_slice(&src.to_le_bytes());
         w[40..48].copy_from_slice(&dst.to_le_bytes());
-        let out = relocate(&w, &|id| (id == 3).then_some(0x1000_0000)).expect("relocate");
+        let out = relocate(&w, &|id| (id == 3).then_some(0x1000_0000), 0).expect("relocate");
         assert_eq!(out[0], 0xb8, "pseudo-opcode translated");
         assert_eq!(
             u64::from_le_bytes(out[16..24].try_into().expect("8")),
@@ -195,10 +244,10 @@ mod tests {
             "table addresses are not rewritten at load"
         );
         assert_eq!(&out[1..16], &w[1..16]);
-        assert!(relocate(&w, &|_| None)
+        assert!(relocate(&w, &|_| None, 0)
             .expect_err("unknown var")
             .contains("var_id 3"));
-        assert!(relocate(&w, &|_| Some(0xffff_ffff_ffff))
+        assert!(relocate(&w, &|_| Some(0xffff_ffff_ffff), 0)
             .expect_err("overflow")
             .contains("48-bit"));
     }
