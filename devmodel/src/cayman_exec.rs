@@ -97,6 +97,8 @@ const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 struct Span {
     /// Offsets are `offs[0], offs[0]+1, ...` (one ascending run per partition).
     contiguous: bool,
+    /// Offsets are `offs[0], offs[0]-1, ...` (one descending run: LDWEIGHTS patterns).
+    descending: bool,
     space: Space,
     stride: usize,
     offs: Vec<i64>,
@@ -120,8 +122,10 @@ fn span(mem: &CoreMem, ap: &AccessPattern, dt: Dtype, channels: usize) -> Result
         )));
     }
     let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
+    let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
     Ok(Span {
         contiguous,
+        descending,
         space,
         stride,
         offs,
@@ -174,6 +178,11 @@ fn gather_with(
             // One slice per partition: the conversion loop vectorises.
             let at = (pb + sp.offs[0] * sp.es) as usize;
             out.extend(bytes[at..at + n * es].chunks_exact(es).map(&load));
+            continue;
+        }
+        if sp.descending {
+            let at = (pb + sp.offs[n - 1] * sp.es) as usize;
+            out.extend(bytes[at..at + n * es].chunks_exact(es).rev().map(&load));
             continue;
         }
         for o in &sp.offs {
@@ -606,6 +615,34 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gathers_ascending_descending_and_strided_patterns_alike() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        for p in 0..2usize {
+            for i in 0..8usize {
+                let at = p * mem.sbuf_stride + 0x40 + 4 * i;
+                let v = (10 * p + i) as f32;
+                mem.bytes_mut(Space::Sbuf)[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let ap = |addr, step, num| AccessPattern {
+            addr,
+            dims: 1,
+            step: [step, 0, 0, 0],
+            num: [num, 0, 0, 0],
+        };
+        let mut out = Vec::new();
+        gather(&mem, &ap(0x40, 1, 8), Dtype::F32, 2, &mut out).expect("ascending");
+        assert_eq!(out[..8], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(out[8], 10.0);
+        gather(&mem, &ap(0x40 + 28, -1, 8), Dtype::F32, 2, &mut out).expect("descending");
+        assert_eq!(out[..8], [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
+        assert_eq!(out[8..], [17.0, 16.0, 15.0, 14.0, 13.0, 12.0, 11.0, 10.0]);
+        gather(&mem, &ap(0x40, 2, 4), Dtype::F32, 1, &mut out).expect("strided");
+        assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
+        assert!(gather(&mem, &ap(0, -1, 2), Dtype::F32, 1, &mut out).is_err());
+    }
 
     #[test]
     fn same_type_integer_copy_keeps_every_bit() {
