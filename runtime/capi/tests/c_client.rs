@@ -38,10 +38,9 @@ fn read_f32_npy(p: &Path) -> Vec<f32> {
         .collect()
 }
 
-#[test]
-fn run_neff_c_client_matches_golden() {
-    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+/// Compile `tests/c/run_neff.c` against the headers and a copy of libnrt.so in `tmp`.
+fn build_client(tmp: &Path) -> PathBuf {
+    let _ = std::fs::remove_dir_all(tmp);
     let lib = tmp.join("lib");
     std::fs::create_dir_all(&lib).expect("tmp");
     // Programs record the SONAME (libnrt.so.1) as their dependency.
@@ -74,6 +73,35 @@ fn run_neff_c_client_matches_golden() {
         let s = String::from_utf8_lossy(&r.stdout);
         assert!(s.contains("Library soname: [libnrt.so.1]"), "{s}");
     }
+    exe
+}
+
+/// Run the client in `tmp` on `neff` with `(input name, file)` pairs; returns stdout.
+fn run_client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> String {
+    let mut c = Command::new(exe);
+    c.current_dir(tmp).arg(neff);
+    for (n, f) in inputs {
+        c.args([n, f]);
+    }
+    let out = c
+        .env("NEURON_EMU", "1")
+        .env_remove("NEURON_RT_VISIBLE_CORES")
+        .env_remove("NEURON_RT_NUM_CORES")
+        .output()
+        .expect("run run_neff");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "run_neff failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn run_neff_c_client_matches_golden() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-{}", std::process::id()));
+    let exe = build_client(&tmp);
 
     // The built-in input x of `neuron-emu run` (seed 0), as raw bf16 bytes.
     let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, 0), 128 * 512, 1.0);
@@ -82,20 +110,11 @@ fn run_neff_c_client_matches_golden() {
         neuron_isa::dtype::store_f32(neuron_isa::Dtype::Bf16, *v, &mut x[i * 2..]);
     }
     std::fs::write(tmp.join("x.bin"), &x).expect("x.bin");
-    let out = Command::new(&exe)
-        .current_dir(&tmp)
-        .arg(repo().join("fixtures/neff/mlp.neff"))
-        .args(["x", "x.bin"])
-        .env("NEURON_EMU", "1")
-        .env_remove("NEURON_RT_VISIBLE_CORES")
-        .env_remove("NEURON_RT_NUM_CORES")
-        .output()
-        .expect("run run_neff");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "run_neff failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_client(
+        &exe,
+        &tmp,
+        &repo().join("fixtures/neff/mlp.neff"),
+        &[("x", "x.bin")],
     );
     assert!(
         stdout.contains("input x size 131072 dtype 0x6 ndim 2"),
@@ -115,4 +134,41 @@ fn run_neff_c_client_matches_golden() {
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max);
     assert!(err <= 2e-2 * scale, "max abs err {err}");
+}
+
+/// The same unmodified C client runs a NEFF that neuronx-cc compiled for trn2 (fused attention,
+/// fp32, LNC=2) and matches its numpy golden.
+#[test]
+fn run_neff_c_client_runs_a_compiler_produced_neff() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-real-{}", std::process::id()));
+    let exe = build_client(&tmp);
+    let names = ["q_ref", "k_ref", "v_ref"];
+    let mut args = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let vals =
+            neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, i), 128 * 512, 1.0);
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f = format!("{n}.bin");
+        std::fs::write(tmp.join(&f), bytes).expect("input");
+        args.push((*n, f));
+    }
+    let pairs: Vec<(&str, &str)> = args.iter().map(|(n, f)| (*n, f.as_str())).collect();
+    let neff = repo().join("../shared/fixtures/real-neff/akc-fused_fp32_s512.neff");
+    let stdout = run_client(&exe, &tmp, &neff, &pairs);
+    assert!(stdout.contains("output kernel_out size 262144"), "{stdout}");
+    let got: Vec<f32> = std::fs::read(tmp.join("kernel_out.out"))
+        .expect("kernel_out.out")
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let want =
+        read_f32_npy(&repo().join("fixtures/real-golden/akc-fused_fp32_s512/kernel_out.npy"));
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let err = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(err <= 1e-4 * scale, "max abs err {err} (scale {scale})");
 }
