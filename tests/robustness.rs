@@ -28,6 +28,14 @@ fn mutate_file(rel: &str, member: &str, f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     w.to_bytes().expect("write")
 }
 
+/// `PROPTEST_CASES` when set (for longer local runs), else `default` (CI).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 const REAL_SMALL: &str = "../shared/fixtures/real-neff/nkipy-matmul_small.neff";
 
 /// Run a (possibly corrupted) nkipy-matmul_small: load, and execute if it loads.
@@ -155,7 +163,7 @@ fn real_neff_semaphore_that_never_completes_times_out() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), .. ProptestConfig::default() })]
 
     /// Corrupted operand fields of real trn2 words reach the device semantics and come back as
     /// statuses (out-of-bounds patterns, unknown dtypes, DMA aborts, hangs), never a panic.
