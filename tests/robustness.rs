@@ -122,6 +122,32 @@ fn real_neff_sbuf_out_of_bounds_is_exec_oob_naming_engine_pc_and_opcode() {
 }
 
 #[test]
+fn real_neff_matmul_whose_output_shape_disagrees_is_invalid() {
+    use neuron_isa::cayman::{AccessPattern, Value};
+    // PE word 4 (pc 70) transposes 128 columns into PSUM; let it name only 64 outputs.
+    let ap = AccessPattern {
+        addr: 0x200_0800,
+        dims: 3,
+        step: [1, 0, 0, 0],
+        num: [64, 1, 1, 0],
+    };
+    let neff = real_small_with("sg00/PE.bin", 4, "dst", Value::Ap(ap));
+    let err = run_real_small(&neff).expect_err("shape mismatch");
+    assert_eq!(
+        err.status,
+        neuron_runtime::NrtStatus::Invalid,
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("engine Tensor pc 70 opcode 0x02 (MATMUL)"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
 fn real_neff_dma_to_an_unmapped_address_is_a_dma_abort() {
     use neuron_isa::cayman::{DmaAddr, Value};
     // SP word 2 is the DMA_DIRECT2D loading the identity constant into SBUF.

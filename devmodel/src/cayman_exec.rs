@@ -7,6 +7,7 @@
 
 use crate::core::CoreMem;
 use crate::fault::OpFault;
+use crate::gemm::View;
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::dtype::{load_f32, store_f32};
 use neuron_isa::{Dtype, Space};
@@ -253,6 +254,26 @@ fn scatter_with(
     }
 }
 
+/// A bounds-checked fp32 pattern that is one ascending run per partition, as a view into the
+/// core's f32 storage: (memory, view with rows = partitions, elements per partition).
+fn f32_view(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    channels: usize,
+) -> Result<Option<(Space, View, usize)>, OpFault> {
+    let sp = span(mem, ap, Dtype::F32, channels)?;
+    let start = sp.base + sp.offs[0] * 4;
+    if !sp.contiguous || start % 4 != 0 || sp.stride % 4 != 0 {
+        return Ok(None);
+    }
+    let v = View {
+        off: start as usize / 4,
+        rs: sp.stride / 4,
+        cs: 1,
+    };
+    Ok(Some((sp.space, v, sp.offs.len())))
+}
+
 /// Copy `channels` partitions from one pattern to another without converting the elements.
 fn copy_bits(
     mem: &mut CoreMem,
@@ -391,43 +412,7 @@ pub fn execute(
             let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
             let dst = need(ci.ap("dst"), ci, "dst")?;
             let acc = ci.u("acc_flags").unwrap_or(3);
-            let nmov = gather(mem, &src, dt, pe.k, a)?;
-            if nmov > MAX_MOVING {
-                return Err(OpFault::bad(format!(
-                    "MATMUL moving free size {nmov} exceeds one PSUM bank ({MAX_MOVING})"
-                )));
-            }
             let (k, m) = (pe.k, pe.m);
-            // out[j][n] = sum_k w[k][j] * moving[k][n]
-            let mut out = vec![0f32; m * nmov];
-            // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
-            let ok = crate::gemm::sgemm(
-                m,
-                k,
-                nmov,
-                &pe.w,
-                crate::gemm::View {
-                    off: 0,
-                    rs: 1,
-                    cs: m,
-                },
-                a,
-                crate::gemm::View {
-                    off: 0,
-                    rs: nmov,
-                    cs: 1,
-                },
-                0.0,
-                &mut out,
-                crate::gemm::View {
-                    off: 0,
-                    rs: nmov,
-                    cs: 1,
-                },
-            );
-            if !ok {
-                return Err(OpFault::bad("MATMUL operand shapes do not fit"));
-            }
             // Transposes write 16-bit data as 16-bit PSUM elements (`nki-isa-and-cost-model.md`
             // §1.4); everything else accumulates in fp32.
             let out_dt = if pe.transpose && dt.size() == 2 {
@@ -435,14 +420,76 @@ pub fn execute(
             } else {
                 Dtype::F32
             };
-            // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
-            if acc & 1 == 0 {
-                gather(mem, &dst, out_dt, m, b)?;
-                for (x, y) in out.iter_mut().zip(b.iter()) {
-                    *x += *y;
+            // fp32 operands that lie contiguously in each partition are used in place (no copy).
+            let mut mv = match dt {
+                Dtype::F32 => f32_view(mem, &src, k)?,
+                _ => None,
+            };
+            let dv = match out_dt {
+                Dtype::F32 => f32_view(mem, &dst, m)?,
+                _ => None,
+            };
+            if let (Some(b_), Some(c_)) = (&mv, &dv) {
+                if b_.0 == c_.0 {
+                    mv = None; // same memory: read through a copy
                 }
             }
-            scatter(mem, &dst, out_dt, m, &out)?;
+            let nmov = match &mv {
+                Some((_, _, n)) => *n,
+                None => gather(mem, &src, dt, k, a)?,
+            };
+            if nmov > MAX_MOVING {
+                return Err(OpFault::bad(format!(
+                    "MATMUL moving free size {nmov} exceeds one PSUM bank ({MAX_MOVING})"
+                )));
+            }
+            let ndst = match &dv {
+                Some((_, _, n)) => *n,
+                None => span(mem, &dst, out_dt, m)?.offs.len(),
+            };
+            if ndst != nmov {
+                return Err(OpFault::bad(format!(
+                    "MATMUL writes {ndst} elements per partition for {nmov} moving columns"
+                )));
+            }
+            // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
+            let wv = View {
+                off: 0,
+                rs: 1,
+                cs: m,
+            };
+            let dense = View {
+                off: 0,
+                rs: nmov,
+                cs: 1,
+            };
+            // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
+            let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
+            if let Some((dspace, cv, _)) = dv {
+                let CoreMem { sbuf, psum, .. } = mem;
+                let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
+                    (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
+                    (Some((Space::Psum, _, _)), Space::Sbuf) => (&psum[..], &mut sbuf[..]),
+                    (_, Space::Psum) => (&a[..], &mut psum[..]),
+                    (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
+                };
+                let bv = mv.map_or(dense, |(_, v, _)| v);
+                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
+                    return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+                }
+            } else {
+                let mut out = vec![0f32; m * nmov];
+                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, &mut out, dense) {
+                    return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+                }
+                if acc & 1 == 0 {
+                    gather(mem, &dst, out_dt, m, b)?;
+                    for (x, y) in out.iter_mut().zip(b.iter()) {
+                        *x += *y;
+                    }
+                }
+                scatter(mem, &dst, out_dt, m, &out)?;
+            }
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
                 pe: true,
