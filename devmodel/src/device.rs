@@ -186,6 +186,8 @@ pub struct Device {
 /// Bytes one DMA_DIRECT2D may move: far above what the compiler emits (a few MiB), low enough
 /// that a corrupt word cannot stall the model for minutes.
 const MAX_DMA2D_BYTES: u64 = 256 << 20;
+/// Elements one DMA_DIRECT2D may move (the compiler's are ≤ a few thousand rows).
+const MAX_DMA2D_ELEMS: u64 = 1 << 20;
 
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
@@ -1089,6 +1091,7 @@ impl Device {
             d.dst_num[0].max(1) * d.dst_num[1].max(1),
         );
         if sn != dn
+            || sn > MAX_DMA2D_ELEMS
             || sn.saturating_mul(d.src_elem.max(d.dst_elem)) > MAX_DMA2D_BYTES
             || d.src_elem == 0
             || d.src_elem > 1 << 20
