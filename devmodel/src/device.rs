@@ -81,9 +81,8 @@ struct EngineState {
     consumed: usize,
     pc: u32,
     status: EngStatus,
-    /// The decoded word waiting to issue: its sync header as an `Instr` (for project-encoding
-    /// words, the whole instruction), the opcode byte, and for real trn2 words the decoded word.
-    pending: Option<(Instr, u8, Option<Box<CaymanInstr>>)>,
+    /// The decoded word waiting to issue.
+    pending: Option<Pending>,
     inflight: Option<(Instr, u8)>,
     scheduled: bool,
 }
@@ -164,6 +163,27 @@ pub struct TraceEvent {
     pub pc: u32,
     pub start: Ps,
     pub dur: Ps,
+}
+
+/// A decoded word waiting for its semaphores.
+#[derive(Debug)]
+struct Pending {
+    /// The sync header as an `Instr` (for project-encoding words, the whole instruction).
+    instr: Instr,
+    opcode: u8,
+    /// The second wait an EVENT_SEMAPHORE body names, decoded once here.
+    ext_wait: Option<SemWait>,
+    /// For real trn2 words, the decoded word (taken when it issues).
+    real: Option<Box<CaymanInstr>>,
+}
+
+/// Whether semaphore/event wait `w` holds on `regs`.
+fn wait_holds(regs: &RegPage, w: &SemWait) -> bool {
+    match w.cond {
+        WaitCond::Eq => regs.sem(w.index) == w.value,
+        WaitCond::Ge => regs.sem(w.index) >= w.value,
+        WaitCond::EventSetThenClear => regs.event(w.index) != 0,
+    }
 }
 
 /// The whole device.
@@ -880,8 +900,13 @@ impl Device {
                 decode_real(word)
             };
             match decoded {
-                Ok((i, real)) => {
-                    st.pending = Some((i, opcode, real));
+                Ok((instr, real)) => {
+                    st.pending = Some(Pending {
+                        instr,
+                        opcode,
+                        ext_wait: real.as_deref().and_then(ext_wait_of),
+                        real,
+                    });
                     st.consumed += testenc::WORD;
                     if st.consumed >= 1 << 16 {
                         st.ibuf.drain(..st.consumed);
@@ -902,37 +927,24 @@ impl Device {
                 }
             }
         }
-        let Some((instr, opcode)) = st.pending.as_ref().map(|p| (p.0, p.1)) else {
+        let Some((instr, opcode, ext_wait)) =
+            st.pending.as_ref().map(|p| (p.instr, p.opcode, p.ext_wait))
+        else {
             return;
         };
-        // EVENT_SEMAPHORE may name a second wait in its body ("$S[i] >= v"); both must hold.
-        let ext_wait = self.cores[nc].engines[e]
-            .pending
-            .as_ref()
-            .and_then(|p| p.2.as_deref())
-            .and_then(ext_wait_of);
-        if let Some(w) = ext_wait {
-            let regs = &self.cores[nc].regs;
-            let ok = match w.cond {
-                WaitCond::Eq => regs.sem(w.index) == w.value,
-                _ => regs.sem(w.index) >= w.value,
-            };
-            if !ok {
-                self.cores[nc].engines[e].status = EngStatus::Blocked;
-                return;
-            }
+        // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body.
+        let regs = &self.cores[nc].regs;
+        if !instr
+            .sync
+            .wait
+            .iter()
+            .chain(ext_wait.iter())
+            .all(|w| wait_holds(regs, w))
+        {
+            self.cores[nc].engines[e].status = EngStatus::Blocked;
+            return;
         }
         if let Some(w) = instr.sync.wait {
-            let regs = &self.cores[nc].regs;
-            let ok = match w.cond {
-                WaitCond::Eq => regs.sem(w.index) == w.value,
-                WaitCond::Ge => regs.sem(w.index) >= w.value,
-                WaitCond::EventSetThenClear => regs.event(w.index) != 0,
-            };
-            if !ok {
-                self.cores[nc].engines[e].status = EngStatus::Blocked;
-                return;
-            }
             if w.cond == WaitCond::EventSetThenClear {
                 regs.set_event(w.index, 0);
             }
@@ -942,7 +954,7 @@ impl Device {
         let real = self.cores[nc].engines[e]
             .pending
             .as_mut()
-            .and_then(|p| p.2.take());
+            .and_then(|p| p.real.take());
         let name = real
             .as_ref()
             .map_or(instr.mnemonic(), |c| c.opcode.static_name());

@@ -107,7 +107,6 @@ pub struct ExecOutput {
 pub struct Model {
     drv: Driver,
     device_index: u32,
-    nc: u32,
     name: String,
     inputs: Vec<(TensorInfo, Chunk)>,
     outputs: Vec<(TensorInfo, Chunk)>,
@@ -165,6 +164,20 @@ impl Loader<'_> {
             .map_err(|e| drv_err(&format!("allocating {size} bytes for {what}"), e))?;
         self.chunks.push(c);
         Ok(c)
+    }
+
+    /// (base, size) of core `nc`'s SBUF window (`MMAP_RESOURCE_SBUF`).
+    fn sbuf(&self, nc: u32) -> Result<(u64, u64), NrtError> {
+        self.drv
+            .tpb_resource(nc, MMAP_RESOURCE_SBUF)
+            .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))
+    }
+
+    /// (base, size) of core `nc`'s semaphore page (`MMAP_RESOURCE_SEMAPHORE`).
+    fn sem_page(&self, nc: u32) -> Result<(u64, u64), NrtError> {
+        self.drv
+            .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
+            .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))
     }
 
     fn free_all(&mut self) {
@@ -238,20 +251,13 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     let tmap = neff.tensor_map(&sg).ok();
 
     if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
-        // A real NEFF: place it and translate it completely (so every load-time error shows),
-        // then report the first word the device model cannot execute yet.
+        // A real (neuronx-cc) NEFF in the trn2 encoding.
         return load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts);
     }
 
     // ---- variables
-    let (sb_base, sb_size) = l
-        .drv
-        .tpb_resource(nc, MMAP_RESOURCE_SBUF)
-        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
-    let (sem_base, _) = l
-        .drv
-        .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
-        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
+    let (sb_base, sb_size) = l.sbuf(nc)?;
+    let (sem_base, _) = l.sem_page(nc)?;
     let mut vars: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut var_chunks: BTreeMap<String, Chunk> = BTreeMap::new();
     for (vname, v) in &def.var {
@@ -484,19 +490,14 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     }
     let core = stage_core(l, nc, programs)?;
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
-    Ok(Model {
-        drv: l.drv.clone(),
-        device_index: opts.device_index,
-        nc,
+    Ok(Model::assemble(
+        l,
+        &opts,
         name,
-        inputs,
-        outputs,
-        chunks: std::mem::take(&mut l.chunks),
-        cores: vec![core],
+        (inputs, outputs),
+        vec![core],
         data,
-        timeout: opts.exec_timeout,
-        unrecoverable: false,
-    })
+    ))
 }
 
 type Tensors = Vec<(TensorInfo, Chunk)>;
@@ -558,14 +559,8 @@ fn tensor_infos(
 /// Stage one core: each engine's program in device memory with its instruction-fetch ring, the
 /// engines' NOTIFY queues and the core's ERROR queue (mapped), and the semaphore page (mapped).
 fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<CoreRun, NrtError> {
-    let (sb_base, _) = l
-        .drv
-        .tpb_resource(nc, MMAP_RESOURCE_SBUF)
-        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
-    let (sem_base, sem_size) = l
-        .drv
-        .tpb_resource(nc, MMAP_RESOURCE_SEMAPHORE)
-        .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SEMAPHORE)", e))?;
+    let (sb_base, _) = l.sbuf(nc)?;
+    let (sem_base, sem_size) = l.sem_page(nc)?;
     let mut fetch = Vec::new();
     for (e, prog) in programs.iter().enumerate() {
         let code = l.alloc(
@@ -698,8 +693,9 @@ impl Model {
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// The model's first NeuronCore (subgraph *i* runs on `nc() + i`).
     pub fn nc(&self) -> u32 {
-        self.nc
+        self.cores.first().map_or(0, |c| c.nc)
     }
     pub fn inputs(&self) -> impl Iterator<Item = &TensorInfo> {
         self.inputs.iter().map(|(t, _)| t)
@@ -709,6 +705,29 @@ impl Model {
     }
     pub fn set_timeout(&mut self, t: Duration) {
         self.timeout = t;
+    }
+
+    /// The loaded model, owning the loader's chunks.
+    fn assemble(
+        l: &mut Loader<'_>,
+        opts: &LoadOptions,
+        name: String,
+        (inputs, outputs): (Tensors, Tensors),
+        cores: Vec<CoreRun>,
+        data: Vec<Queue>,
+    ) -> Model {
+        Model {
+            drv: l.drv.clone(),
+            device_index: opts.device_index,
+            name,
+            inputs,
+            outputs,
+            chunks: std::mem::take(&mut l.chunks),
+            cores,
+            data,
+            timeout: opts.exec_timeout,
+            unrecoverable: false,
+        }
     }
 
     /// The opcode byte of word `pc` of `engine`'s loaded program on core index `ci`.
@@ -724,7 +743,7 @@ impl Model {
     /// Run the model once. Every model input must be given, with exactly its size.
     pub fn execute(&mut self, inputs: &[(&str, &[u8])]) -> Result<ExecOutput, NrtError> {
         if self.unrecoverable {
-            return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc)));
+            return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc())));
         }
         for (n, _) in inputs {
             if !self.inputs.iter().any(|(t, _)| t.name == *n) {
@@ -858,7 +877,7 @@ impl Model {
         for (ci, core) in end.iter().enumerate() {
             for (e, t) in core.iter().enumerate() {
                 if t.is_none() {
-                    let nc = self.cores.get(ci).map_or(self.nc, |c| c.nc);
+                    let nc = self.cores.get(ci).map_or(self.nc(), |c| c.nc);
                     tracing::error!(target: "TDRV", "exec_consume_tpb_status_notifications Missing infer_status notification: nc {nc} (end:{e})");
                 }
             }
@@ -866,7 +885,7 @@ impl Model {
         let ms = self.timeout.as_millis();
         let msg = format!(
             "(FATAL-RT-UNDEFINED-STATE) execution timeout ({ms} ms) on Neuron Device {} NC {}, model {}, waiting for execution completion notification",
-            self.device_index, self.nc, self.name
+            self.device_index, self.nc(), self.name
         );
         tracing::error!(target: "TDRV", "exec_consume_infer_status_notifications {msg}");
         tracing::error!(target: "NMGR", "dlr_infer Inference completed with err: {}", NrtStatus::Timeout.code());
@@ -874,7 +893,7 @@ impl Model {
     }
 
     fn device_error(&self, ci: usize, n: &NotificationEntry) -> NrtError {
-        let nc = self.cores.get(ci).map_or(self.nc, |c| c.nc);
+        let nc = self.cores.get(ci).map_or(self.nc(), |c| c.nc);
         let engine = Engine::from_index(n.engine() as usize);
         let code = n.value();
         let (status, what) = match code {
@@ -1083,10 +1102,7 @@ fn load_real(
             programs[p.engine.index()] = p.words.concat();
         }
         if let Some(Some(table)) = img.dge.get(gi) {
-            let (sb_base, _) = l
-                .drv
-                .tpb_resource(core, MMAP_RESOURCE_SBUF)
-                .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+            let (sb_base, _) = l.sbuf(core)?;
             l.drv
                 .program_engine(core, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
                 .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
@@ -1094,19 +1110,14 @@ fn load_real(
         staged.push(stage_core(l, core, programs)?);
     }
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
-    Ok(Model {
-        drv: l.drv.clone(),
-        device_index: opts.device_index,
-        nc,
+    Ok(Model::assemble(
+        l,
+        &opts,
         name,
-        inputs,
-        outputs,
-        chunks: std::mem::take(&mut l.chunks),
-        cores: staged,
-        data: Vec::new(),
-        timeout: opts.exec_timeout,
-        unrecoverable: false,
-    })
+        (inputs, outputs),
+        staged,
+        Vec::new(),
+    ))
 }
 
 /// Place and translate a real NEFF as [`load`] would, and return the loaded programs (for

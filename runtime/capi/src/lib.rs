@@ -590,21 +590,28 @@ pub unsafe extern "C" fn nrt_allocate_tensor_set(result: *mut *mut CTensorSet) -
     })
 }
 
+/// Free the boxed handle `*pp` (if any) and clear it; NULL `pp` is ignored.
+///
+/// # Safety
+/// `pp` is NULL or points to NULL or to a pointer this library produced with `Box::into_raw`.
+unsafe fn free_handle<T>(pp: *mut *mut T) {
+    if pp.is_null() {
+        return;
+    }
+    // SAFETY: per the contract above; the handle is cleared so a second free is a no-op.
+    unsafe {
+        let p = pp.read();
+        if !p.is_null() {
+            drop(Box::from_raw(p));
+        }
+        pp.write(std::ptr::null_mut());
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn nrt_destroy_tensor_set(set: *mut *mut CTensorSet) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if set.is_null() {
-            return;
-        }
-        // SAFETY: `*set` is a handle from nrt_allocate_tensor_set or NULL; cleared after free.
-        unsafe {
-            let p = set.read();
-            if !p.is_null() {
-                drop(Box::from_raw(p));
-            }
-            set.write(std::ptr::null_mut());
-        }
-    }));
+    // SAFETY: the caller passes NULL or a pointer to a handle from nrt_allocate_tensor_set.
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { free_handle(set) }));
 }
 
 #[no_mangle]
@@ -765,19 +772,8 @@ pub unsafe extern "C" fn nrt_tensor_allocate(
 
 #[no_mangle]
 pub unsafe extern "C" fn nrt_tensor_free(tensor: *mut *mut CTensor) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if tensor.is_null() {
-            return;
-        }
-        // SAFETY: `*tensor` is a handle from nrt_tensor_allocate* or NULL; cleared after free.
-        unsafe {
-            let p = tensor.read();
-            if !p.is_null() {
-                drop(Box::from_raw(p));
-            }
-            tensor.write(std::ptr::null_mut());
-        }
-    }));
+    // SAFETY: the caller passes NULL or a pointer to a handle from nrt_tensor_allocate*.
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { free_handle(tensor) }));
 }
 
 #[no_mangle]
