@@ -771,11 +771,16 @@ impl Model {
                 .copy_to(c, 0, data)
                 .map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))?;
         }
+        // Clear the semaphores a previous run left set. Values are read through the mapped
+        // register page (plain loads), so only the non-zero ones cost an ioctl.
         for c in &self.cores {
-            for sem in 0..256 {
-                self.drv
-                    .sem_write(c.nc, sem, 0)
-                    .map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+            for sem in 0..256u32 {
+                let v = c.sem_page.load_u32_acquire(0x1000 + 4 * sem as usize);
+                if v != Some(0) {
+                    self.drv
+                        .sem_write(c.nc, sem, 0)
+                        .map_err(|e| drv_err("SEMAPHORE_WRITE", e))?;
+                }
             }
         }
         for q in self
