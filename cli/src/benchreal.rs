@@ -44,7 +44,12 @@ fn neff_words(bytes: &[u8]) -> Result<u64, String> {
     Ok(n)
 }
 
-pub fn run(files: &[PathBuf], profiles: Option<&Path>, repeat: u32) -> Result<(), Failure> {
+pub fn run(
+    files: &[PathBuf],
+    profiles: Option<&Path>,
+    repeat: u32,
+    host_profile: bool,
+) -> Result<(), Failure> {
     if repeat == 0 {
         return Err(usage("--repeat must be positive"));
     }
@@ -80,7 +85,7 @@ pub fn run(files: &[PathBuf], profiles: Option<&Path>, repeat: u32) -> Result<()
         let bytes = std::fs::read(path)
             .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
         let words = neff_words(&bytes).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
-        let (_emu, dev) = open_emulated(Arch::V3Trn2)?;
+        let (emu, dev) = open_emulated(Arch::V3Trn2)?;
         let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
         let mut model = rt
             .load(&bytes, 0)
@@ -111,6 +116,9 @@ pub fn run(files: &[PathBuf], profiles: Option<&Path>, repeat: u32) -> Result<()
         model
             .execute(&refs)
             .map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+        if host_profile {
+            emu.with_device(0, |d| d.set_host_profiling(true));
+        }
         let t = Instant::now();
         let mut dev_ps = 0;
         for _ in 0..repeat {
@@ -138,6 +146,34 @@ pub fn run(files: &[PathBuf], profiles: Option<&Path>, repeat: u32) -> Result<()
             words,
             words as f64 / wall
         );
+        if host_profile {
+            if let Some(Some(p)) = emu.with_device(0, |d| d.host_profile().cloned()) {
+                print_host_profile(&p, repeat, wall);
+            }
+        }
     }
     Ok(())
+}
+
+/// The instruction kinds by host time, per execution, with their share of the wall time.
+fn print_host_profile(p: &neuron_devmodel::HostProfile, repeat: u32, wall: f64) {
+    let mut ops: Vec<_> = p.ops.iter().collect();
+    ops.sort_by_key(|(_, (_, ns))| std::cmp::Reverse(*ns));
+    let per = |x: u64| x as f64 / repeat as f64;
+    let total: u64 = ops.iter().map(|(_, (_, ns))| *ns).sum();
+    for (name, (n, ns)) in ops.iter().filter(|(_, (_, ns))| *ns > 0) {
+        println!(
+            "    {name:<24} {:>7.0} per exec {:>9.1} us {:>6.1}%",
+            per(*n),
+            per(*ns) / 1e3,
+            per(*ns) / 1e9 / wall * 100.0
+        );
+    }
+    println!(
+        "    {:<24} {:>7} {:>9.1} us {:>6.1}%  (wall time outside instruction issue: scheduling, DMA rings, ioctls, polling)",
+        "other",
+        "",
+        (wall * 1e6 - per(total) / 1e3).max(0.0),
+        (100.0 - per(total) / 1e9 / wall * 100.0).max(0.0)
+    );
 }

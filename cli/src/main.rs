@@ -109,6 +109,10 @@ enum BenchCmd {
         /// Timed executions (after one warm-up).
         #[arg(long, default_value_t = 5)]
         repeat: u32,
+        /// Also print, per NEFF, where the host time of the timed executions went: host
+        /// microseconds per execution for each instruction kind (the device thread's data path).
+        #[arg(long)]
+        host_profile: bool,
     },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
@@ -144,8 +148,9 @@ fn main() -> ExitCode {
                     files,
                     profiles,
                     repeat,
+                    host_profile,
                 },
-        } => benchreal::run(&files, profiles.as_deref(), repeat),
+        } => benchreal::run(&files, profiles.as_deref(), repeat, host_profile),
         Cmd::Bench {
             which: BenchCmd::Neff { file, repeat },
         } => inspect::bench(&file, repeat).map_err(|(c, m)| Failure(c, m)),

@@ -100,6 +100,9 @@ struct Span {
     contiguous: bool,
     /// Offsets are `offs[0], offs[0]-1, ...` (one descending run: LDWEIGHTS patterns).
     descending: bool,
+    /// Offsets come in ascending runs of this many consecutive elements (`offs.len()` when
+    /// `contiguous`, the innermost dimension when its step is 1, else 1).
+    run: usize,
     space: Space,
     stride: usize,
     offs: Vec<i64>,
@@ -124,9 +127,18 @@ fn span(mem: &CoreMem, ap: &AccessPattern, dt: Dtype, channels: usize) -> Result
     }
     let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
     let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
+    let run = if contiguous {
+        offs.len()
+    } else if ap.dims > 0 && ap.step[0] == 1 && ap.num[0] > 1 {
+        // offsets() walks the innermost dimension first, so each block of num[0] is a run.
+        ap.num[0] as usize
+    } else {
+        1
+    };
     Ok(Span {
         contiguous,
         descending,
+        run,
         space,
         stride,
         offs,
@@ -148,47 +160,75 @@ fn gather(
     out.clear();
     out.reserve(channels * sp.offs.len());
     // One loop per common dtype so the conversion is inlined, not dispatched per element.
+    let es = sp.es as usize;
     match dt {
-        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, |b| {
-            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, |b, out| {
+            use zerocopy::FromBytes;
+            // The storage is f32 words, so aligned runs are plain copies.
+            match <[f32]>::ref_from_bytes(b) {
+                Ok(w) => out.extend_from_slice(w),
+                Err(_) => out.extend(
+                    b.chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                ),
+            }
         }),
-        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, |b| {
-            half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, |b, out| {
+            out.extend(
+                b.chunks_exact(2)
+                    .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
+            )
         }),
-        Dtype::F16 => gather_with(bytes, &sp, channels, out, |b| {
-            half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+        Dtype::F16 => gather_with(bytes, &sp, channels, out, |b, out| {
+            use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+            use zerocopy::FromBytes;
+            match <[u16]>::ref_from_bytes(b) {
+                // Aligned runs convert as a slice (F16C, several lanes at a time).
+                Ok(bits) => {
+                    let at = out.len();
+                    out.resize(at + bits.len(), 0.0);
+                    bits.reinterpret_cast::<half::f16>()
+                        .convert_to_f32_slice(&mut out[at..]);
+                }
+                Err(_) => out.extend(
+                    b.chunks_exact(2)
+                        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()),
+                ),
+            }
         }),
-        _ => gather_with(bytes, &sp, channels, out, |b| load_f32(dt, b)),
+        _ => gather_with(bytes, &sp, channels, out, |b, out| {
+            out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
+        }),
     }
     Ok(sp.offs.len())
 }
 
+/// Walk a checked span partition by partition, handing each run of consecutive elements (as
+/// bytes) to `seg`, which appends them converted to f32.
 #[inline(always)]
 fn gather_with(
     bytes: &[u8],
     sp: &Span,
     channels: usize,
     out: &mut Vec<f32>,
-    load: impl Fn(&[u8]) -> f32,
+    seg: impl Fn(&[u8], &mut Vec<f32>),
 ) {
     let es = sp.es as usize;
     let n = sp.offs.len();
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
-        if sp.contiguous {
-            // One slice per partition: the conversion loop vectorises.
-            let at = (pb + sp.offs[0] * sp.es) as usize;
-            out.extend(bytes[at..at + n * es].chunks_exact(es).map(&load));
-            continue;
-        }
         if sp.descending {
+            // One descending run: convert it ascending, then reverse in place.
             let at = (pb + sp.offs[n - 1] * sp.es) as usize;
-            out.extend(bytes[at..at + n * es].chunks_exact(es).rev().map(&load));
+            let from = out.len();
+            seg(&bytes[at..at + n * es], out);
+            out[from..].reverse();
             continue;
         }
-        for o in &sp.offs {
+        let r = sp.run;
+        for o in sp.offs.iter().step_by(r) {
             let at = (pb + o * sp.es) as usize;
-            out.push(load(&bytes[at..at + es]));
+            seg(&bytes[at..at + r * es], out);
         }
     }
 }
@@ -246,10 +286,16 @@ fn scatter_with(
             k += n;
             continue;
         }
-        for o in &sp.offs {
+        let r = sp.run;
+        for o in sp.offs.iter().step_by(r) {
             let at = (pb + o * sp.es) as usize;
-            store(vals[k], &mut bytes[at..at + es]);
-            k += 1;
+            for (c, v) in bytes[at..at + r * es]
+                .chunks_exact_mut(es)
+                .zip(&vals[k..k + r])
+            {
+                store(*v, c);
+            }
+            k += r;
         }
     }
 }
@@ -290,36 +336,160 @@ fn copy_bits(
         ));
     }
     let es = s.es as usize;
-    let mut tmp = Vec::with_capacity(channels * s.offs.len() * es);
+    let n = s.offs.len();
+    if s.contiguous && d.contiguous && s.space == d.space {
+        // Partitions are disjoint, so a per-partition move equals read-all-then-write-all.
+        let bytes = mem.bytes_mut(s.space);
+        for p in 0..channels {
+            let from = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
+            let to = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
+            bytes.copy_within(from..from + n * es, to);
+        }
+        return Ok(n);
+    }
+    let mut tmp = Vec::with_capacity(channels * n * es);
     let from = mem.bytes(s.space);
     for p in 0..channels {
         let pb = (p * s.stride) as i64 + s.base;
-        for o in &s.offs {
+        for o in s.offs.iter().step_by(s.run) {
             let at = (pb + o * s.es) as usize;
-            tmp.extend_from_slice(&from[at..at + es]);
+            tmp.extend_from_slice(&from[at..at + s.run * es]);
         }
     }
     let to = mem.bytes_mut(d.space);
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * d.stride) as i64 + d.base;
-        for o in &d.offs {
+        for o in d.offs.iter().step_by(d.run) {
             let at = (pb + o * d.es) as usize;
-            to[at..at + es].copy_from_slice(&tmp[k..k + es]);
-            k += es;
+            let len = d.run * es;
+            to[at..at + len].copy_from_slice(&tmp[k..k + len]);
+            k += len;
         }
     }
-    Ok(s.offs.len())
+    Ok(n)
 }
 
 /// ALU codes seen in the corpus (`docs/isa/cayman.md` §6): 0 BYPASS, 4 ADD, 6 MULTIPLY, 8 MAX.
-fn alu(code: u64, a: f32, b: f32) -> Option<f32> {
-    Some(match code {
-        0 => a,
-        4 => a + b,
-        6 => a * b,
-        8 => a.max(b),
-        _ => return None,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Alu {
+    Bypass,
+    Add,
+    Mul,
+    Max,
+}
+
+impl Alu {
+    fn of(code: u64, ci: &CaymanInstr, field: &str) -> Result<Alu, OpFault> {
+        Ok(match code {
+            0 => Alu::Bypass,
+            4 => Alu::Add,
+            6 => Alu::Mul,
+            8 => Alu::Max,
+            _ => {
+                return Err(OpFault::bad(format!(
+                    "{}: ALU code {code} in '{field}' not known",
+                    ci.opcode.name()
+                )))
+            }
+        })
+    }
+}
+
+/// `x[i] = op(x[i], y[i])`. One loop per operation so each vectorises.
+fn alu_zip(op: Alu, x: &mut [f32], y: &[f32]) {
+    let it = x.iter_mut().zip(y);
+    match op {
+        Alu::Bypass => {}
+        Alu::Add => it.for_each(|(a, b)| *a += *b),
+        Alu::Mul => it.for_each(|(a, b)| *a *= *b),
+        Alu::Max => it.for_each(|(a, b)| *a = a.max(*b)),
+    }
+}
+
+/// `x[i] = op(x[i], s)`.
+fn alu_scalar(op: Alu, x: &mut [f32], s: f32) {
+    match op {
+        Alu::Bypass => {}
+        Alu::Add => x.iter_mut().for_each(|a| *a += s),
+        Alu::Mul => x.iter_mut().for_each(|a| *a *= s),
+        Alu::Max => x.iter_mut().for_each(|a| *a = a.max(s)),
+    }
+}
+
+/// Reduce a non-empty row. Sums run in eight interleaved partial sums (combined pairwise):
+/// the hardware's summation order is not documented, and this order vectorises.
+fn alu_reduce(op: Alu, row: &[f32]) -> f32 {
+    match op {
+        Alu::Bypass => row[0],
+        Alu::Max => row[1..].iter().fold(row[0], |a, b| a.max(*b)),
+        Alu::Add | Alu::Mul => {
+            let unit = if op == Alu::Add { 0.0 } else { 1.0 };
+            let mut lanes = [unit; 8];
+            let chunks = row.chunks_exact(8);
+            let tail = chunks.remainder();
+            for c in chunks {
+                for (l, v) in lanes.iter_mut().zip(c) {
+                    *l = if op == Alu::Add { *l + *v } else { *l * *v };
+                }
+            }
+            for (l, v) in lanes.iter_mut().zip(tail) {
+                *l = if op == Alu::Add { *l + *v } else { *l * *v };
+            }
+            let f = |a: f32, b: f32| if op == Alu::Add { a + b } else { a * b };
+            let q = [
+                f(lanes[0], lanes[4]),
+                f(lanes[1], lanes[5]),
+                f(lanes[2], lanes[6]),
+                f(lanes[3], lanes[7]),
+            ];
+            f(f(q[0], q[2]), f(q[1], q[3]))
+        }
+    }
+}
+
+/// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source, in 8 x 8 blocks.
+fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const B: usize = 8;
+    let (rb, cb) = (rows - rows % B, cols - cols % B);
+    for c0 in (0..rb).step_by(B) {
+        for j0 in (0..cb).step_by(B) {
+            let mut t = [[0f32; B]; B];
+            for (i, r) in t.iter_mut().enumerate() {
+                r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
+            }
+            for j in 0..B {
+                let d = &mut dst[(j0 + j) * rows + c0..][..B];
+                for i in 0..B {
+                    d[i] = t[i][j];
+                }
+            }
+        }
+    }
+    // Edges (only when a dimension is not a multiple of 8).
+    for c in 0..rows {
+        for j in 0..cols {
+            if c >= rb || j >= cb {
+                dst[j * rows + c] = src[c * cols + j];
+            }
+        }
+    }
+}
+
+/// Whether the `n x n` matrix at `view` in `m` is the identity (a transpose's moving tensor).
+fn is_identity(m: &[f32], view: View, n: usize) -> bool {
+    (0..n).all(|i| {
+        let at = view.off + i * view.rs;
+        if view.cs == 1 {
+            m.get(at..at + n).is_some_and(|row| {
+                row[i] == 1.0 && row[..i].iter().chain(&row[i + 1..]).all(|v| *v == 0.0)
+            })
+        } else {
+            (0..n).all(|c| {
+                m.get(at + c * view.cs)
+                    .is_some_and(|v| *v == if i == c { 1.0 } else { 0.0 })
+            })
+        }
     })
 }
 
@@ -373,9 +543,12 @@ pub fn execute(
             let ap = need(ci.ap("src"), ci, "src")?;
             let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
             let rows = need(ci.u("rows"), ci, "rows")? as usize;
-            let n = gather(mem, &ap, dt, rows, a)?;
             let transpose = ci.u("transpose").unwrap_or(0) == 1;
             let mode = ci.u("fp32_mode").unwrap_or(0);
+            // The array shifts weights in, so the pattern's first element lands in the last
+            // column: the compiler emits reversed patterns (step -1) to load rows in order.
+            // Gathering the pattern and reversing each row gives w[k][j].
+            let n = gather(mem, &ap, dt, rows, a)?;
             if n > PE_COLUMNS {
                 return Err(OpFault::bad(format!(
                     "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
@@ -384,18 +557,16 @@ pub fn execute(
             pe.k = rows;
             pe.m = n;
             pe.w.clear();
-            pe.w.resize(rows * n, 0.0);
-            // The array shifts weights in, so the pattern's first element lands in the last
-            // column: the compiler emits reversed patterns (step -1) to load rows in order.
-            for k in 0..rows {
-                for j in 0..n {
-                    let v = a[k * n + (n - 1 - j)];
-                    pe.w[k * n + j] = match (transpose, mode) {
-                        (false, 1) => v - hi_part(v),
-                        (false, 2) => hi_part(v),
-                        _ => v,
-                    };
+            pe.w.reserve(rows * n);
+            let rows_of = a[..rows * n].chunks_exact(n.max(1));
+            match (transpose, mode) {
+                (false, 1) => {
+                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| v - hi_part(*v))))
                 }
+                (false, 2) => {
+                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| hi_part(*v))))
+                }
+                _ => rows_of.for_each(|r| pe.w.extend(r.iter().rev())),
             }
             pe.loaded = true;
             pe.transpose = transpose;
@@ -465,7 +636,39 @@ pub fn execute(
             };
             // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
             let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
-            if let Some((dspace, cv, _)) = dv {
+            // A transpose against an identity moving tensor is data movement: do it as such
+            // (bit-exact, as the hardware's transpose path is; no 0 * inf products).
+            let ident = pe.transpose && k == nmov && {
+                let (msl, view) = match &mv {
+                    Some((sp, v, _)) => (mem.f32s(*sp), *v),
+                    None => (&a[..], dense),
+                };
+                is_identity(msl, view, k)
+            };
+            if ident {
+                // out[j][c] = w[c][j]
+                b.clear();
+                b.resize(m * nmov, 0.0);
+                transpose(&pe.w[..nmov * m], nmov, m, b);
+                if let Some((dspace, cv, _)) = dv {
+                    let csl = mem.f32s_mut(dspace);
+                    for (j, row) in b.chunks_exact(nmov).enumerate() {
+                        for (c, t) in row.iter().enumerate() {
+                            let at = cv.off + j * cv.rs + c * cv.cs;
+                            csl[at] = if beta == 0.0 { *t } else { csl[at] + *t };
+                        }
+                    }
+                } else {
+                    if acc & 1 == 0 {
+                        let mut old = Vec::new();
+                        gather(mem, &dst, out_dt, m, &mut old)?;
+                        for (x, y) in b.iter_mut().zip(old.iter()) {
+                            *x += *y;
+                        }
+                    }
+                    scatter(mem, &dst, out_dt, m, b)?;
+                }
+            } else if let Some((dspace, cv, _)) = dv {
                 let CoreMem { sbuf, psum, .. } = mem;
                 let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
                     (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
@@ -513,18 +716,21 @@ pub fn execute(
                 num: [1, 0, 0, 0],
             };
             gather(mem, &bias_ap, bdt, ch, b)?;
+            let exp = match func {
+                7 => true,
+                0 => false,
+                f => {
+                    return Err(OpFault::bad(format!(
+                        "activation function code {f} not known"
+                    )))
+                }
+            };
             for p in 0..ch {
-                for v in &mut a[p * n..(p + 1) * n] {
-                    let x = *v * scale + b[p];
-                    *v = match func {
-                        7 => x.exp(),
-                        0 => x,
-                        f => {
-                            return Err(OpFault::bad(format!(
-                                "activation function code {f} not known"
-                            )))
-                        }
-                    };
+                let (row, bias) = (&mut a[p * n..(p + 1) * n], b[p]);
+                if exp {
+                    row.iter_mut().for_each(|v| *v = (*v * scale + bias).exp());
+                } else {
+                    row.iter_mut().for_each(|v| *v = *v * scale + bias);
                 }
             }
             scatter(mem, &dst, ddt, ch, a)?;
@@ -550,7 +756,7 @@ pub fn execute(
         Opcode::TensorReduce => {
             let u = unary(ci)?;
             let (src, dst, ch) = (u.src, u.dst, u.ch);
-            let op = need(ci.u("op"), ci, "op")?;
+            let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
             let neg = ci.u("negated").unwrap_or(0) == 1;
             let n = gather(mem, &src, u.sdt, ch, a)?;
             // dim=X: reduce the innermost dimension; the destination holds the rest.
@@ -559,11 +765,7 @@ pub fn execute(
             b.clear();
             for p in 0..ch {
                 for g in 0..groups {
-                    let row = &a[p * n + g * inner..p * n + (g + 1) * inner];
-                    let mut acc = row[0];
-                    for v in &row[1..] {
-                        acc = need(alu(op, acc, *v), ci, "op")?;
-                    }
+                    let acc = alu_reduce(op, &a[p * n + g * inner..p * n + (g + 1) * inner]);
                     b.push(if neg { -acc } else { acc });
                 }
             }
@@ -594,12 +796,12 @@ pub fn execute(
             };
             let s0 = operand(0, need(ci.u("imm0"), ci, "imm0")? as u32)?;
             let s1 = operand(1, ci.u("imm1").unwrap_or(0) as u32)?;
-            let (op0, op1) = (need(ci.u("op0"), ci, "op0")?, ci.u("op1").unwrap_or(0));
+            let op0 = Alu::of(need(ci.u("op0"), ci, "op0")?, ci, "op0")?;
+            let op1 = Alu::of(ci.u("op1").unwrap_or(0), ci, "op1")?;
             for p in 0..ch {
-                for v in &mut a[p * n..(p + 1) * n] {
-                    let x = need(alu(op0, *v, s0[p]), ci, "op0")?;
-                    *v = need(alu(op1, x, s1[p]), ci, "op1")?;
-                }
+                let row = &mut a[p * n..(p + 1) * n];
+                alu_scalar(op0, row, s0[p]);
+                alu_scalar(op1, row, s1[p]);
             }
             scatter(mem, &dst, u.ddt, ch, a)?;
             done(n)
@@ -613,15 +815,13 @@ pub fn execute(
             let d1 = need(Dtype::from_code(pair & 0xf), ci, "src1 dtype")?;
             let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
-            let op = need(ci.u("op"), ci, "op")?;
+            let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
             let n = gather(mem, &s0, d0, ch, a)?;
             let n1 = gather(mem, &s1, d1, ch, b)?;
             if n1 != n {
                 return Err(OpFault::bad("TENSOR_TENSOR operand shapes differ"));
             }
-            for (x, y) in a.iter_mut().zip(b.iter()) {
-                *x = need(alu(op, *x, *y), ci, "op")?;
-            }
+            alu_zip(op, a, b);
             scatter(mem, &dst, ddt, ch, a)?;
             done(n)
         }
@@ -736,5 +936,95 @@ mod tests {
             num: [65535, 65535, 65535, 65535],
         };
         assert!(offsets(&huge).is_err());
+    }
+
+    #[test]
+    fn transpose_matches_the_definition_for_any_shape() {
+        for (rows, cols) in [(128, 128), (16, 8), (13, 21), (1, 9), (8, 3)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let mut dst = vec![f32::NAN; rows * cols];
+            transpose(&src, rows, cols, &mut dst);
+            for c in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(
+                        dst[j * rows + c],
+                        src[c * cols + j],
+                        "{rows}x{cols} ({c},{j})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn identity_detection() {
+        let n = 5;
+        let mut m = vec![0f32; n * 7];
+        for i in 0..n {
+            m[i * 7 + i] = 1.0;
+        }
+        let v = View {
+            off: 0,
+            rs: 7,
+            cs: 1,
+        };
+        assert!(is_identity(&m, v, n));
+        assert!(is_identity(
+            &m,
+            View {
+                off: 0,
+                rs: 1,
+                cs: 7
+            },
+            n
+        ));
+        m[7 + 3] = 1e-30;
+        assert!(!is_identity(&m, v, n));
+        assert!(
+            !is_identity(&m[..20], v, n),
+            "short slice is not an identity"
+        );
+    }
+
+    #[test]
+    fn reductions_agree_with_a_plain_fold() {
+        let row: Vec<f32> = (0..515)
+            .map(|i| ((i * 37) % 101) as f32 * 0.013 - 0.6)
+            .collect();
+        let seq: f64 = row.iter().map(|v| *v as f64).sum();
+        assert!((alu_reduce(Alu::Add, &row) as f64 - seq).abs() < 1e-4);
+        let max = row.iter().copied().fold(f32::MIN, f32::max);
+        assert_eq!(alu_reduce(Alu::Max, &row), max);
+        assert_eq!(alu_reduce(Alu::Bypass, &row), row[0]);
+        let small = [1.5f32, 2.0, -1.0];
+        assert_eq!(alu_reduce(Alu::Mul, &small), -3.0);
+        assert_eq!(alu_reduce(Alu::Add, &small[..1]), 1.5);
+    }
+
+    #[test]
+    fn runs_of_an_inner_unit_step_gather_and_scatter_alike() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // 3 runs of 4 bf16 elements, 10 elements apart, in 2 partitions.
+        let ap = AccessPattern {
+            addr: 0x200,
+            dims: 2,
+            step: [1, 10, 0, 0],
+            num: [4, 3, 0, 0],
+        };
+        let vals: Vec<f32> = (0..24).map(|i| i as f32 - 7.5).collect();
+        scatter(&mut mem, &ap, Dtype::Bf16, 2, &vals).expect("scatter");
+        let mut out = Vec::new();
+        assert_eq!(
+            gather(&mem, &ap, Dtype::Bf16, 2, &mut out).expect("gather"),
+            12
+        );
+        assert_eq!(out, vals);
+        // Element 5 of partition 1 is run 1, index 1: byte 0x200 + 2 * (10 + 1).
+        let at = mem.sbuf_stride + 0x200 + 2 * 11;
+        let b = &mem.bytes(Space::Sbuf)[at..at + 2];
+        assert_eq!(
+            half::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+            vals[12 + 5]
+        );
     }
 }

@@ -68,6 +68,21 @@ impl CoreMem {
         }
     }
 
+    /// The storage of `s` as f32 words (fp32 views of aligned tiles index it directly).
+    pub fn f32s(&self, s: Space) -> &[f32] {
+        match s {
+            Space::Sbuf => &self.sbuf,
+            Space::Psum => &self.psum,
+        }
+    }
+
+    pub fn f32s_mut(&mut self, s: Space) -> &mut [f32] {
+        match s {
+            Space::Sbuf => &mut self.sbuf,
+            Space::Psum => &mut self.psum,
+        }
+    }
+
     pub fn bytes_mut(&mut self, s: Space) -> &mut [u8] {
         match s {
             Space::Sbuf => self.sbuf.as_mut_bytes(),

@@ -15,7 +15,7 @@ use crate::time::Ps;
 use neuron_abi::notify::{NotificationEntry, NotifyKind, ENTRY_SIZE};
 use neuron_abi::udma::UdmaDesc;
 use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Opcode};
-use neuron_isa::{testenc, Engine, Instr, Op, SemOp, SemUpdate, SemWait, WaitCond};
+use neuron_isa::{testenc, Dtype, Engine, Instr, Op, SemOp, SemUpdate, SemWait, WaitCond};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt;
@@ -153,6 +153,23 @@ pub struct Stats {
     pub dropped_notifications: u64,
 }
 
+/// Host wall time the model spent issuing each kind of instruction (data path included):
+/// where an emulation's host time goes. Off unless asked for; it is not part of the device's
+/// deterministic state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostProfile {
+    /// Mnemonic -> (instructions issued, host nanoseconds).
+    pub ops: std::collections::BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl HostProfile {
+    fn record(&mut self, name: &'static str, d: std::time::Duration) {
+        let e = self.ops.entry(name).or_default();
+        e.0 += 1;
+        e.1 += u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    }
+}
+
 /// One span on the device timeline (for Perfetto/Chrome trace output).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceEvent {
@@ -200,6 +217,7 @@ pub struct Device {
     faults: Vec<Fault>,
     stats: Stats,
     trace: Option<Vec<TraceEvent>>,
+    host_profile: Option<HostProfile>,
     copybuf: Vec<u8>,
 }
 
@@ -208,6 +226,30 @@ pub struct Device {
 const MAX_DMA2D_BYTES: u64 = 256 << 20;
 /// Elements one DMA_DIRECT2D may move (the compiler's are ≤ a few thousand rows).
 const MAX_DMA2D_ELEMS: u64 = 1 << 20;
+
+/// Convert packed elements of dtype `i` to dtype `o` (the DMA engine's cast), appending to a
+/// cleared `out`. The common float pairs have their own loops; the rest go through f32.
+fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    match (i, o) {
+        (Dtype::F32 | Dtype::F32r, Dtype::Bf16) => out.extend(src.chunks_exact(4).flat_map(|c| {
+            half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .to_bits()
+                .to_le_bytes()
+        })),
+        (Dtype::Bf16, Dtype::F32 | Dtype::F32r) => out.extend(
+            src.chunks_exact(2)
+                .flat_map(|c| ((u16::from_le_bytes([c[0], c[1]]) as u32) << 16).to_le_bytes()),
+        ),
+        _ => {
+            for c in src.chunks_exact(i.size()) {
+                let mut e = [0u8; 8];
+                neuron_isa::dtype::store_f32(o, neuron_isa::dtype::load_f32(i, c), &mut e);
+                out.extend_from_slice(&e[..o.size()]);
+            }
+        }
+    }
+}
 
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
@@ -237,6 +279,7 @@ impl Device {
             faults: Vec::new(),
             stats: Stats::default(),
             trace: None,
+            host_profile: None,
             copybuf: Vec::new(),
         }
     }
@@ -264,6 +307,16 @@ impl Device {
     /// Take the recorded timeline.
     pub fn take_trace(&mut self) -> Vec<TraceEvent> {
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Start (or stop, with `false`) measuring host time per instruction kind; starting
+    /// clears what was measured.
+    pub fn set_host_profiling(&mut self, on: bool) {
+        self.host_profile = on.then(HostProfile::default);
+    }
+    /// What was measured since profiling started.
+    pub fn host_profile(&self) -> Option<&HostProfile> {
+        self.host_profile.as_ref()
     }
 
     /// The register page of core `nc` (shared with user-space mappings).
@@ -463,6 +516,28 @@ impl Device {
         // Storage uses the window's stride, so a window offset is a storage offset.
         (p < self.profile.partitions as u64 && inpart + len <= pb)
             .then(|| (p * stride + inpart) as usize)
+    }
+
+    /// Every core's SBUF and PSUM storage as (address, bytes), so the host side can give the
+    /// OS paging hints: engines walk partitions 256 KiB / 16 KiB apart, a TLB miss each with
+    /// 4 KiB pages.
+    pub fn storage_regions(&mut self) -> Vec<(*mut u8, usize)> {
+        self.cores
+            .iter_mut()
+            .flat_map(|c| {
+                let CoreMem { sbuf, psum, .. } = &mut c.mem;
+                [
+                    (
+                        sbuf.as_mut_ptr() as *mut u8,
+                        std::mem::size_of_val(&sbuf[..]),
+                    ),
+                    (
+                        psum.as_mut_ptr() as *mut u8,
+                        std::mem::size_of_val(&psum[..]),
+                    ),
+                ]
+            })
+            .collect()
     }
 
     /// Address of core `nc`'s SBUF storage, laid out exactly as its 32 MiB TPB SBUF window
@@ -958,6 +1033,7 @@ impl Device {
         let name = real
             .as_ref()
             .map_or(instr.mnemonic(), |c| c.opcode.static_name());
+        let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
         let cost = &self.profile.cost;
         let mhz = cost.engine_mhz[e];
         let overhead = cost.instr_overhead_cycles;
@@ -1028,6 +1104,9 @@ impl Device {
                 }
             }
         };
+        if let (Some(t0), Some(hp)) = (host_t0, self.host_profile.as_mut()) {
+            hp.record(name, t0.elapsed());
+        }
         self.stats.instructions += 1;
         let dur = Ps::from_cycles(cycles, mhz);
         if let Some(t) = self.trace.as_mut() {
@@ -1121,45 +1200,46 @@ impl Device {
                 d.src_elem, d.dst_elem
             )));
         }
-        let mut buf = vec![0u8; d.src_elem as usize];
+        // Elements are moved in runs: as many consecutive elements as are contiguous on both
+        // sides (a whole row when both patterns' inner steps equal the element size).
+        let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
+        let src_dense = d.src_step[0] == d.src_elem;
+        let dst_dense = d.dst_step[0] == d.dst_elem;
+        let mut buf = Vec::new();
         let mut out = Vec::new();
         let mut bytes = 0u64;
         let mut k = 0u64;
-        for i1 in 0..d.src_num[1].max(1) {
-            for i0 in 0..d.src_num[0].max(1) {
-                let (j0, j1) = (k % d.dst_num[0].max(1), k / d.dst_num[0].max(1));
-                let s = src
-                    .wrapping_add(i0 * d.src_step[0])
-                    .wrapping_add(i1 * d.src_step[1]);
-                let t = dst
-                    .wrapping_add(j0 * d.dst_step[0])
-                    .wrapping_add(j1 * d.dst_step[1]);
-                self.read(s, &mut buf)
-                    .map_err(|e| abort(format!("DMA_DIRECT2D source: {e}")))?;
-                let data: &[u8] = match convert {
-                    Some((i, o)) => {
-                        out.clear();
-                        for c in buf.chunks_exact(i.size()) {
-                            let mut e = [0u8; 8];
-                            neuron_isa::dtype::store_f32(
-                                o,
-                                neuron_isa::dtype::load_f32(i, c),
-                                &mut e,
-                            );
-                            out.extend_from_slice(&e[..o.size()]);
-                        }
-                        if out.len() as u64 != d.dst_elem {
-                            return Err(abort(format!("DMA_DIRECT2D conversion gives {} bytes per element, destination expects {}", out.len(), d.dst_elem)));
-                        }
-                        &out
+        while k < sn {
+            let (i0, i1) = (k % n0s, k / n0s);
+            let (j0, j1) = (k % n0d, k / n0d);
+            let run = if src_dense && dst_dense {
+                (n0s - i0).min(n0d - j0)
+            } else {
+                1
+            };
+            let s = src
+                .wrapping_add(i0.wrapping_mul(d.src_step[0]))
+                .wrapping_add(i1.wrapping_mul(d.src_step[1]));
+            let t = dst
+                .wrapping_add(j0.wrapping_mul(d.dst_step[0]))
+                .wrapping_add(j1.wrapping_mul(d.dst_step[1]));
+            buf.resize((run * d.src_elem) as usize, 0);
+            self.read(s, &mut buf)
+                .map_err(|e| abort(format!("DMA_DIRECT2D source: {e}")))?;
+            let data: &[u8] = match convert {
+                Some((i, o)) => {
+                    convert_elems(i, o, &buf, &mut out);
+                    if out.len() as u64 != run * d.dst_elem {
+                        return Err(abort(format!("DMA_DIRECT2D conversion gives {} bytes per element, destination expects {}", out.len() as u64 / run, d.dst_elem)));
                     }
-                    None => &buf,
-                };
-                self.write(t, data)
-                    .map_err(|e| abort(format!("DMA_DIRECT2D destination: {e}")))?;
-                bytes += d.src_elem;
-                k += 1;
-            }
+                    &out
+                }
+                None => &buf,
+            };
+            self.write(t, data)
+                .map_err(|e| abort(format!("DMA_DIRECT2D destination: {e}")))?;
+            bytes += run * d.src_elem;
+            k += run;
         }
         self.stats.dma_bytes += bytes;
         let cost = self.profile.cost.dma_desc_latency
@@ -1352,5 +1432,58 @@ mod tests {
         let mut bad = w.clone();
         bad[32] = 0x07;
         assert!(decode_real(&bad).is_err());
+    }
+
+    /// DMA_DIRECT2D moves contiguous runs at once; the result must equal the element-by-element
+    /// definition (computed here independently), with and without a dtype conversion.
+    #[test]
+    fn dma2d_runs_match_the_elementwise_definition() {
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        let src: Vec<f32> = (0..4096).map(|i| i as f32 * 0.37 - 50.0).collect();
+        let bytes: Vec<u8> = src.iter().flat_map(|v| v.to_le_bytes()).collect();
+        dev.write(hbm, &bytes).expect("hbm write");
+        let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+        // 3 rows of 40 fp32 elements, source rows 64 elements apart, into partitions 2..5
+        // (destination rows of 8 elements: runs end at the shorter row).
+        let mut d = crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(hbm + 4 * 5),
+            src_step: [4, 256],
+            src_num: [40, 3],
+            src_elem: 4,
+            dst: DmaAddr::Absolute(sbuf + 2 * tpb::SBUF_PARTITION_STRIDE + 0x100),
+            dst_step: [4, tpb::SBUF_PARTITION_STRIDE],
+            dst_num: [8, 15],
+            dst_elem: 4,
+            in_dtype: Some(Dtype::F32),
+            out_dtype: Some(Dtype::F32),
+            semaphore: 0,
+            increment: 0,
+        };
+        dev.dma2d(0, &d).expect("plain dma");
+        let elem = |k: u64| src[(5 + (k % 40) + 64 * (k / 40)) as usize];
+        for k in 0..120u64 {
+            let at = sbuf + (2 + k / 8) * tpb::SBUF_PARTITION_STRIDE + 0x100 + 4 * (k % 8);
+            let mut b = [0u8; 4];
+            dev.read(at, &mut b).expect("read back");
+            assert_eq!(f32::from_le_bytes(b), elem(k), "element {k}");
+        }
+        // Same shape, converted to bf16 on the way (round to nearest even).
+        d.dst = DmaAddr::Absolute(sbuf + 0x800);
+        d.dst_step = [2, tpb::SBUF_PARTITION_STRIDE];
+        d.dst_elem = 2;
+        d.out_dtype = Some(Dtype::Bf16);
+        dev.dma2d(0, &d).expect("converting dma");
+        for k in 0..120u64 {
+            let at = sbuf + (k / 8) * tpb::SBUF_PARTITION_STRIDE + 0x800 + 2 * (k % 8);
+            let mut b = [0u8; 2];
+            dev.read(at, &mut b).expect("read back");
+            let bits = elem(k).to_bits();
+            let rne = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16;
+            assert_eq!(u16::from_le_bytes(b), rne, "element {k}");
+        }
+        // A run that crosses into unmapped space still aborts.
+        d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
+        assert!(dev.dma2d(0, &d).is_err());
     }
 }

@@ -13,6 +13,6 @@ pub mod regs;
 pub mod time;
 
 pub use arch::ArchProfile;
-pub use device::{Device, DmaError, MemError, QueueState, Stats, TraceEvent};
+pub use device::{Device, DmaError, HostProfile, MemError, QueueState, Stats, TraceEvent};
 pub use fault::{Fault, FaultKind};
 pub use time::Ps;
