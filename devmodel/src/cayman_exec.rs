@@ -5,7 +5,7 @@
 //! what it rests on. Access patterns: a byte offset in each partition (bit 25 = PSUM), then up
 //! to four `[step, num]` dimensions in elements, innermost first; `channels` partitions from 0.
 
-use crate::core::CoreMem;
+use crate::core::{CoreMem, Scratch};
 use crate::fault::OpFault;
 use crate::gemm::View;
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
@@ -247,54 +247,60 @@ fn scatter(
         ));
     }
     let bytes = mem.bytes_mut(sp.space);
+    let es = sp.es as usize;
     match dt {
         Dtype::F32 | Dtype::F32r => scatter_with(bytes, &sp, channels, vals, |v, b| {
-            b.copy_from_slice(&v.to_le_bytes())
+            for (c, x) in b.chunks_exact_mut(4).zip(v) {
+                c.copy_from_slice(&x.to_le_bytes());
+            }
         }),
         Dtype::Bf16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
-            b.copy_from_slice(&half::bf16::from_f32(v).to_bits().to_le_bytes())
+            for (c, x) in b.chunks_exact_mut(2).zip(v) {
+                c.copy_from_slice(&half::bf16::from_f32(*x).to_bits().to_le_bytes());
+            }
         }),
         Dtype::F16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
-            b.copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes())
+            use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+            use zerocopy::FromBytes;
+            match <[u16]>::mut_from_bytes(b) {
+                // Aligned runs convert as a slice (F16C, several lanes at a time).
+                Ok(bits) => bits
+                    .reinterpret_cast_mut::<half::f16>()
+                    .convert_from_f32_slice(v),
+                Err(_) => {
+                    for (c, x) in b.chunks_exact_mut(2).zip(v) {
+                        c.copy_from_slice(&half::f16::from_f32(*x).to_bits().to_le_bytes());
+                    }
+                }
+            }
         }),
-        _ => scatter_with(bytes, &sp, channels, vals, |v, b| store_f32(dt, v, b)),
+        _ => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            for (c, x) in b.chunks_exact_mut(es).zip(v) {
+                store_f32(dt, *x, c);
+            }
+        }),
     }
     Ok(())
 }
 
+/// Walk a checked span partition by partition, handing each run of consecutive elements (as
+/// bytes) and its values to `seg`, which stores them converted.
 #[inline(always)]
 fn scatter_with(
     bytes: &mut [u8],
     sp: &Span,
     channels: usize,
     vals: &[f32],
-    store: impl Fn(f32, &mut [u8]),
+    seg: impl Fn(&[f32], &mut [u8]),
 ) {
     let es = sp.es as usize;
-    let n = sp.offs.len();
+    let r = sp.run;
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
-        if sp.contiguous {
-            let at = (pb + sp.offs[0] * sp.es) as usize;
-            for (c, v) in bytes[at..at + n * es]
-                .chunks_exact_mut(es)
-                .zip(&vals[k..k + n])
-            {
-                store(*v, c);
-            }
-            k += n;
-            continue;
-        }
-        let r = sp.run;
         for o in sp.offs.iter().step_by(r) {
             let at = (pb + o * sp.es) as usize;
-            for (c, v) in bytes[at..at + r * es]
-                .chunks_exact_mut(es)
-                .zip(&vals[k..k + r])
-            {
-                store(*v, c);
-            }
+            seg(&vals[k..k + r], &mut bytes[at..at + r * es]);
             k += r;
         }
     }
@@ -327,6 +333,7 @@ fn copy_bits(
     dst: &AccessPattern,
     dt: Dtype,
     channels: usize,
+    tmp: &mut Vec<u8>,
 ) -> Result<usize, OpFault> {
     let s = span(mem, src, dt, channels)?;
     let d = span(mem, dst, dt, channels)?;
@@ -347,7 +354,7 @@ fn copy_bits(
         }
         return Ok(n);
     }
-    let mut tmp = Vec::with_capacity(channels * n * es);
+    tmp.clear();
     let from = mem.bytes(s.space);
     for p in 0..channels {
         let pb = (p * s.stride) as i64 + s.base;
@@ -523,9 +530,9 @@ pub fn execute(
     ci: &CaymanInstr,
     mem: &mut CoreMem,
     pe: &mut PeState,
-    a: &mut Vec<f32>,
-    b: &mut Vec<f32>,
+    scratch: &mut Scratch,
 ) -> Result<Exec, OpFault> {
+    let Scratch { a, b, c, bytes } = scratch;
     let done = |elems: usize| {
         Ok(Exec::Done {
             elems: elems as u64,
@@ -660,8 +667,8 @@ pub fn execute(
                     }
                 } else {
                     if acc & 1 == 0 {
-                        let mut old = Vec::new();
-                        gather(mem, &dst, out_dt, m, &mut old)?;
+                        let old = c;
+                        gather(mem, &dst, out_dt, m, old)?;
                         for (x, y) in b.iter_mut().zip(old.iter()) {
                             *x += *y;
                         }
@@ -681,8 +688,10 @@ pub fn execute(
                     return Err(OpFault::bad("MATMUL operand shapes do not fit"));
                 }
             } else {
-                let mut out = vec![0f32; m * nmov];
-                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, &mut out, dense) {
+                let out = c;
+                out.clear();
+                out.resize(m * nmov, 0.0);
+                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, out, dense) {
                     return Err(OpFault::bad("MATMUL operand shapes do not fit"));
                 }
                 if acc & 1 == 0 {
@@ -691,7 +700,7 @@ pub fn execute(
                         *x += *y;
                     }
                 }
-                scatter(mem, &dst, out_dt, m, &out)?;
+                scatter(mem, &dst, out_dt, m, out)?;
             }
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
@@ -742,7 +751,7 @@ pub fn execute(
             if ci.opcode == Opcode::Copy && u.sdt == u.ddt {
                 // A same-type copy moves bits: integer words (the compiler copies 16-bit pairs
                 // as int32) must not pass through f32.
-                return done(copy_bits(mem, &src, &dst, u.sdt, ch)?);
+                return done(copy_bits(mem, &src, &dst, u.sdt, ch, bytes)?);
             }
             let n = gather(mem, &src, u.sdt, ch, a)?;
             if ci.opcode == Opcode::Reciprocal {
@@ -903,10 +912,19 @@ mod tests {
             step: [1, 0, 0, 0],
             num: [1, 0, 0, 0],
         };
-        let n = copy_bits(&mut mem, &ap(0x100), &ap(0x200), Dtype::I32, 1).expect("copy");
+        let mut tmp = Vec::new();
+        let n = copy_bits(&mut mem, &ap(0x100), &ap(0x200), Dtype::I32, 1, &mut tmp).expect("copy");
         assert_eq!(n, 1);
         assert_eq!(&mem.bytes(Space::Sbuf)[0x200..0x204], &word);
-        assert!(copy_bits(&mut mem, &ap(0x100), &ap(0x40_0000), Dtype::I32, 1).is_err());
+        assert!(copy_bits(
+            &mut mem,
+            &ap(0x100),
+            &ap(0x40_0000),
+            Dtype::I32,
+            1,
+            &mut tmp
+        )
+        .is_err());
     }
 
     #[test]

@@ -207,7 +207,8 @@ impl CoreMem {
 pub struct Scratch {
     pub a: Vec<f32>,
     pub b: Vec<f32>,
-    c: Vec<f32>,
+    pub c: Vec<f32>,
+    pub bytes: Vec<u8>,
 }
 
 /// Apply an activation function in f32.

@@ -219,6 +219,7 @@ pub struct Device {
     trace: Option<Vec<TraceEvent>>,
     host_profile: Option<HostProfile>,
     copybuf: Vec<u8>,
+    dmaout: Vec<u8>,
 }
 
 /// Bytes one DMA_DIRECT2D may move: far above what the compiler emits (a few MiB), low enough
@@ -281,6 +282,7 @@ impl Device {
             trace: None,
             host_profile: None,
             copybuf: Vec::new(),
+            dmaout: Vec::new(),
         }
     }
 
@@ -1131,8 +1133,7 @@ impl Device {
     /// Run one real trn2 word; returns its cost in engine cycles beyond the issue overhead.
     fn execute_real(&mut self, nc: usize, ci: &CaymanInstr) -> Result<u64, OpFault> {
         let core = &mut self.cores[nc];
-        let Scratch { a, b, .. } = &mut core.scratch;
-        let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, a, b)?;
+        let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, &mut core.scratch)?;
         match r {
             crate::cayman_exec::Exec::Done { elems, .. } => {
                 Ok(elems / self.profile.cost.stream_elems_per_cycle.max(1))
@@ -1200,13 +1201,42 @@ impl Device {
                 d.src_elem, d.dst_elem
             )));
         }
+        // Reused buffers: runs can be large, and fresh large allocations cost page faults.
+        let mut buf = std::mem::take(&mut self.copybuf);
+        let mut out = std::mem::take(&mut self.dmaout);
+        let moved = self.dma2d_runs(src, dst, d, convert, &mut buf, &mut out);
+        self.copybuf = buf;
+        self.dmaout = out;
+        let bytes = moved?;
+        self.stats.dma_bytes += bytes;
+        let cost = self.profile.cost.dma_desc_latency
+            + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns);
+        let at = self.now + cost;
+        self.schedule(at, Ev::SemAdd(nc, d.semaphore, d.increment));
+        Ok(())
+    }
+
+    /// The data movement of [`Self::dma2d`] (shapes already checked); returns bytes moved.
+    #[allow(clippy::too_many_arguments)]
+    fn dma2d_runs(
+        &mut self,
+        src: u64,
+        dst: u64,
+        d: &crate::cayman_exec::Dma2d,
+        convert: Option<(Dtype, Dtype)>,
+        buf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, OpFault> {
+        let abort = |detail: String| OpFault {
+            kind: FaultKind::DmaAbort,
+            detail,
+        };
+        let sn = d.src_num[0].max(1) * d.src_num[1].max(1);
         // Elements are moved in runs: as many consecutive elements as are contiguous on both
         // sides (a whole row when both patterns' inner steps equal the element size).
         let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
         let src_dense = d.src_step[0] == d.src_elem;
         let dst_dense = d.dst_step[0] == d.dst_elem;
-        let mut buf = Vec::new();
-        let mut out = Vec::new();
         let mut bytes = 0u64;
         let mut k = 0u64;
         while k < sn {
@@ -1224,29 +1254,24 @@ impl Device {
                 .wrapping_add(j0.wrapping_mul(d.dst_step[0]))
                 .wrapping_add(j1.wrapping_mul(d.dst_step[1]));
             buf.resize((run * d.src_elem) as usize, 0);
-            self.read(s, &mut buf)
+            self.read(s, buf)
                 .map_err(|e| abort(format!("DMA_DIRECT2D source: {e}")))?;
             let data: &[u8] = match convert {
                 Some((i, o)) => {
-                    convert_elems(i, o, &buf, &mut out);
+                    convert_elems(i, o, buf, out);
                     if out.len() as u64 != run * d.dst_elem {
                         return Err(abort(format!("DMA_DIRECT2D conversion gives {} bytes per element, destination expects {}", out.len() as u64 / run, d.dst_elem)));
                     }
-                    &out
+                    out
                 }
-                None => &buf,
+                None => buf,
             };
             self.write(t, data)
                 .map_err(|e| abort(format!("DMA_DIRECT2D destination: {e}")))?;
             bytes += run * d.src_elem;
             k += run;
         }
-        self.stats.dma_bytes += bytes;
-        let cost = self.profile.cost.dma_desc_latency
-            + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns);
-        let at = self.now + cost;
-        self.schedule(at, Ev::SemAdd(nc, d.semaphore, d.increment));
-        Ok(())
+        Ok(bytes)
     }
 
     fn engine_complete(&mut self, nc: usize, e: usize) {
