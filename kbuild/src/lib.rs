@@ -485,3 +485,51 @@ pub fn npy_dtype(d: Dtype) -> NpyDtype {
         Dtype::Bf16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5 => NpyDtype::Void(d.size()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dma_words_name_declared_vars_and_queue_semaphores() {
+        let mut k = KernelBuilder::new("t");
+        k.input("a", Dtype::F32, &[128, 4]).expect("input");
+        k.dma_queue("q", Engine::Sp, &[8, 9]);
+        let x = Xfer::row_tiles("a", Dtype::F32, 4, 4, 1, 64, 0);
+        let w = k.dma("q", 9, &x).expect("dma").0;
+        assert_eq!(
+            w.addr("src"),
+            Some(DmaAddr::VarRelative {
+                offset: 0,
+                var_id: 1,
+                pad: 0
+            })
+        );
+        assert_eq!(
+            w.addr("dst"),
+            Some(DmaAddr::VarRelative {
+                offset: 64,
+                var_id: 0,
+                pad: 0
+            })
+        );
+        assert_eq!(w.u("semaphore"), Some(9));
+        assert!(matches!(
+            k.dma("q", 10, &x),
+            Err(BuildError::NotQueueSemaphore { .. })
+        ));
+        assert!(matches!(
+            k.dma("p", 8, &x),
+            Err(BuildError::UnknownQueue(_))
+        ));
+        let bad = Xfer::row_tiles("b", Dtype::F32, 4, 4, 1, 64, 0);
+        assert!(matches!(
+            k.dma("q", 8, &bad),
+            Err(BuildError::UnknownVar(_))
+        ));
+        assert!(matches!(
+            k.input(SB, Dtype::F32, &[1]),
+            Err(BuildError::DuplicateVar(_))
+        ));
+    }
+}
