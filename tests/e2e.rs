@@ -106,9 +106,11 @@ fn out_of_bounds_sbuf_access_reports_exec_oob_with_engine_and_pc() {
             .expect("load");
     let e = m.execute(&[("in", &vec![0u8; 2048])]).expect_err("oob");
     assert_eq!(e.status, NrtStatus::ExecOob);
-    // DVE's first NEFF word sits after the two-word runtime prologue: pc 2, opcode 0xe4.
+    // DVE's NEFF words start at pc 65 (the trn2 prologue length, docs/isa/cayman.md §5.1):
+    // DRAIN, SET_ORDERING_MODE, then the TENSOR_SCALAR.
     assert!(
-        e.message.contains("engine Vector pc 2 opcode 0xe4"),
+        e.message
+            .contains("engine Vector pc 67 opcode 0x43 (TENSOR_SCALAR)"),
         "{}",
         e.message
     );
@@ -121,12 +123,8 @@ fn unknown_opcode_fails_the_load_with_nrt_invalid() {
         s.rt.load(&kernels::broken(Broken::UnknownOpcode).expect("build"), 0)
             .expect_err("bad opcode");
     assert_eq!(e.status, NrtStatus::Invalid);
-    assert!(
-        e.message
-            .contains("engine Scalar pc 0: unsupported hardware operator code 214"),
-        "{}",
-        e.message
-    );
+    // ACT's NEFF words start at pc 55: DRAIN, SET_ORDERING_MODE, then the bad word.
+    assert_eq!(e.message, "sg00 engine Scalar pc 57: unknown opcode 0xd6");
 }
 
 #[test]
@@ -151,16 +149,41 @@ fn execute_checks_input_names_and_sizes() {
 }
 
 #[test]
-fn project_neffs_carry_the_test_isa_feature_bit_and_unknown_bits_are_refused() {
+fn project_neffs_are_real_trn2_neffs_and_unknown_bits_are_refused() {
+    // No project feature bit: the runtime loads them through its real-NEFF path.
     let mut bytes = mlp_bytes();
     let h = neuron_neff::Neff::parse(&bytes).expect("parse");
-    assert_eq!(h.header().feature_bits, neuron_neff::FEATURE_EMU_TEST_ISA);
-    assert_ne!(
-        h.header().feature_bits & neuron_neff::LIBNRT_REJECTED_FEATURE_MASK,
-        0,
-        "a real runtime must reject it"
+    assert_eq!(h.header().feature_bits, 0);
+    for k in [Broken::Hang, Broken::SbufOutOfBounds, Broken::UnknownOpcode] {
+        let b = kernels::broken(k).expect("build");
+        assert_eq!(
+            neuron_neff::Neff::parse(&b)
+                .expect("parse")
+                .header()
+                .feature_bits,
+            0
+        );
+    }
+    let g = kernels::gemm_bench(2).expect("build");
+    assert_eq!(
+        neuron_neff::Neff::parse(&g)
+            .expect("parse")
+            .header()
+            .feature_bits,
+        0
     );
-    bytes[544..552].copy_from_slice(&(neuron_neff::FEATURE_EMU_TEST_ISA | 1 << 40).to_le_bytes());
+    // Every word decodes as a known trn2 opcode.
+    for (name, data) in h.members() {
+        if name.ends_with(".bin") {
+            for w in neuron_isa::cayman::CaymanInstr::decode_all(
+                neuron_isa::cayman::Namespace::Neff,
+                data,
+            ) {
+                assert!(w.opcode.is_known(), "{name}: {:?}", w.opcode);
+            }
+        }
+    }
+    bytes[544..552].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let s = setup(Duration::from_secs(10));
     let e = s.rt.load(&bytes, 0).expect_err("unknown feature");
     assert_eq!(e.status, NrtStatus::UnsupportedNeffVersion);

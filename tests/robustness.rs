@@ -1,4 +1,4 @@
-//! Outside input never panics: corrupted NEFF members (instruction words, DMA descriptions)
+//! Outside input never panics: corrupted NEFF members (instruction words, variable tables)
 //! go through load and execute and come back as NRT statuses.
 
 use neuron_e2e_tests::{builtin_input, repo_path, setup};
@@ -230,9 +230,10 @@ proptest! {
         }
     }
 
+    /// The MLP's variables (ids, sizes) and queues, as the real load path reads them.
     #[test]
-    fn corrupted_dma_descriptions_fail_cleanly(pos in 0usize..8192, byte in any::<u8>()) {
-        let neff = mutate("sg00/SP.json", |d| {
+    fn corrupted_variable_tables_fail_cleanly(pos in 0usize..8192, byte in any::<u8>()) {
+        let neff = mutate("sg00/def.json", |d| {
             if !d.is_empty() {
                 let i = pos % d.len();
                 if d[i].is_ascii_digit() {

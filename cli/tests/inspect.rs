@@ -378,9 +378,10 @@ fn project_fixture_mlp() {
     let h = &j["header"];
     assert_eq!(h["lnc_size"], 1);
     assert_eq!(h["name"], "mlp.neff");
-    assert_eq!(h["feature_bits"], "0x4000000000000000");
-    assert_eq!(strs(&h["features"]), ["emu_test_isa"]);
-    assert_eq!(j["kelf"]["target"], "emu-test");
+    // Real trn2 words: no project feature bit, the compiler's kelf target.
+    assert_eq!(h["feature_bits"], "0x0000000000000000");
+    assert!(strs(&h["features"]).is_empty());
+    assert_eq!(j["kelf"]["target"], "cayman");
     assert_eq!(j["member_count"], 20);
     let ins: Vec<_> = j["inputs"]
         .as_array()
@@ -401,7 +402,12 @@ fn project_fixture_mlp() {
     let q = &sgs[0]["dma_queues"][0];
     assert_eq!(
         (&q["name"], &q["type"], &q["owner"], &q["num_queues"]),
-        (&"qSyncIO".into(), &"data".into(), &"sp".into(), &1.into())
+        (
+            &"qSPDynamicHW".into(),
+            &"dynamic".into(),
+            &"sp".into(),
+            &16.into()
+        )
     );
     let file_vars = sgs[0]["vars"]
         .as_array()
@@ -412,11 +418,8 @@ fn project_fixture_mlp() {
     assert_eq!(file_vars["count"], 5);
 
     let text = ok(&bin(&["neff", "inspect", MLP]));
-    assert!(
-        text.contains("feature_bits  0x4000000000000000 (emu_test_isa)"),
-        "{text}"
-    );
-    assert!(text.contains("target      emu-test"), "{text}");
+    assert!(text.contains("feature_bits  0x0000000000000000"), "{text}");
+    assert!(text.contains("target      cayman"), "{text}");
 }
 
 #[test]

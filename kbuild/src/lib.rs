@@ -1,135 +1,137 @@
-//! A small kernel builder: write engine programs as [`Instr`]s plus DMA descriptions, get a
-//! NEFF in the real container layout (1024-byte header, gzip'd ustar tar, `neff.json`,
-//! `kelf-0.json`, `sgNN/def.json`, per-engine JSON and instruction files, `tensor_map.json`,
-//! `.npy` constants).
+//! A small kernel builder: write engine programs as real trn2 ("cayman") instruction words
+//! ([`words`]) plus variables, get a NEFF in the real container layout (1024-byte header,
+//! gzip'd ustar tar, `neff.json`, `kelf-0.json`, `sgNN/def.json`, per-engine JSON and
+//! instruction files, `tensor_map.json`, `.npy` constants).
 //!
-//! Programs use the project test encoding, so the NEFF carries
-//! [`neuron_neff::FEATURE_EMU_TEST_ISA`], a bit the real runtime rejects.
+//! The NEFFs are shaped like neuronx-cc's (`docs/isa/cayman.md`): every program starts with
+//! DRAIN and SET_ORDERING_MODE relaxed; DMA is DMA_DIRECT2D with variable-relative addresses
+//! (tag `0x10`, the `def.json` var id; var 0 is the state buffer); compute words use the field
+//! layouts of `neuron_isa::cayman`. No project feature bit is set, so the runtime loads them
+//! through its real-NEFF path (relocation, pseudo-opcode translation) like compiler output.
+//! The project test encoding (`docs/isa/test-encoding.md`) is not used.
 
 pub mod kernels;
 pub mod prng;
+pub mod words;
 
-use neuron_isa::{testenc, Dtype, Engine, Instr};
+use neuron_isa::cayman::DmaAddr;
+use neuron_isa::{Dtype, Engine};
 use neuron_neff::npy::{NpyArray, NpyDtype};
-use neuron_neff::{NeffWriter, FEATURE_EMU_TEST_ISA};
+use neuron_neff::NeffWriter;
 use serde_json::{json, Map, Value};
+use words::{DmaSide, Word};
 
-/// One DMA transfer: an access pattern over a source variable and one over a destination
-/// (sizes and steps in elements, outermost first, at most 4 dimensions; offsets in bytes).
-/// The variable `"SB"` is the core's state buffer: partition `p` starts at byte
-/// `p * 0x40000`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Xfer {
-    pub from: String,
-    pub from_off: u64,
-    pub from_sizes: Vec<u64>,
-    pub from_steps: Vec<i64>,
-    pub to: String,
-    pub to_off: u64,
-    pub to_sizes: Vec<u64>,
-    pub to_steps: Vec<i64>,
-    pub dtype: Dtype,
+/// The state buffer's variable name in `def.json` (var id 0).
+pub const SB: &str = "SB";
+/// Bytes between SBUF partitions in the device address space.
+pub const PARTITION: u32 = neuron_abi::tpb::SBUF_PARTITION_STRIDE as u32;
+
+/// One side of a transfer, before variable ids are known: `num[0] x num[1]` chunks of `elem`
+/// bytes at byte steps `step` (`num[0]` innermost) from byte `off` of variable `var`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    pub var: String,
+    pub off: u32,
+    pub step: [u32; 2],
+    pub num: [u16; 2],
+    pub elem: u32,
 }
 
-/// The state buffer's variable name in `def.json`.
-pub const SB: &str = "SB";
-/// Elements of `dtype` per SBUF partition stride.
-pub fn sb_partition_step(dtype: Dtype) -> i64 {
-    (neuron_abi::tpb::SBUF_PARTITION_STRIDE / dtype.size() as u64) as i64
+/// One DMA_DIRECT2D: chunk `k` of `src` goes to chunk `k` of `dst`, converted element by
+/// element from `in_dtype` to `out_dtype` when they differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Xfer {
+    pub src: Side,
+    pub dst: Side,
+    pub in_dtype: Dtype,
+    pub out_dtype: Dtype,
+}
+
+fn side(var: &str, off: u32, step: [u32; 2], num: [u16; 2], elem: u32) -> Side {
+    Side {
+        var: var.into(),
+        off,
+        step,
+        num,
+        elem,
+    }
 }
 
 impl Xfer {
-    /// Rows `[row0, row0+rows)` x cols `[col0, col0+cols)` of a row-major DRAM matrix with
-    /// `ld` columns, into partitions `p0..p0+rows` at byte `sb_off`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn load(
+    /// `tiles` row tiles of a row-major DRAM matrix with `ld` columns: row `t*128 + p`
+    /// (`cols` elements from column 0) goes to partition `p` at SBUF byte
+    /// `sb_off + t * tile_step`.
+    pub fn row_tiles(
         var: &str,
         dtype: Dtype,
-        ld: u64,
-        row0: u64,
-        col0: u64,
-        rows: u64,
-        cols: u64,
-        p0: u64,
-        sb_off: u64,
+        ld: u32,
+        cols: u32,
+        tiles: u16,
+        sb_off: u32,
+        tile_step: u32,
     ) -> Xfer {
-        let es = dtype.size() as u64;
+        let es = dtype.size() as u32;
+        let outer = |s: u32| if tiles > 1 { s } else { 1 };
         Xfer {
-            from: var.into(),
-            from_off: (row0 * ld + col0) * es,
-            from_sizes: vec![rows, cols],
-            from_steps: vec![ld as i64, 1],
-            to: SB.into(),
-            to_off: p0 * neuron_abi::tpb::SBUF_PARTITION_STRIDE + sb_off,
-            to_sizes: vec![rows, cols],
-            to_steps: vec![sb_partition_step(dtype), 1],
-            dtype,
+            src: side(
+                var,
+                0,
+                [ld * es, outer(128 * ld * es)],
+                [128, tiles],
+                cols * es,
+            ),
+            dst: side(
+                SB,
+                sb_off,
+                [PARTITION, outer(tile_step)],
+                [128, tiles],
+                cols * es,
+            ),
+            in_dtype: dtype,
+            out_dtype: dtype,
         }
     }
 
-    /// The same DRAM row of `cols` elements broadcast into `rows` partitions.
-    pub fn broadcast_row(
-        var: &str,
-        dtype: Dtype,
-        off_elems: u64,
-        rows: u64,
-        cols: u64,
-        sb_off: u64,
-    ) -> Xfer {
-        let es = dtype.size() as u64;
+    /// A DRAM vector of `128 * cols` elements, element `c*128 + p` to partition `p`, column
+    /// `c` (one element each) at SBUF byte `sb_off`, converted to `to`.
+    pub fn columns(var: &str, from: Dtype, to: Dtype, cols: u16, sb_off: u32) -> Xfer {
+        let (si, so) = (from.size() as u32, to.size() as u32);
+        let outer = |s: u32| if cols > 1 { s } else { 1 };
         Xfer {
-            from: var.into(),
-            from_off: off_elems * es,
-            from_sizes: vec![rows, cols],
-            from_steps: vec![0, 1],
-            to: SB.into(),
-            to_off: sb_off,
-            to_sizes: vec![rows, cols],
-            to_steps: vec![sb_partition_step(dtype), 1],
-            dtype,
+            src: side(var, 0, [si, outer(128 * si)], [128, cols], si),
+            dst: side(SB, sb_off, [PARTITION, outer(so)], [128, cols], so),
+            in_dtype: from,
+            out_dtype: to,
         }
     }
 
-    /// `n` consecutive DRAM elements into one column: element `i` to partition `i`.
-    pub fn column(var: &str, dtype: Dtype, off_elems: u64, n: u64, sb_off: u64) -> Xfer {
-        let es = dtype.size() as u64;
+    /// One DRAM row of `cols` elements into every partition at SBUF byte `sb_off` (a zero
+    /// source step), converted to `to`.
+    pub fn broadcast_row(var: &str, from: Dtype, to: Dtype, cols: u32, sb_off: u32) -> Xfer {
         Xfer {
-            from: var.into(),
-            from_off: off_elems * es,
-            from_sizes: vec![n],
-            from_steps: vec![1],
-            to: SB.into(),
-            to_off: sb_off,
-            to_sizes: vec![n],
-            to_steps: vec![sb_partition_step(dtype)],
-            dtype,
+            src: side(var, 0, [0, 1], [128, 1], cols * from.size() as u32),
+            dst: side(
+                SB,
+                sb_off,
+                [PARTITION, 1],
+                [128, 1],
+                cols * to.size() as u32,
+            ),
+            in_dtype: from,
+            out_dtype: to,
         }
     }
 
-    /// Partitions `0..rows`, `cols` elements at `sb_off`, out to a row-major DRAM matrix.
-    pub fn store(var: &str, dtype: Dtype, ld: u64, rows: u64, cols: u64, sb_off: u64) -> Xfer {
+    /// Partitions `0..128`, `cols` elements at SBUF byte `sb_off`, out to the rows of a
+    /// row-major DRAM matrix with `cols` columns.
+    pub fn store(var: &str, dtype: Dtype, cols: u32, sb_off: u32) -> Xfer {
+        let es = dtype.size() as u32;
         Xfer {
-            from: SB.into(),
-            from_off: sb_off,
-            from_sizes: vec![rows, cols],
-            from_steps: vec![sb_partition_step(dtype), 1],
-            to: var.into(),
-            to_off: 0,
-            to_sizes: vec![rows, cols],
-            to_steps: vec![ld as i64, 1],
-            dtype,
+            src: side(SB, sb_off, [PARTITION, 1], [128, 1], cols * es),
+            dst: side(var, 0, [cols * es, 1], [128, 1], cols * es),
+            in_dtype: dtype,
+            out_dtype: dtype,
         }
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "op": "copy",
-            "from": self.from, "from_off": self.from_off, "from_sizes": self.from_sizes, "from_steps": self.from_steps,
-            "from_dtype": self.dtype.name(),
-            "to": self.to, "to_off": self.to_off, "to_sizes": self.to_sizes, "to_steps": self.to_steps,
-            "to_dtype": self.dtype.name(),
-            "num_tiling_dimensions": self.from_sizes.len().max(self.to_sizes.len()),
-        })
     }
 }
 
@@ -137,10 +139,14 @@ impl Xfer {
 pub enum BuildError {
     #[error("duplicate variable '{0}'")]
     DuplicateVar(String),
+    #[error("unknown variable '{0}'")]
+    UnknownVar(String),
     #[error("constant '{name}' has {got} bytes, shape needs {want}")]
     ConstantSize { name: String, got: usize, want: u64 },
     #[error("unknown DMA queue '{0}'")]
     UnknownQueue(String),
+    #[error("semaphore {sem} is not in DMA queue '{queue}'")]
+    NotQueueSemaphore { queue: String, sem: u8 },
     #[error(transparent)]
     Neff(#[from] neuron_neff::NeffError),
 }
@@ -166,9 +172,7 @@ pub struct KernelBuilder {
     name: String,
     vars: Vec<Var>,
     queues: Vec<(String, Engine, Vec<u32>)>,
-    programs: [Vec<Instr>; 5],
-    dma: [Vec<Value>; 5],
-    raw_words: [Vec<[u8; 64]>; 5],
+    programs: [Vec<[u8; 64]>; 5],
 }
 
 impl KernelBuilder {
@@ -178,8 +182,6 @@ impl KernelBuilder {
             vars: Vec::new(),
             queues: Vec::new(),
             programs: Default::default(),
-            dma: Default::default(),
-            raw_words: Default::default(),
         }
     }
 
@@ -253,59 +255,77 @@ impl KernelBuilder {
         self.constant(name, dtype, shape, data)
     }
 
-    /// Declare a DMA queue triggered by `owner`, with the semaphores its blocks may bump.
+    /// Declare a DMA queue owned by `owner` with its semaphores (`def.json` `dma_queue`).
     pub fn dma_queue(&mut self, name: &str, owner: Engine, semaphores: &[u32]) {
         self.queues.push((name.into(), owner, semaphores.to_vec()));
     }
 
-    /// Add a DMA block to `engine`'s JSON; returns its id (for `Op::DmaTrigger`). The block
-    /// increments `semaphore` when its last transfer lands.
-    pub fn dma(
-        &mut self,
-        engine: Engine,
-        queue: &str,
-        semaphore: Option<u8>,
-        xfers: &[Xfer],
-    ) -> Result<u16, BuildError> {
-        if !self.queues.iter().any(|q| q.0 == queue) {
-            return Err(BuildError::UnknownQueue(queue.into()));
+    /// The `def.json` var id of a variable (`SB` is 0, the others count from 1 in
+    /// declaration order).
+    pub fn var_id(&self, name: &str) -> Result<u8, BuildError> {
+        if name == SB {
+            return Ok(0);
         }
-        let list = &mut self.dma[engine.index()];
-        let id = list.len() as u16;
-        let mut b = Map::new();
-        b.insert("id".into(), json!(id));
-        b.insert("queue".into(), json!(queue));
-        if let Some(s) = semaphore {
-            b.insert("semaphore".into(), json!(s));
-        }
-        b.insert(
-            "desc".into(),
-            Value::Array(xfers.iter().map(Xfer::json).collect()),
-        );
-        list.push(Value::Object(b));
-        Ok(id)
+        self.vars
+            .iter()
+            .position(|v| v.name == name)
+            .and_then(|i| u8::try_from(i + 1).ok())
+            .ok_or_else(|| BuildError::UnknownVar(name.into()))
     }
 
-    /// Append an instruction to `engine`'s program.
-    pub fn push(&mut self, engine: Engine, i: Instr) {
-        self.programs[engine.index()].push(i);
+    fn dma_side(&self, s: &Side) -> Result<DmaSide, BuildError> {
+        Ok(DmaSide {
+            addr: DmaAddr::VarRelative {
+                offset: s.off,
+                var_id: self.var_id(&s.var)?,
+                pad: 0,
+            },
+            step: s.step,
+            num: s.num,
+            elem: s.elem,
+        })
     }
 
-    /// Append a raw 64-byte word (for tests of bad programs).
+    /// A DMA_DIRECT2D word for `x` on `queue`, adding 16 to `semaphore` (one of the queue's)
+    /// when it lands. Push it to the engine that owns the queue.
+    pub fn dma(&self, queue: &str, semaphore: u8, x: &Xfer) -> Result<Word, BuildError> {
+        let q = self
+            .queues
+            .iter()
+            .find(|q| q.0 == queue)
+            .ok_or_else(|| BuildError::UnknownQueue(queue.into()))?;
+        if !q.2.contains(&(semaphore as u32)) {
+            return Err(BuildError::NotQueueSemaphore {
+                queue: queue.into(),
+                sem: semaphore,
+            });
+        }
+        Ok(words::dma(
+            self.dma_side(&x.src)?,
+            self.dma_side(&x.dst)?,
+            x.in_dtype,
+            x.out_dtype,
+            semaphore,
+        ))
+    }
+
+    /// Append a word to `engine`'s program (after the DRAIN and SET_ORDERING_MODE every
+    /// program starts with).
+    pub fn push(&mut self, engine: Engine, w: Word) {
+        self.programs[engine.index()].push(w.encode());
+    }
+
+    /// Append raw 64 bytes (for tests of bad programs).
     pub fn push_raw(&mut self, engine: Engine, w: [u8; 64]) {
-        self.programs[engine.index()].push(Instr::new(neuron_isa::Op::Nop));
-        let idx = self.programs[engine.index()].len() - 1;
-        self.raw_words[engine.index()].resize(idx + 1, [0u8; 64]);
-        self.raw_words[engine.index()][idx] = w;
+        self.programs[engine.index()].push(w);
     }
 
     fn program_bytes(&self, e: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.programs[e].len() * 64);
-        for (i, ins) in self.programs[e].iter().enumerate() {
-            match self.raw_words[e].get(i) {
-                Some(w) if w[1] != 0 => out.extend_from_slice(w),
-                _ => out.extend_from_slice(&testenc::encode(ins)),
-            }
+        let mut out = Vec::with_capacity((self.programs[e].len() + 2) * 64);
+        out.extend_from_slice(&words::drain().encode());
+        out.extend_from_slice(&words::relaxed().encode());
+        for w in &self.programs[e] {
+            out.extend_from_slice(w);
         }
         out
     }
@@ -319,7 +339,7 @@ impl KernelBuilder {
         w.header.requested_tpb_count = 1;
         w.header.tpb_per_node[0] = 1;
         w.header.lnc_size = 1;
-        w.header.feature_bits = FEATURE_EMU_TEST_ISA;
+        w.header.feature_bits = 0;
 
         let mut tpn = vec![0u32; 64];
         tpn[0] = 1;
@@ -331,7 +351,7 @@ impl KernelBuilder {
                 "num_tpb": 1, "num_tpb_requested": 1, "num_tpb_per_node": tpn,
             }),
         )?;
-        w.add_json("kelf-0.json", &json!({"graphs": [{"definition": "sg00/def.json", "name": "sg00"}], "version": "0.5", "target": "emu-test"}))?;
+        w.add_json("kelf-0.json", &json!({"graphs": [{"definition": "sg00/def.json", "name": "sg00"}], "version": "0.5", "target": "cayman"}))?;
 
         // def.json
         let mut vars = Map::new();
@@ -350,7 +370,7 @@ impl KernelBuilder {
         }
         let mut queues = Map::new();
         for (n, owner, sems) in &self.queues {
-            queues.insert(n.clone(), json!({"type": "data", "num_queues": 1, "owner": owner.def_name(), "semaphore_set": sems, "fabric_path": "main"}));
+            queues.insert(n.clone(), json!({"fabric_path": "main", "num_queues": sems.len(), "owner": owner.def_name(), "semaphore_set": sems, "type": "dynamic"}));
         }
         let files = [
             (Engine::Pe, "PE"),
@@ -371,12 +391,16 @@ impl KernelBuilder {
         def.insert("version".into(), json!("0.6"));
         def.insert("var".into(), Value::Object(vars));
         def.insert("dma_queue".into(), Value::Object(queues));
-        def.insert("runtime_event_count".into(), json!(0));
-        def.insert("runtime_semaphore_count".into(), json!(1));
+        // The values every def.json of the compiler's corpus carries.
+        def.insert("runtime_event_count".into(), json!(12));
+        def.insert("runtime_semaphore_count".into(), json!(3));
         def.insert("neff_features".into(), json!([]));
         w.add_json("sg00/def.json", &Value::Object(def))?;
         for (e, stem) in files {
-            w.add_json(&format!("sg00/{stem}.json"), &json!({"dma": self.dma[e.index()], "instr": format!("{stem}.bin"), "name": format!("{stem}.json")}))?;
+            w.add_json(
+                &format!("sg00/{stem}.json"),
+                &json!({"dma": [], "instr": format!("{stem}.bin"), "name": format!("{stem}.json")}),
+            )?;
             w.add_member(&format!("sg00/{stem}.bin"), self.program_bytes(e.index()));
         }
         let mut tmap = Map::new();
@@ -459,5 +483,53 @@ pub fn npy_dtype(d: Dtype) -> NpyDtype {
         Dtype::I64 => NpyDtype::I64,
         Dtype::U64 => NpyDtype::U64,
         Dtype::Bf16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5 => NpyDtype::Void(d.size()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dma_words_name_declared_vars_and_queue_semaphores() {
+        let mut k = KernelBuilder::new("t");
+        k.input("a", Dtype::F32, &[128, 4]).expect("input");
+        k.dma_queue("q", Engine::Sp, &[8, 9]);
+        let x = Xfer::row_tiles("a", Dtype::F32, 4, 4, 1, 64, 0);
+        let w = k.dma("q", 9, &x).expect("dma").0;
+        assert_eq!(
+            w.addr("src"),
+            Some(DmaAddr::VarRelative {
+                offset: 0,
+                var_id: 1,
+                pad: 0
+            })
+        );
+        assert_eq!(
+            w.addr("dst"),
+            Some(DmaAddr::VarRelative {
+                offset: 64,
+                var_id: 0,
+                pad: 0
+            })
+        );
+        assert_eq!(w.u("semaphore"), Some(9));
+        assert!(matches!(
+            k.dma("q", 10, &x),
+            Err(BuildError::NotQueueSemaphore { .. })
+        ));
+        assert!(matches!(
+            k.dma("p", 8, &x),
+            Err(BuildError::UnknownQueue(_))
+        ));
+        let bad = Xfer::row_tiles("b", Dtype::F32, 4, 4, 1, 64, 0);
+        assert!(matches!(
+            k.dma("q", 8, &bad),
+            Err(BuildError::UnknownVar(_))
+        ));
+        assert!(matches!(
+            k.input(SB, Dtype::F32, &[1]),
+            Err(BuildError::DuplicateVar(_))
+        ));
     }
 }
