@@ -69,12 +69,25 @@ pub fn run(
             .collect();
         list.sort();
     }
+    let rate = host_sgemm_flops();
     println!(
         "bench real: {repeat} timed executions each (after one warm-up); slowdown = host wall / profiled trn2 time"
     );
     println!(
-        "{:<28} {:>10} {:>12} {:>12} {:>9} {:>8} {:>12}",
-        "neff", "host ms", "emulated us", "trn2 us", "slowdown", "words", "words/s"
+        "host SGEMM [128x128]^T x [128x128] in this process: {:.1} GFLOP/s; floor = the execution's SGEMM multiply-adds at that rate",
+        rate / 1e9
+    );
+    println!(
+        "{:<28} {:>10} {:>12} {:>12} {:>9} {:>8} {:>12} {:>10} {:>7}",
+        "neff",
+        "host ms",
+        "emulated us",
+        "trn2 us",
+        "slowdown",
+        "words",
+        "words/s",
+        "floor ms",
+        "floor x"
     );
     for path in &list {
         let stem = path
@@ -119,6 +132,7 @@ pub fn run(
         if host_profile {
             emu.with_device(0, |d| d.set_host_profiling(true));
         }
+        let macs0 = emu.with_device(0, |d| d.stats().sgemm_macs).unwrap_or(0);
         let t = Instant::now();
         let mut dev_ps = 0;
         for _ in 0..repeat {
@@ -128,23 +142,31 @@ pub fn run(
                 .device_time_ps;
         }
         let wall = t.elapsed().as_secs_f64() / repeat as f64;
+        let macs = emu.with_device(0, |d| d.stats().sgemm_macs).unwrap_or(0) - macs0;
+        let floor = 2.0 * macs as f64 / repeat as f64 / rate;
         let prof_dir = profiles.map(Path::to_path_buf).unwrap_or_else(|| {
             path.parent()
                 .unwrap_or(Path::new("."))
                 .join("../real-profiles")
         });
-        let (trn2, slow) = match profiled_seconds(&prof_dir, &stem) {
-            Some(s) if s > 0.0 => (format!("{:.2}", s * 1e6), format!("{:.0}x", wall / s)),
-            _ => ("-".into(), "-".into()),
+        let (trn2, slow, floor_x) = match profiled_seconds(&prof_dir, &stem) {
+            Some(s) if s > 0.0 => (
+                format!("{:.2}", s * 1e6),
+                format!("{:.0}x", wall / s),
+                format!("{:.0}x", floor / s),
+            ),
+            _ => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{stem:<28} {:>10.2} {:>12.2} {:>12} {:>9} {:>8} {:>12.0}",
+            "{stem:<28} {:>10.2} {:>12.2} {:>12} {:>9} {:>8} {:>12.0} {:>10.2} {:>7}",
             wall * 1e3,
             dev_ps as f64 / 1e6,
             trn2,
             slow,
             words,
-            words as f64 / wall
+            words as f64 / wall,
+            floor * 1e3,
+            floor_x
         );
         if host_profile {
             if let Some(Some(p)) = emu.with_device(0, |d| d.host_profile().cloned()) {
@@ -153,6 +175,26 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// FLOP/s of the host SGEMM on the tile shape that dominates the real kernels (one PE-array
+/// load against a 128-column moving tensor), median of five timed rounds after a warm-up.
+fn host_sgemm_flops() -> f64 {
+    let (m, k, n, reps) = (128usize, 128usize, 128usize, 200);
+    let a = neuron_kbuild::prng::uniform(21, k * m, 1.0);
+    let b = neuron_kbuild::prng::uniform(22, k * n, 1.0);
+    let mut c = vec![0f32; m * n];
+    let mut round = || {
+        let t = Instant::now();
+        for i in 0..reps {
+            crate::hostgemm::sgemm_at_b(m, k, n, &a, &b, if i == 0 { 0.0 } else { 1.0 }, &mut c);
+        }
+        t.elapsed().as_secs_f64()
+    };
+    round();
+    let mut times: Vec<f64> = (0..5).map(|_| round()).collect();
+    times.sort_by(f64::total_cmp);
+    2.0 * (m * k * n * reps) as f64 / times[2].max(1e-9)
 }
 
 /// The instruction kinds by host time, per execution, with their share of the wall time.

@@ -43,8 +43,9 @@ pub struct Dma2d {
 /// What executing a word did.
 #[derive(Debug)]
 pub enum Exec {
-    /// Data path done; elements streamed per partition (for the cost model).
-    Done { elems: u64, pe: bool },
+    /// Data path done: elements streamed per partition (for the cost model) and the
+    /// multiply-adds run through the host SGEMM (for host-cost accounting).
+    Done { elems: u64, sgemm_macs: u64 },
     /// Start a DMA.
     Dma(Dma2d),
 }
@@ -536,7 +537,7 @@ pub fn execute(
     let done = |elems: usize| {
         Ok(Exec::Done {
             elems: elems as u64,
-            pe: false,
+            sgemm_macs: 0,
         })
     };
     match ci.opcode {
@@ -579,7 +580,7 @@ pub fn execute(
             pe.transpose = transpose;
             Ok(Exec::Done {
                 elems: n as u64,
-                pe: true,
+                sgemm_macs: 0,
             })
         }
         Opcode::Matmul => {
@@ -704,7 +705,7 @@ pub fn execute(
             }
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
-                pe: true,
+                sgemm_macs: if ident { 0 } else { (m * k * nmov) as u64 },
             })
         }
         Opcode::Activate => {

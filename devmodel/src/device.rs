@@ -151,6 +151,9 @@ pub struct Stats {
     pub dma_bytes: u64,
     pub notifications: u64,
     pub dropped_notifications: u64,
+    /// Multiply-adds the model ran through the host SGEMM (MATMULs other than transposes
+    /// done as data movement): the host compute floor of an execution.
+    pub sgemm_macs: u64,
 }
 
 /// Host wall time the model spent issuing each kind of instruction (data path included):
@@ -1135,7 +1138,8 @@ impl Device {
         let core = &mut self.cores[nc];
         let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, &mut core.scratch)?;
         match r {
-            crate::cayman_exec::Exec::Done { elems, .. } => {
+            crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {
+                self.stats.sgemm_macs += sgemm_macs;
                 Ok(elems / self.profile.cost.stream_elems_per_cycle.max(1))
             }
             crate::cayman_exec::Exec::Dma(d) => {
