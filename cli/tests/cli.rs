@@ -249,8 +249,36 @@ fn bench_real_prints_the_slowdown_against_the_profile() {
         .find(|l| l.starts_with("akc-fused_bf16_s512"))
         .expect("a row");
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cols.len(), 7, "{row}");
+    assert_eq!(cols.len(), 9, "{row}");
     // The profiled trn2 time of this NEFF (summary.total_time) is 36.35 us.
     assert_eq!(cols[3], "36.35", "{row}");
     assert!(cols[4].ends_with('x'), "{row}");
+    // 56 MATMULs per execution; the 36 that follow a non-transposing LDWEIGHTS go through
+    // SGEMM, so the floor is positive.
+    let floor: f64 = cols[7].parse().expect("floor ms");
+    assert!(floor > 0.0 && cols[8].ends_with('x'), "{row}");
+}
+
+#[test]
+fn bench_real_host_profile_lists_instruction_kinds() {
+    let out = bin()
+        .args([
+            "bench",
+            "real",
+            "../shared/fixtures/real-neff/nkipy-matmul_small.neff",
+            "--repeat",
+            "1",
+            "--host-profile",
+        ])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let matmul = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("MATMUL "))
+        .expect("a MATMUL line");
+    // nkipy-matmul_small issues 8 MATMULs per execution.
+    assert_eq!(matmul.split_whitespace().nth(1), Some("8"), "{matmul}");
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("other ")), "{stdout}");
 }
