@@ -1,6 +1,7 @@
 //! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
 
 mod benchreal;
+mod calibrate;
 mod disasm;
 mod hostgemm;
 mod inspect;
@@ -47,6 +48,22 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         which: BenchCmd,
+    },
+    /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
+    /// (issue intervals), with leave-one-kernel-out validation.
+    Calibrate {
+        /// Profiled NEFFs. Default: every NEFF in ../shared/fixtures/real-neff with a profile.
+        files: Vec<PathBuf>,
+        /// Directory of `<stem>.profile.json`. Default: ../shared/fixtures/real-profiles.
+        #[arg(long, value_name = "DIR")]
+        profiles: Option<PathBuf>,
+        /// Also write the calibrated classes as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also run each kernel on the emulator under the uncalibrated table, the fit that did
+        /// not see it, and the full fit, and compare its NEFF-body time with silicon's.
+        #[arg(long)]
+        validate: bool,
     },
 }
 
@@ -139,6 +156,12 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
+        Cmd::Calibrate {
+            files,
+            profiles,
+            json,
+            validate,
+        } => calibrate::run(&files, profiles.as_deref(), json.as_deref(), validate),
         Cmd::Bench {
             which: BenchCmd::Gemm { matmuls, repeat },
         } => bench_gemm(matmuls, repeat),

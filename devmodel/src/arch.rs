@@ -23,6 +23,12 @@ pub struct CostTable {
     /// DMA: bytes per ns per DMA engine (achievable peak), and fixed latency per descriptor.
     pub dma_bytes_per_ns: u32,
     pub dma_desc_latency: Ps,
+    /// Calibrated issue costs of real trn2 words by class (`calib.rs`); words of other
+    /// classes use the figures above.
+    pub real: Vec<crate::calib::OpCost>,
+    /// Calibrated DMA_DIRECT2D transfers (`calib.rs`); `None`: each transfer costs
+    /// `dma_desc_latency` + bytes / `dma_bytes_per_ns`, with no sharing.
+    pub dma2d: Option<crate::calib::Dma2dCost>,
 }
 
 /// Everything the device model needs to know about one architecture.
@@ -64,6 +70,12 @@ impl ArchProfile {
                     23
                 },
                 dma_desc_latency: Ps(64_000),
+                real: if arch == Arch::V3Trn2 {
+                    crate::calib::TRN2.to_vec()
+                } else {
+                    Vec::new()
+                },
+                dma2d: (arch == Arch::V3Trn2).then_some(crate::calib::TRN2_DMA2D),
             },
         }
     }

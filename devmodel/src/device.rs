@@ -222,6 +222,8 @@ pub struct Device {
     trace: Option<Vec<TraceEvent>>,
     host_profile: Option<HostProfile>,
     copybuf: Vec<u8>,
+    /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
+    dma2d_free: Vec<Ps>,
     dmaout: Vec<u8>,
 }
 
@@ -257,6 +259,7 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
 
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
+        let cores_n = profile.nc_count;
         let cores = (0..profile.nc_count)
             .map(|_| Core {
                 mem: CoreMem::new(&profile),
@@ -285,6 +288,7 @@ impl Device {
             trace: None,
             host_profile: None,
             copybuf: Vec::new(),
+            dma2d_free: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
         }
     }
@@ -312,6 +316,12 @@ impl Device {
     /// Take the recorded timeline.
     pub fn take_trace(&mut self) -> Vec<TraceEvent> {
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Replace the cost table (calibration experiments: `neuron-emu calibrate`). Costs only
+    /// change timing, never data.
+    pub fn set_cost(&mut self, cost: crate::arch::CostTable) {
+        self.profile.cost = cost;
     }
 
     /// Start (or stop, with `false`) measuring host time per instruction kind; starting
@@ -1045,7 +1055,7 @@ impl Device {
         let cycles = match instr.op {
             _ if real.is_some() => {
                 let Some(ci) = real else { return };
-                match self.execute_real(nc, &ci) {
+                match self.execute_real(nc, engine, &ci) {
                     Ok(c) => overhead + c,
                     Err(f) => {
                         self.cores[nc].engines[e].status = EngStatus::Faulted;
@@ -1134,17 +1144,48 @@ impl Device {
     }
 
     /// Run one real trn2 word; returns its cost in engine cycles beyond the issue overhead.
-    fn execute_real(&mut self, nc: usize, ci: &CaymanInstr) -> Result<u64, OpFault> {
+    fn execute_real(
+        &mut self,
+        nc: usize,
+        engine: Engine,
+        ci: &CaymanInstr,
+    ) -> Result<u64, OpFault> {
         let core = &mut self.cores[nc];
+        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it.
+        let (transpose, ldw_cols) = (core.pe.transpose, core.pe.m as u64);
         let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, &mut core.scratch)?;
+        let cost = &self.profile.cost;
+        let stream = cost.stream_elems_per_cycle.max(1);
+        let table = match &r {
+            crate::cayman_exec::Exec::Done { elems, .. } => elems / stream,
+            crate::cayman_exec::Exec::Dma(_) => 0,
+        };
+        // A calibrated class replaces the table's charge (`calib.rs`): its interval is the
+        // whole word's, so the issue overhead the caller adds is taken out here. A MATMUL's
+        // interval covers its LDWEIGHTS, already charged the table's cost.
+        let (elems, wide) = crate::calib::word_features(ci);
+        let is_mm = ci.opcode == Opcode::Matmul;
+        let calibrated =
+            crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose).map(
+                |c| {
+                    let mhz = cost.engine_mhz[engine.index()] as u64;
+                    let mut cycles = c.cost(elems).0.saturating_mul(mhz) / 1_000_000;
+                    if is_mm {
+                        cycles =
+                            cycles.saturating_sub(cost.instr_overhead_cycles + ldw_cols / stream);
+                    }
+                    cycles.saturating_sub(cost.instr_overhead_cycles)
+                },
+            );
+        let extra = calibrated.unwrap_or(table);
         match r {
-            crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {
+            crate::cayman_exec::Exec::Done { sgemm_macs, .. } => {
                 self.stats.sgemm_macs += sgemm_macs;
-                Ok(elems / self.profile.cost.stream_elems_per_cycle.max(1))
+                Ok(extra)
             }
             crate::cayman_exec::Exec::Dma(d) => {
                 self.dma2d(nc, &d)?;
-                Ok(0)
+                Ok(extra)
             }
         }
     }
@@ -1213,9 +1254,22 @@ impl Device {
         self.dmaout = out;
         let bytes = moved?;
         self.stats.dma_bytes += bytes;
-        let cost = self.profile.cost.dma_desc_latency
-            + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns);
-        let at = self.now + cost;
+        let at = match self.profile.cost.dma2d {
+            Some(c) => {
+                // One pipe per core: bytes move after the transfers already queued on it.
+                let free = self.dma2d_free.get(nc).copied().unwrap_or(self.now);
+                let done = self.now.max(free) + Ps::from_bytes(bytes, c.bytes_per_ns);
+                if let Some(f) = self.dma2d_free.get_mut(nc) {
+                    *f = done;
+                }
+                done + c.fixed
+            }
+            None => {
+                self.now
+                    + self.profile.cost.dma_desc_latency
+                    + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns)
+            }
+        };
         self.schedule(at, Ev::SemAdd(nc, d.semaphore, d.increment));
         Ok(())
     }

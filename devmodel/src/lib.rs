@@ -2,6 +2,7 @@
 //! queues, and the discrete-event scheduler that runs them. No OS calls.
 
 pub mod arch;
+pub mod calib;
 pub mod cayman_exec;
 pub mod core;
 pub mod device;

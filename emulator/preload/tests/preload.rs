@@ -34,7 +34,26 @@ fn runtime_real_syscall_backend_runs_under_the_shim() {
         String::from_utf8_lossy(&out.stderr)
     );
     // Same device time as the in-process backend: determinism across transports.
-    assert!(stdout.contains("device_time_ps 17643631"), "{stdout}");
+    let want = format!("device_time_ps {}", in_process_device_time_ps());
+    assert!(stdout.contains(&want), "{stdout} (in process: {want})");
+}
+
+/// The MLP fixture's device time with the same inputs through the in-process backend.
+fn in_process_device_time_ps() -> u64 {
+    use neuron_runtime::{Config, Runtime};
+    let emu = neuron_emulator::Emulator::new(neuron_abi::arch::Arch::V3Trn2, 1);
+    let f = emu
+        .open(0, neuron_emulator::OpenOptions::default())
+        .expect("open");
+    let rt = Runtime::new(std::sync::Arc::new(f), 0, Config::default()).expect("runtime");
+    let neff = std::fs::read(repo().join("fixtures/neff/mlp.neff")).expect("mlp.neff");
+    let mut m = rt.load(&neff, 0).expect("load");
+    let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, 0), 128 * 512, 1.0);
+    let mut x = vec![0u8; 128 * 512 * 2];
+    for (i, v) in vals.iter().enumerate() {
+        neuron_isa::dtype::store_f32(neuron_isa::Dtype::Bf16, *v, &mut x[i * 2..]);
+    }
+    m.execute(&[("x", &x)]).expect("execute").device_time_ps
 }
 
 #[test]

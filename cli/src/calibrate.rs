@@ -1,0 +1,763 @@
+//! `neuron-emu calibrate`: fit the per-instruction cost model of real trn2 words to AWS's
+//! per-instruction profile records, and say how well the fit predicts kernels it has not seen.
+//!
+//! Evidence: each `<stem>.profile.json` lists every executed instruction with its
+//! (subgraph, engine track, pc), opcode, start timestamp and duration (ns). A `duration` is
+//! latency, not occupancy — on PE the next LDWEIGHTS starts a few ns after a MATMUL does — so
+//! what is fitted is the **issue interval**: the start of the engine's next instruction minus
+//! this one's, taken only when the next instruction has no semaphore wait (otherwise the gap
+//! holds waiting, not work). Each sample is joined to the NEFF word at the same pc (NEFF word
+//! 0 sits at `neff_base`), whose decoded operands give the size feature: elements per partition
+//! of the main access pattern (MATMUL: moving columns).
+//!
+//! Model per class (engine, opcode, 4-byte input or not): `interval_ns = a + b * elements`,
+//! least squares; `b < 0` falls back to a constant. Validation is leave-one-kernel-out: each
+//! kernel's instructions are predicted by a fit to the other kernels only, so the figures say
+//! how the model does on a kernel it was not fitted to.
+
+use crate::{usage, Failure};
+use neuron_isa::cayman::render::neff_base;
+use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
+use neuron_isa::Engine;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One issue interval joined to its NEFF word.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub kernel: usize,
+    pub class: Class,
+    pub elems: f64,
+    pub interval_ns: f64,
+    /// What the uncalibrated cost table charges for the same word(s).
+    pub model_ns: f64,
+}
+
+/// What a cost is fitted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Class {
+    pub engine: Engine,
+    pub opcode: Opcode,
+    /// The main input is a 4-byte type (fp32 MATMULs run at a lower rate).
+    pub wide: bool,
+    /// MATMUL after an LDWEIGHTS in transpose mode.
+    pub transpose: bool,
+}
+
+impl Class {
+    fn variant(&self) -> &'static str {
+        match (self.wide, self.transpose) {
+            (true, true) => "fp32 T",
+            (true, false) => "fp32",
+            (false, true) => "16-bit T",
+            (false, false) => "",
+        }
+    }
+}
+
+/// `interval_ns = a + b * elements`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    pub a: f64,
+    pub b: f64,
+    pub n: usize,
+    /// Kernels the samples come from (a class seen in one kernel cannot be validated).
+    pub kernels: usize,
+}
+
+impl Fit {
+    pub fn predict(&self, elems: f64) -> f64 {
+        self.a + self.b * elems
+    }
+}
+
+/// Opcodes whose issue interval is work, not waiting or bookkeeping the model treats apart
+/// (MATMUL is sampled with its LDWEIGHTS).
+fn fitted(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Activate
+            | Opcode::Copy
+            | Opcode::Cast
+            | Opcode::Reciprocal
+            | Opcode::TensorReduce
+            | Opcode::TensorScalar
+            | Opcode::TensorTensor
+            | Opcode::Memset
+            | Opcode::DmaDirect2d
+    )
+}
+
+/// Elements per partition of the word's main access pattern and whether its input is 4-byte:
+/// the device model's own definition, so samples and charges agree.
+pub fn features(ci: &CaymanInstr) -> (f64, bool) {
+    let (elems, wide) = neuron_devmodel::calib::word_features(ci);
+    (elems as f64, wide)
+}
+
+/// A profile's JSON.
+fn read_json(path: &Path) -> Result<serde_json::Value, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&raw).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// An instruction record's (subgraph, engine, pc, start ns), if well formed.
+fn record_key(r: &serde_json::Value) -> Option<(&str, Engine, u32, f64)> {
+    Some((
+        r["subgraph"].as_str()?,
+        r["label"].as_str().and_then(engine_of_track)?,
+        r["pc"].as_u64().and_then(|p| u32::try_from(p).ok())?,
+        r["timestamp"].as_f64()?,
+    ))
+}
+
+fn engine_of_track(label: &str) -> Option<Engine> {
+    Some(match label {
+        "Tensor" | "TensorMatrix" => Engine::Pe,
+        "Scalar" => Engine::Act,
+        "GpSimd" => Engine::Pool,
+        "Vector" => Engine::Dve,
+        "Sync" => Engine::Sp,
+        _ => return None,
+    })
+}
+
+/// The NEFF's words by (subgraph dir, engine, profiler pc).
+type Words = BTreeMap<(String, Engine, u32), CaymanInstr>;
+
+fn neff_words(path: &Path) -> Result<Words, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let neff = neuron_neff::Neff::parse(&bytes).map_err(|e| e.to_string())?;
+    let kelf = neff.kelf().map_err(|e| e.to_string())?;
+    let mut out = Words::new();
+    for g in &kelf.graphs {
+        let sg = g.dir().to_string();
+        let def = neff
+            .subgraph_def(&g.definition)
+            .map_err(|e| e.to_string())?;
+        for (i, (_, json, file)) in def.engine_files().into_iter().enumerate() {
+            let (Some(engine), Some(file)) = (Engine::from_index(i), file) else {
+                continue;
+            };
+            let f = neuron_runtime::real::features(&neff, &def, &sg, engine, json);
+            let base = neff_base(engine, f);
+            let bin = neff.subgraph_file(&sg, file).map_err(|e| e.to_string())?;
+            for (k, w) in bin.chunks_exact(WORD).enumerate() {
+                let Ok(w) = <&[u8; WORD]>::try_from(w) else {
+                    continue;
+                };
+                let pc = base + k as u32;
+                out.insert(
+                    (sg.clone(), engine, pc),
+                    CaymanInstr::decode(Namespace::Neff, w),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The uncalibrated cost table's charge for one word (`docs/timing.md`): issue overhead plus
+/// one element per cycle per lane, MATMUL's moving columns at a quarter rate for fp32; a
+/// DMA_DIRECT2D costs its engine the overhead only.
+fn table_ns(engine: Engine, ci: &CaymanInstr) -> f64 {
+    let cost = neuron_devmodel::ArchProfile::new(neuron_abi::arch::Arch::V3Trn2).cost;
+    let (elems, wide) = features(ci);
+    let per = match ci.opcode {
+        Opcode::DmaDirect2d => 0.0,
+        Opcode::Matmul if wide => 4.0 * elems,
+        _ => elems,
+    };
+    let cycles =
+        cost.instr_overhead_cycles as f64 + per / cost.stream_elems_per_cycle.max(1) as f64;
+    cycles * 1000.0 / cost.engine_mhz[engine.index()] as f64
+}
+
+/// Per (subgraph, engine): the pcs of the NEFF's words, `[base, base + n)`.
+/// Per (subgraph, engine): a pc range.
+type Ranges = BTreeMap<(String, Engine), (u32, u32)>;
+
+fn body_ranges(path: &Path) -> Result<Ranges, String> {
+    let mut out = Ranges::new();
+    for (sg, engine, pc) in neff_words(path)?.keys() {
+        let e = out.entry((sg.clone(), *engine)).or_insert((*pc, *pc + 1));
+        e.0 = e.0.min(*pc);
+        e.1 = e.1.max(pc + 1);
+    }
+    Ok(out)
+}
+
+/// Silicon: from the first NEFF word's start to the last NEFF word's end in subgraph `sg00`
+/// (the runtime's prologue and epilogue excluded), ns.
+fn profile_body_ns(neff: &Path, profile: &Path) -> Result<f64, String> {
+    let ranges = body_ranges(neff)?;
+    let j = read_json(profile)?;
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for r in j["instruction"].as_array().into_iter().flatten() {
+        let (Some(("sg00", engine, pc, ts)), Some(d)) = (record_key(r), r["duration"].as_f64())
+        else {
+            continue;
+        };
+        if ranges
+            .get(&("sg00".to_string(), engine))
+            .is_some_and(|(a, b)| (*a..*b).contains(&pc))
+        {
+            lo = lo.min(ts);
+            hi = hi.max(ts + d);
+        }
+    }
+    (hi > lo)
+        .then_some(hi - lo)
+        .ok_or_else(|| format!("{}: no NEFF-word records in sg00", profile.display()))
+}
+
+/// The emulator: the same span on NC 0 (where sg00 runs), one execution with seeded inputs,
+/// under cost table `cost`, ns.
+fn emulated_body_ns(neff: &Path, cost: neuron_devmodel::arch::CostTable) -> Result<f64, String> {
+    use neuron_runtime::{Config, Runtime};
+    let ranges = body_ranges(neff)?;
+    let bytes = std::fs::read(neff).map_err(|e| e.to_string())?;
+    let (emu, dev) = crate::open_emulated(neuron_abi::arch::Arch::V3Trn2).map_err(|f| f.1)?;
+    emu.with_device(0, |d| {
+        d.set_cost(cost);
+        d.set_tracing(true);
+    });
+    let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| e.to_string())?;
+    let mut model = rt.load(&bytes, 0).map_err(|e| e.to_string())?;
+    let data: Vec<(String, Vec<u8>)> = model
+        .inputs()
+        .enumerate()
+        .map(|(i, t)| {
+            let n = t.size as usize / t.dtype.size().max(1);
+            let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, i), n, 1.0);
+            let mut b = vec![0u8; t.size as usize];
+            for (k, v) in vals.iter().enumerate() {
+                neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
+            }
+            (t.name.clone(), b)
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = data
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    emu.with_device(0, |d| d.take_trace());
+    model.execute(&refs).map_err(|e| e.to_string())?;
+    let trace = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for ev in trace.iter().filter(|e| e.nc == 0) {
+        let Some(engine) = engine_of_track(&ev.track) else {
+            continue;
+        };
+        if ranges
+            .get(&("sg00".to_string(), engine))
+            .is_some_and(|(a, b)| (*a..*b).contains(&ev.pc))
+        {
+            lo = lo.min(ev.start.0);
+            hi = hi.max(ev.start.0 + ev.dur.0);
+        }
+    }
+    (hi > lo)
+        .then(|| (hi - lo) as f64 / 1000.0)
+        .ok_or_else(|| "no NEFF words in the trace of NC 0".to_string())
+}
+
+/// A cost table with the calibrated classes of `fits` (those seen in two kernels or more and
+/// not in `exclude`) and a DMA_DIRECT2D fixed latency.
+fn table_from(
+    fits: &BTreeMap<Class, Fit>,
+    exclude: &[Class],
+    dma_fixed_ns: Option<f64>,
+    bytes_per_ns: f64,
+) -> neuron_devmodel::arch::CostTable {
+    let mut cost = neuron_devmodel::ArchProfile::new(neuron_abi::arch::Arch::V3Trn2).cost;
+    cost.real = fits
+        .iter()
+        .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
+        .map(|(c, f)| neuron_devmodel::calib::OpCost {
+            engine: c.engine,
+            opcode: c.opcode,
+            wide: c.wide,
+            transpose: c.transpose,
+            fixed: neuron_devmodel::Ps((f.a * 1000.0).round() as u64),
+            per_elem_fs: (f.b * 1e6).round() as u64,
+        })
+        .collect();
+    cost.dma2d = dma_fixed_ns.map(|f| neuron_devmodel::calib::Dma2dCost {
+        fixed: neuron_devmodel::Ps((f * 1000.0).round() as u64),
+        bytes_per_ns: bytes_per_ns.round() as u32,
+    });
+    cost
+}
+
+/// Issue-interval samples of one profiled kernel.
+pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>, String> {
+    let words = neff_words(neff)?;
+    let j = read_json(profile)?;
+    let recs = j["instruction"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no instruction records", profile.display()))?;
+    // (subgraph, engine) -> pc -> start timestamp (ns).
+    let mut starts: BTreeMap<(String, Engine), BTreeMap<u32, f64>> = BTreeMap::new();
+    for r in recs {
+        let Some((sg, engine, pc, ts)) = record_key(r) else {
+            continue;
+        };
+        starts
+            .entry((sg.to_string(), engine))
+            .or_default()
+            .insert(pc, ts);
+    }
+    let mut out = Vec::new();
+    // The next word after `pc` must be a NEFF word that issues without waiting.
+    let clean = |sg: &str, engine: Engine, pc: u32| {
+        words
+            .get(&(sg.to_string(), engine, pc))
+            .is_some_and(|n| n.header.wait_cond == 0 && n.opcode != Opcode::EventSemaphore)
+    };
+    for ((sg, engine), pcs) in &starts {
+        for (pc, ts) in pcs {
+            let Some(ci) = words.get(&(sg.clone(), *engine, *pc)) else {
+                continue;
+            };
+            // PE overlaps an LDWEIGHTS with the MATMUL before it, so single intervals split the
+            // pair's time arbitrarily: an LDWEIGHTS + MATMUL pair is one sample (of MATMUL,
+            // sized by the moving columns), measured from the LDWEIGHTS to the word after.
+            let transpose = ci.opcode == Opcode::Ldweights && ci.u("transpose") == Some(1);
+            let ldw_model = if ci.opcode == Opcode::Ldweights {
+                table_ns(*engine, ci)
+            } else {
+                0.0
+            };
+            let (ci, span) = match ci.opcode {
+                Opcode::Ldweights => match words.get(&(sg.clone(), *engine, pc + 1)) {
+                    Some(m) if m.opcode == Opcode::Matmul && m.header.wait_cond == 0 => (m, 2),
+                    _ => continue,
+                },
+                Opcode::Matmul => continue,
+                op if fitted(op) => (ci, 1),
+                _ => continue,
+            };
+            let Some(next_ts) = pcs.get(&(pc + span)) else {
+                continue;
+            };
+            if !clean(sg, *engine, pc + span) {
+                continue;
+            }
+            let (elems, wide) = features(ci);
+            out.push(Sample {
+                kernel,
+                class: Class {
+                    engine: *engine,
+                    opcode: ci.opcode,
+                    wide,
+                    transpose,
+                },
+                elems,
+                interval_ns: next_ts - ts,
+                model_ns: ldw_model + table_ns(*engine, ci),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One DMA_DIRECT2D: its bytes and the time from issue until its semaphore reached the
+/// issue-time value plus its increment (all of its queues done).
+#[derive(Debug, Clone)]
+pub struct DmaSample {
+    pub kernel: usize,
+    pub bytes: f64,
+    pub latency_ns: f64,
+    /// Another DMA_DIRECT2D of the subgraph was in flight when this one was issued.
+    pub contended: bool,
+}
+
+/// The profile's per-core DMA bandwidth to device memory (`metadata.dma_ddr_bandwidth`, B/s).
+pub fn dma_bandwidth(profile: &Path) -> Result<f64, String> {
+    let j = read_json(profile)?;
+    j["metadata"][0]["dma_ddr_bandwidth"]
+        .as_f64()
+        .or_else(|| j["metadata"]["dma_ddr_bandwidth"].as_f64())
+        .ok_or_else(|| format!("{}: no metadata.dma_ddr_bandwidth", profile.display()))
+}
+
+/// DMA_DIRECT2D latencies of one profiled kernel.
+pub fn dma_samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<DmaSample>, String> {
+    let words = neff_words(neff)?;
+    let j = read_json(profile)?;
+    // (subgraph, semaphore) -> [(timestamp, value)], time order. Ids read "S[24] (q...)" or "2".
+    let mut sems: BTreeMap<(String, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for u in j["semaphore_update"].as_array().into_iter().flatten() {
+        let id = match &u["id"] {
+            serde_json::Value::String(s) => s
+                .trim_start_matches("S[")
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|d| d.parse().ok()),
+            v => v.as_u64(),
+        };
+        let (Some(sg), Some(id), Some(ts), Some(v)) = (
+            u["subgraph"].as_str(),
+            id,
+            u["timestamp"].as_f64(),
+            u["value"].as_f64(),
+        ) else {
+            continue;
+        };
+        sems.entry((sg.to_string(), id)).or_default().push((ts, v));
+    }
+    for v in sems.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    // (subgraph, issue, done, bytes)
+    let mut found: Vec<(String, f64, f64, f64)> = Vec::new();
+    for r in j["instruction"].as_array().into_iter().flatten() {
+        if r["opcode"].as_str() != Some("DMA_DIRECT2D") {
+            continue;
+        }
+        let Some((sg, engine, pc, ts)) = record_key(r) else {
+            continue;
+        };
+        let Some(ci) = words.get(&(sg.to_string(), engine, pc)) else {
+            continue;
+        };
+        let g = |n: &str| ci.u(n).unwrap_or(0) as f64;
+        let bytes = g("src_elem_size") * g("src_num0").max(1.0) * g("src_num1").max(1.0);
+        let (sem, inc) = (ci.u("semaphore").unwrap_or(0), g("sem_increment"));
+        let Some(ups) = sems.get(&(sg.to_string(), sem)) else {
+            continue;
+        };
+        let v0 = ups.iter().rev().find(|u| u.0 < ts).map_or(0.0, |u| u.1);
+        if let Some(done) = ups.iter().find(|u| u.0 >= ts && u.1 >= v0 + inc) {
+            found.push((sg.to_string(), ts, done.0, bytes));
+        }
+    }
+    Ok(found
+        .iter()
+        .map(|(sg, ts, done, bytes)| DmaSample {
+            kernel,
+            bytes: *bytes,
+            latency_ns: done - ts,
+            contended: found
+                .iter()
+                .any(|(g, t2, d2, _)| g == sg && t2 < ts && d2 > ts),
+        })
+        .collect())
+}
+
+/// The DMA model's fixed latency: the median over uncontended transfers of the latency beyond
+/// moving the bytes at the profile's bandwidth.
+pub fn dma_fixed_ns(samples: &[DmaSample], bytes_per_ns: f64, skip: Option<usize>) -> Option<f64> {
+    let v: Vec<f64> = samples
+        .iter()
+        .filter(|s| !s.contended && Some(s.kernel) != skip)
+        .map(|s| s.latency_ns - s.bytes / bytes_per_ns)
+        .collect();
+    (!v.is_empty()).then(|| median(v))
+}
+
+/// Least squares per class over `samples` (those whose kernel is not `skip`).
+pub fn fit(samples: &[Sample], skip: Option<usize>) -> BTreeMap<Class, Fit> {
+    let mut by: BTreeMap<Class, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut ks: BTreeMap<Class, std::collections::BTreeSet<usize>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| Some(s.kernel) != skip) {
+        by.entry(s.class)
+            .or_default()
+            .push((s.elems, s.interval_ns));
+        ks.entry(s.class).or_default().insert(s.kernel);
+    }
+    by.into_iter()
+        .map(|(c, pts)| {
+            let kernels = ks.get(&c).map_or(0, |k| k.len());
+            let n = pts.len() as f64;
+            let (mx, my) = (
+                pts.iter().map(|p| p.0).sum::<f64>() / n,
+                pts.iter().map(|p| p.1).sum::<f64>() / n,
+            );
+            let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+            let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+            let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+            let (a, b) = if b > 0.0 { (my - b * mx, b) } else { (my, 0.0) };
+            // A negative intercept would make tiny instructions free: clamp it and refit the
+            // slope through the origin.
+            let (a, b) = if a < 0.0 {
+                let sx2: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+                let sxy0: f64 = pts.iter().map(|p| p.0 * p.1).sum();
+                (0.0, if sx2 > 0.0 { sxy0 / sx2 } else { 0.0 })
+            } else {
+                (a, b)
+            };
+            (
+                c,
+                Fit {
+                    a,
+                    b,
+                    n: pts.len(),
+                    kernels,
+                },
+            )
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The profiled kernels in `dir` that have a profile in `profiles`.
+fn default_kernels(dir: &Path, profiles: &Path) -> Vec<(String, PathBuf, PathBuf)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "neff"))
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?.to_string();
+            let prof = profiles.join(format!("{stem}.profile.json"));
+            prof.exists().then_some((stem, p, prof))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn run(
+    files: &[PathBuf],
+    profiles: Option<&Path>,
+    json_out: Option<&Path>,
+    validate: bool,
+) -> Result<(), Failure> {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    let prof_dir = profiles
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| fixtures.join("real-profiles"));
+    let kernels: Vec<(String, PathBuf, PathBuf)> = if files.is_empty() {
+        default_kernels(&fixtures.join("real-neff"), &prof_dir)
+    } else {
+        files
+            .iter()
+            .map(|p| {
+                let stem = p
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("?")
+                    .to_string();
+                let prof = prof_dir.join(format!("{stem}.profile.json"));
+                (stem, p.clone(), prof)
+            })
+            .collect()
+    };
+    if kernels.len() < 2 {
+        return Err(usage(
+            "calibration needs at least two profiled kernels (one is held out at a time)",
+        ));
+    }
+    let mut all = Vec::new();
+    for (k, (stem, neff, prof)) in kernels.iter().enumerate() {
+        let s = samples(k, neff, prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+        all.extend(s);
+    }
+    let full = fit(&all, None);
+    let held: Vec<BTreeMap<Class, Fit>> = (0..kernels.len()).map(|k| fit(&all, Some(k))).collect();
+    println!(
+        "calibrate: {} kernels, {} issue intervals; interval_ns = a + b * elements per partition",
+        kernels.len(),
+        all.len()
+    );
+    println!(
+        "{:<7} {:<15} {:<10} {:>5} {:>3} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "engine",
+        "opcode",
+        "variant",
+        "n",
+        "k",
+        "a ns",
+        "b ns/el",
+        "fit err",
+        "held-out",
+        "table err"
+    );
+    for (c, f) in &full {
+        let errs = |which: &dyn Fn(&Sample) -> Option<f64>| {
+            median(
+                all.iter()
+                    .filter(|s| s.class == *c)
+                    .filter_map(|s| which(s).map(|p| ((p - s.interval_ns) / s.interval_ns).abs()))
+                    .collect(),
+            )
+        };
+        let fit_err = errs(&|s| Some(f.predict(s.elems)));
+        let held_err = errs(&|s| held[s.kernel].get(c).map(|h| h.predict(s.elems)));
+        let table_err = errs(&|s| Some(s.model_ns));
+        println!(
+            "{:<7} {:<15} {:<10} {:>5} {:>3} {:>9.1} {:>9.3} {:>9.1}% {:>9.1}% {:>9.1}%",
+            c.engine.profiler_name(),
+            c.opcode.static_name(),
+            c.variant(),
+            f.n,
+            f.kernels,
+            f.a,
+            f.b,
+            fit_err * 100.0,
+            held_err * 100.0,
+            table_err * 100.0
+        );
+    }
+    // Per kernel: the sum of the fitted intervals against the measured sum, with the fit that
+    // did not see the kernel.
+    println!("per kernel: sum of the sampled issue intervals, measured vs the fit that did not see the kernel vs the uncalibrated table");
+    for (k, (stem, _, _)) in kernels.iter().enumerate() {
+        let mine: Vec<&Sample> = all.iter().filter(|s| s.kernel == k).collect();
+        let measured: f64 = mine.iter().map(|s| s.interval_ns).sum();
+        let predicted: f64 = mine
+            .iter()
+            .map(|s| {
+                held[k]
+                    .get(&s.class)
+                    .map_or(s.interval_ns, |h| h.predict(s.elems))
+            })
+            .sum();
+        let unseen = mine
+            .iter()
+            .filter(|s| !held[k].contains_key(&s.class))
+            .count();
+        let table: f64 = mine.iter().map(|s| s.model_ns).sum();
+        println!(
+            "  {stem:<28} measured {:>9.0} ns  held-out fit {:>9.0} ns ({:+.1}%)  table {:>9.0} ns ({:+.1}%){}",
+            measured,
+            predicted,
+            (predicted / measured - 1.0) * 100.0,
+            table,
+            (table / measured - 1.0) * 100.0,
+            if unseen > 0 {
+                format!("  [{unseen} samples of classes only this kernel has: taken as measured]")
+            } else {
+                String::new()
+            }
+        );
+    }
+    // DMA_DIRECT2D: latency = fixed + bytes / bandwidth, bandwidth from the profiles.
+    let mut dmas = Vec::new();
+    let mut bws = Vec::new();
+    for (k, (stem, neff, prof)) in kernels.iter().enumerate() {
+        dmas.extend(dma_samples(k, neff, prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?);
+        bws.push(dma_bandwidth(prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?);
+    }
+    let bw = median(bws) / 1e9;
+    let fixed = dma_fixed_ns(&dmas, bw, None);
+    let unc: Vec<&DmaSample> = dmas.iter().filter(|s| !s.contended).collect();
+    let held_err = median(
+        unc.iter()
+            .filter_map(|s| {
+                let f = dma_fixed_ns(&dmas, bw, Some(s.kernel))?;
+                Some(((f + s.bytes / bw - s.latency_ns) / s.latency_ns).abs())
+            })
+            .collect(),
+    );
+    let table_err = median(
+        unc.iter()
+            .map(|s| {
+                let t = 64.0 + s.bytes / 23.0;
+                ((t - s.latency_ns) / s.latency_ns).abs()
+            })
+            .collect(),
+    );
+    println!(
+        "DMA_DIRECT2D latency: {} transfers ({} uncontended); bandwidth {:.0} B/ns (profiles' dma_ddr_bandwidth); fixed {:.0} ns; held-out error {:.1}% (table: 64 ns + bytes / 23 B/ns, {:.1}%)",
+        dmas.len(),
+        unc.len(),
+        bw,
+        fixed.unwrap_or(f64::NAN),
+        held_err * 100.0,
+        table_err * 100.0
+    );
+    // Classes whose fit does not carry to unseen kernels stay on the uncalibrated table.
+    let exclude: Vec<Class> = full
+        .keys()
+        .filter(|c| {
+            let e = median(
+                all.iter()
+                    .filter(|s| s.class == **c)
+                    .filter_map(|s| {
+                        held[s.kernel]
+                            .get(c)
+                            .map(|h| ((h.predict(s.elems) - s.interval_ns) / s.interval_ns).abs())
+                    })
+                    .collect(),
+            );
+            e.is_nan() || e > 0.5
+        })
+        .copied()
+        .collect();
+    println!(
+        "calibrated classes: those seen in two kernels or more whose held-out error is at most 50% ({} of {})",
+        full.iter()
+            .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
+            .count(),
+        full.len()
+    );
+    if validate {
+        println!("validation: NEFF-body time of sg00 (first NEFF word start to last NEFF word end), emulated vs silicon");
+        println!(
+            "  {:<28} {:>9} {:>16} {:>20} {:>16}",
+            "kernel", "trn2 us", "table us", "held-out fit us", "full fit us"
+        );
+        let base = neuron_devmodel::ArchProfile::new(neuron_abi::arch::Arch::V3Trn2).cost;
+        let mut uncal = base.clone();
+        uncal.real.clear();
+        uncal.dma2d = None;
+        for (k, (stem, neff, prof)) in kernels.iter().enumerate() {
+            let f = |e: Result<f64, String>| e.map_err(|e| Failure(1, format!("{stem}: {e}")));
+            let silicon = f(profile_body_ns(neff, prof))?;
+            let t0 = f(emulated_body_ns(neff, uncal.clone()))?;
+            let loo = table_from(&held[k], &exclude, dma_fixed_ns(&dmas, bw, Some(k)), bw);
+            let t1 = f(emulated_body_ns(neff, loo))?;
+            let t2 = f(emulated_body_ns(
+                neff,
+                table_from(&full, &exclude, fixed, bw),
+            ))?;
+            let r = |t: f64| format!("{:.2} ({:+.0}%)", t / 1e3, (t / silicon - 1.0) * 100.0);
+            println!(
+                "  {stem:<28} {:>9.2} {:>16} {:>20} {:>16}",
+                silicon / 1e3,
+                r(t0),
+                r(t1),
+                r(t2)
+            );
+        }
+    }
+    if let Some(out) = json_out {
+        let classes: Vec<serde_json::Value> = full
+            .iter()
+            .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
+            .map(|(c, f)| {
+                json!({
+                    "engine": c.engine.profiler_name(),
+                    "opcode": c.opcode.static_name(),
+                    "fp32": c.wide,
+                    "transpose": c.transpose,
+                    "a_ns": f.a,
+                    "b_ns_per_elem": f.b,
+                    "samples": f.n,
+                    "kernels": f.kernels,
+                })
+            })
+            .collect();
+        let doc = json!({
+            "dma_direct2d": { "fixed_ns": fixed, "bytes_per_ns": bw, "transfers": dmas.len() },
+            "model": "interval_ns = a_ns + b_ns_per_elem * elements per partition",
+            "kernels": kernels.iter().map(|k| k.0.clone()).collect::<Vec<_>>(),
+            "classes": classes,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| Failure(1, e.to_string()))?;
+        std::fs::write(out, text)
+            .map_err(|e| usage(format!("cannot write {}: {e}", out.display())))?;
+    }
+    Ok(())
+}
