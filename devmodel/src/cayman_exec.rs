@@ -21,6 +21,9 @@ pub struct PeState {
     pub loaded: bool,
     /// The last LDWEIGHTS was in transpose mode (bit-exact data movement).
     pub transpose: bool,
+    /// No MATMUL has used the weights since they were loaded (the cost model charges an
+    /// LDWEIGHTS + MATMUL pair as one interval).
+    pub fresh: bool,
 }
 
 /// A DMA the instruction starts (run by the device's DMA model).
@@ -578,6 +581,7 @@ pub fn execute(
             }
             pe.loaded = true;
             pe.transpose = transpose;
+            pe.fresh = true;
             Ok(Exec::Done {
                 elems: n as u64,
                 sgemm_macs: 0,
@@ -587,6 +591,7 @@ pub fn execute(
             if !pe.loaded {
                 return Err(OpFault::bad("MATMUL without LDWEIGHTS"));
             }
+            pe.fresh = false;
             let src = need(ci.ap("src"), ci, "src")?;
             let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
             let dst = need(ci.ap("dst"), ci, "dst")?;

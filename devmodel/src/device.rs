@@ -1151,8 +1151,9 @@ impl Device {
         ci: &CaymanInstr,
     ) -> Result<u64, OpFault> {
         let core = &mut self.cores[nc];
-        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it.
-        let (transpose, ldw_cols) = (core.pe.transpose, core.pe.m as u64);
+        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
+        // the first MATMUL after it shares the pair's calibrated interval with it.
+        let (transpose, ldw_cols, fresh) = (core.pe.transpose, core.pe.m as u64, core.pe.fresh);
         let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, &mut core.scratch)?;
         let cost = &self.profile.cost;
         let stream = cost.stream_elems_per_cycle.max(1);
@@ -1170,7 +1171,7 @@ impl Device {
                 |c| {
                     let mhz = cost.engine_mhz[engine.index()] as u64;
                     let mut cycles = c.cost(elems).0.saturating_mul(mhz) / 1_000_000;
-                    if is_mm {
+                    if is_mm && fresh {
                         cycles =
                             cycles.saturating_sub(cost.instr_overhead_cycles + ldw_cols / stream);
                     }
