@@ -181,9 +181,11 @@ type Ranges = BTreeMap<(String, Engine), (u32, u32)>;
 fn body_ranges(path: &Path) -> Result<Ranges, String> {
     let mut out = Ranges::new();
     for (sg, engine, pc) in neff_words(path)?.keys() {
-        let e = out.entry((sg.clone(), *engine)).or_insert((*pc, *pc + 1));
+        let e = out
+            .entry((sg.clone(), *engine))
+            .or_insert((*pc, pc.saturating_add(1)));
         e.0 = e.0.min(*pc);
-        e.1 = e.1.max(pc + 1);
+        e.1 = e.1.max(pc.saturating_add(1));
     }
     Ok(out)
 }
@@ -331,18 +333,20 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
                 0.0
             };
             let (ci, span) = match ci.opcode {
-                Opcode::Ldweights => match words.get(&(sg.clone(), *engine, pc + 1)) {
-                    Some(m) if m.opcode == Opcode::Matmul && m.header.wait_cond == 0 => (m, 2),
-                    _ => continue,
-                },
+                Opcode::Ldweights => {
+                    match words.get(&(sg.clone(), *engine, pc.saturating_add(1))) {
+                        Some(m) if m.opcode == Opcode::Matmul && m.header.wait_cond == 0 => (m, 2),
+                        _ => continue,
+                    }
+                }
                 Opcode::Matmul => continue,
                 op if fitted(op) => (ci, 1),
                 _ => continue,
             };
-            let Some(next_ts) = pcs.get(&(pc + span)) else {
+            let Some(next_ts) = pcs.get(&(pc.saturating_add(span))) else {
                 continue;
             };
-            if !clean(sg, *engine, pc + span) {
+            if !clean(sg, *engine, pc.saturating_add(span)) {
                 continue;
             }
             let (elems, wide) = features(ci);

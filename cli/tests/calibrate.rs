@@ -89,3 +89,31 @@ fn calibrate_needs_two_kernels() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least two"));
 }
+
+#[test]
+fn malformed_profiles_are_errors_not_panics() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bad-profiles");
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let real = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/real-neff"
+    ));
+    let neffs = ["akc-fused_bf16_s512", "akc-fused_fp32_s512"];
+    for (stem, body) in neffs.iter().zip([
+        "{not json",
+        r#"{"instruction": [{"subgraph": "sg00", "label": "Tensor", "pc": 4294967295, "timestamp": 1.0}]}"#,
+    ]) {
+        std::fs::write(dir.join(format!("{stem}.profile.json")), body).expect("write");
+    }
+    let out = bin()
+        .arg("calibrate")
+        .arg("--profiles")
+        .arg(&dir)
+        .args(neffs.iter().map(|s| real.join(format!("{s}.neff"))))
+        .output()
+        .expect("spawn");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("akc-fused_bf16_s512"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
