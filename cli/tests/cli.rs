@@ -280,5 +280,8 @@ fn bench_real_host_profile_lists_instruction_kinds() {
         .expect("a MATMUL line");
     // nkipy-matmul_small issues 8 MATMULs per execution.
     assert_eq!(matmul.split_whitespace().nth(1), Some("8"), "{matmul}");
-    assert!(stdout.lines().any(|l| l.trim_start().starts_with("other ")), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.trim_start().starts_with("other ")),
+        "{stdout}"
+    );
 }

@@ -34,7 +34,7 @@ fn runtime_real_syscall_backend_runs_under_the_shim() {
         String::from_utf8_lossy(&out.stderr)
     );
     // Same device time as the in-process backend: determinism across transports.
-    assert!(stdout.contains("device_time_ps 17643631"), "{stdout}");
+    assert!(stdout.contains("device_time_ps 17510289"), "{stdout}");
 }
 
 #[test]
