@@ -204,3 +204,60 @@ fn runtime_prologue_and_epilogue_match_the_ntff_except_runtime_chosen_fields() {
 fn hex(w: &[u8; 64]) -> String {
     w.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// LNC=2: the Tensor engine of each core WRITEs 1 to its peer's `$S[1]` increment register
+/// and waits for `$S[1] >= 1`. Started alone, core 0 stops at that wait (and its other
+/// engines at the `$S[2]` barrier after it) until core 1 starts; then both run to their
+/// epilogues and back to the loop head, waiting for the next start.
+#[test]
+fn lnc2_handshake_holds_a_core_until_its_peer_starts() {
+    use neuron_isa::Engine;
+    let s = setup(Duration::from_secs(10));
+    let neff = std::fs::read(repo_path(
+        "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff",
+    ))
+    .expect("neff");
+    let image = s.rt.load_image(&neff, 0).expect("image");
+    let base = |sg: &str| {
+        image
+            .iter()
+            .find(|p| p.subgraph == sg && p.engine == Engine::Pe)
+            .expect("Tensor program")
+            .base
+    };
+    let (base0, base1) = (base("sg00"), base("sg01"));
+    let _model = s.rt.load(&neff, 0).expect("load");
+    s.emu
+        .with_device(0, |d| {
+            let settle = |d: &mut neuron_devmodel::Device| while d.run(1 << 16) {};
+            settle(d);
+            // Both cores wait at their loop heads: Tensor on `$S[0] > 0` (pc 26).
+            assert_eq!(d.engine_pc(0, Engine::Pe), Some(26));
+            assert_eq!(d.engine_pc(1, Engine::Pe), Some(26));
+            assert!(d.reg_write(0, 0x1800, 1), "start core 0 only");
+            settle(d);
+            // The handshake wait is 4 slots before NEFF word 0 (WRITE, EVENT_SEMAPHORE, DRAIN,
+            // barrier...); core 1 has written nothing, so core 0 holds there.
+            assert_eq!(d.engine_pc(0, Engine::Pe), Some(base0 - 4));
+            assert_eq!(
+                d.regs(1).expect("core 1").sem(1),
+                1,
+                "core 0's +1 reached core 1"
+            );
+            assert!(d.faults().is_empty(), "{:?}", d.faults());
+            assert!(d.reg_write(1, 0x1800, 1), "start core 1");
+            settle(d);
+            assert!(d.faults().is_empty(), "{:?}", d.faults());
+            for (nc, b) in [(0, base0), (1, base1)] {
+                assert!(b > 26);
+                assert_eq!(
+                    d.engine_pc(nc, Engine::Pe),
+                    Some(26),
+                    "core {nc} ran its execution and is back at the loop head"
+                );
+                let r = d.regs(nc).expect("core");
+                assert_eq!((r.sem(0), r.sem(1), r.sem(2)), (0, 0, 0), "core {nc}");
+            }
+        })
+        .expect("device 0");
+}

@@ -666,6 +666,11 @@ impl Device {
         })
     }
 
+    /// The pc of engine `e` of core `nc` (of the word waiting to issue, when it waits).
+    pub fn engine_pc(&self, nc: usize, e: Engine) -> Option<u32> {
+        Some(self.cores.get(nc)?.engines.get(e.index())?.pc)
+    }
+
     /// Address of engine `e`'s instruction port on core `nc`.
     pub fn instr_port(&self, nc: usize, e: Engine) -> u64 {
         self.profile.tpb_base(nc) + tpb::INSTR_PORT + e.index() as u64 * tpb::INSTR_PORT_STRIDE
@@ -1677,6 +1682,19 @@ mod tests {
             dev.stats().dropped_notifications,
             1,
             "the NOTIFY posted (no queue set up)"
+        );
+        // A WRITE to an address no core, memory or register decodes faults as out of bounds.
+        run_words(
+            &mut dev,
+            0,
+            Engine::Sp,
+            &[b::write(&[(0x7f00_0000_0000, 1)])],
+            1000,
+        );
+        let f = dev.faults().first().expect("fault");
+        assert_eq!(
+            (f.kind, f.engine, f.pc, f.opcode),
+            (FaultKind::OutOfBounds, Some(Engine::Sp), 0, 0xa5)
         );
     }
 
