@@ -5,9 +5,11 @@
 //! runtime prologue/epilogue, stage the programs and their fetch rings, create notification
 //! queues and map them, map the core's semaphore page.
 //!
-//! Execute: copy inputs in, clear semaphores, re-arm the rings, ring the fetch doorbells, open
-//! the start gate through the mapped semaphore page, then poll the notification queues for
-//! every engine's end-of-execution entry against `NEURON_RT_EXEC_TIMEOUT`.
+//! Execute: copy inputs in, clear semaphores, open the start gate through the mapped semaphore
+//! page, then poll the notification queues for every engine's end-of-execution entry against
+//! `NEURON_RT_EXEC_TIMEOUT`. Real NEFFs' programs (AWS's prologue/epilogue, `crate::prologue`)
+//! are fetched once at load and loop: their gate is `$S[0]`, their markers `NOTIFY` hints 2
+//! and 3. Test-encoding programs are re-fetched per execution and gated by `$S[255]`.
 
 use crate::dmaexp::{self, Pattern};
 use crate::drv::{Chunk, Driver};
