@@ -36,6 +36,12 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// `err` has `status` and its message contains `needle`.
+fn expect_status(err: &neuron_runtime::NrtError, status: neuron_runtime::NrtStatus, needle: &str) {
+    assert_eq!(err.status, status, "{}", err.message);
+    assert!(err.message.contains(needle), "{}", err.message);
+}
+
 const REAL_SMALL: &str = "../shared/fixtures/real-neff/nkipy-matmul_small.neff";
 
 /// Run a (possibly corrupted) nkipy-matmul_small: load, and execute if it loads.
@@ -106,12 +112,7 @@ fn real_neff_sbuf_out_of_bounds_is_exec_oob_naming_engine_pc_and_opcode() {
     };
     let neff = real_small_with("sg00/Activation.bin", 3, "dst", Value::Ap(ap));
     let err = run_real_small(&neff).expect_err("out of bounds");
-    assert_eq!(
-        err.status,
-        neuron_runtime::NrtStatus::ExecOob,
-        "{}",
-        err.message
-    );
+    expect_status(&err, neuron_runtime::NrtStatus::ExecOob, "");
     assert!(err.message.contains("out-of-bounds"), "{}", err.message);
     assert!(
         err.message
@@ -133,17 +134,10 @@ fn real_neff_matmul_whose_output_shape_disagrees_is_invalid() {
     };
     let neff = real_small_with("sg00/PE.bin", 4, "dst", Value::Ap(ap));
     let err = run_real_small(&neff).expect_err("shape mismatch");
-    assert_eq!(
-        err.status,
+    expect_status(
+        &err,
         neuron_runtime::NrtStatus::Invalid,
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message
-            .contains("engine Tensor pc 70 opcode 0x02 (MATMUL)"),
-        "{}",
-        err.message
+        "engine Tensor pc 70 opcode 0x02 (MATMUL)",
     );
 }
 
@@ -158,17 +152,10 @@ fn real_neff_dma_to_an_unmapped_address_is_a_dma_abort() {
         Value::Addr(DmaAddr::Absolute(0x7f00_0000_0000)),
     );
     let err = run_real_small(&neff).expect_err("unmapped");
-    assert_eq!(
-        err.status,
+    expect_status(
+        &err,
         neuron_runtime::NrtStatus::ExecHwErrDmaAbort,
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message
-            .contains("engine Sync pc 51 opcode 0xb8 (DMA_DIRECT2D)"),
-        "{}",
-        err.message
+        "engine Sync pc 51 opcode 0xb8 (DMA_DIRECT2D)",
     );
 }
 
@@ -178,14 +165,49 @@ fn real_neff_semaphore_that_never_completes_times_out() {
     // Pool word 2's DMA signals semaphore 24, which PE waits for; make it add nothing.
     let neff = real_small_with("sg00/Pool.bin", 2, "sem_increment", Value::U(0));
     let err = run_real_small(&neff).expect_err("hang");
-    assert_eq!(
-        err.status,
-        neuron_runtime::NrtStatus::Timeout,
-        "{}",
-        err.message
-    );
+    expect_status(&err, neuron_runtime::NrtStatus::Timeout, "");
     // The core is left undefined; the next load resets it and runs normally.
     run_real_small(&std::fs::read(repo_path(REAL_SMALL)).expect("fixture")).expect("recovers");
+}
+
+/// NEFF word 2 of Pool (pc 63) replaced by a COMPARE_BRANCH ALWAYS of `words` slots.
+fn real_small_branching(words: i32) -> Vec<u8> {
+    let w = neuron_isa::cayman::build::branch_always(words, 0);
+    mutate_file(REAL_SMALL, "sg00/Pool.bin", |d| {
+        d[128..192].copy_from_slice(&w)
+    })
+}
+
+#[test]
+fn real_neff_branch_out_of_the_program_is_invalid_naming_engine_pc_and_opcode() {
+    let err = run_real_small(&real_small_branching(-100)).expect_err("bad target");
+    expect_status(
+        &err,
+        neuron_runtime::NrtStatus::Invalid,
+        "engine GpSimd pc 63 opcode 0xa9 (COMPARE_BRANCH)",
+    );
+}
+
+/// A WRITE (the word of the LNC=2 handshake) whose destination nothing decodes: the device
+/// faults out of bounds, reported with engine, pc and opcode.
+#[test]
+fn real_neff_write_to_an_unmapped_address_is_exec_oob() {
+    let w = neuron_isa::cayman::build::write(&[(0x7f00_0000_1804, 1)]);
+    let neff = mutate_file(REAL_SMALL, "sg00/Pool.bin", |d| {
+        d[128..192].copy_from_slice(&w)
+    });
+    let err = run_real_small(&neff).expect_err("unmapped");
+    expect_status(
+        &err,
+        neuron_runtime::NrtStatus::ExecOob,
+        "engine GpSimd pc 63 opcode 0xa5 (WRITE)",
+    );
+}
+
+#[test]
+fn real_neff_branch_to_itself_spins_until_the_execution_timeout() {
+    let err = run_real_small(&real_small_branching(0)).expect_err("spins");
+    expect_status(&err, neuron_runtime::NrtStatus::Timeout, "");
 }
 
 proptest! {

@@ -25,7 +25,7 @@ pub struct DisasmArgs {
     pub ntff: Option<PathBuf>,
     /// Disassemble the programs as this runtime loads the NEFF (on an emulated trn2 core 0):
     /// pseudo-instructions translated, DMA addresses relocated, runtime prologue/epilogue in
-    /// the project encoding.
+    /// AWS's shape (real trn2 words).
     #[arg(long, conflicts_with = "ntff")]
     pub loaded: bool,
 }
@@ -34,8 +34,6 @@ pub struct DisasmArgs {
 struct Entry {
     line: Line,
     file: Option<String>,
-    /// A runtime word in the project encoding: (mnemonic, operands) to print instead.
-    project: Option<(String, String)>,
 }
 
 struct SubgraphInfo {
@@ -112,7 +110,6 @@ fn read_neff(path: &Path) -> Result<NeffRead, (u8, String)> {
                 entries.push(Entry {
                     line,
                     file: Some(name.clone()),
-                    project: None,
                 });
             }
         }
@@ -156,7 +153,6 @@ fn read_ntff(
                     origin,
                 },
                 file: file.clone(),
-                project: None,
             });
         }
     }
@@ -190,39 +186,12 @@ fn read_loaded(
             .and_then(|i| i.files.get(&p.engine))
             .cloned();
         for (pc, (w, origin)) in p.words.iter().zip(&p.origins).enumerate() {
-            let (origin, project) = match origin {
-                WordOrigin::Neff { index } => (
-                    Origin::Neff {
-                        offset: (*index * WORD) as u32,
-                    },
-                    None,
-                ),
-                WordOrigin::Runtime => {
-                    let text = match neuron_isa::testenc::decode(w) {
-                        Ok(i) => {
-                            let mut ops = String::new();
-                            if let Some(wt) = i.sync.wait {
-                                ops.push_str(&format!(
-                                    "wait {:?} $S[{}] {} ",
-                                    wt.cond, wt.index, wt.value
-                                ));
-                            }
-                            match i.op {
-                                neuron_isa::Op::Notify { id } => {
-                                    ops.push_str(&format!("id=0x{id:x}"))
-                                }
-                                neuron_isa::Op::Nop | neuron_isa::Op::End => {}
-                                other => ops.push_str(&format!("{other:?}")),
-                            }
-                            (
-                                format!("{} (project encoding)", i.mnemonic()),
-                                ops.trim_end().to_string(),
-                            )
-                        }
-                        Err(e) => ("?".to_string(), e.to_string()),
-                    };
-                    (Origin::Runtime, Some(text))
-                }
+            // The runtime prologue/epilogue is real trn2 words too (AWS's shape).
+            let origin = match origin {
+                WordOrigin::Neff { index } => Origin::Neff {
+                    offset: (*index * WORD) as u32,
+                },
+                WordOrigin::Runtime => Origin::Runtime,
             };
             out.push(Entry {
                 line: Line {
@@ -233,7 +202,6 @@ fn read_loaded(
                     origin,
                 },
                 file: file.clone(),
-                project,
             });
         }
     }
@@ -282,10 +250,8 @@ fn write_out(
                     }
                     Origin::Runtime => json!({"kind": "runtime"}),
                 };
-                let (opcode, operands) = match &e.project {
-                    Some((m, o)) => (m.clone(), o.clone()),
-                    None => (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph))),
-                };
+                let (opcode, operands) =
+                    (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph)));
                 json!({
                     "subgraph": l.subgraph,
                     "engine": l.engine.profiler_name(),
@@ -318,10 +284,7 @@ fn write_out(
                 Origin::Neff { offset } => format!("+{offset:#06x}"),
                 Origin::Runtime => "runtime".to_owned(),
             };
-            let (opcode, operands) = match &e.project {
-                Some((m, o)) => (m.clone(), o.clone()),
-                None => (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph))),
-            };
+            let (opcode, operands) = (l.instr.opcode.name(), l.instr.operands(names(&l.subgraph)));
             writeln!(
                 o,
                 "{:>6} {:>8}  {:<28} {}\n{:>17}{}",

@@ -105,12 +105,13 @@ fn bad_input_exits_2() {
     assert!(!ok);
 }
 
-/// `disasm --loaded`: the program as this runtime loads it. Every profiled instruction that
-/// comes from a NEFF word has the same opcode at the same (subgraph, engine, pc).
+/// `disasm --loaded`: the program as this runtime loads it. Every profiled instruction, from a
+/// NEFF word or from the runtime prologue/epilogue (AWS's shape), has the same opcode at the
+/// same (subgraph, engine, pc).
 #[test]
-fn loaded_listing_agrees_with_the_profiles_at_neff_words() {
+fn loaded_listing_agrees_with_the_profiles_at_every_profiled_pc() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/");
-    let mut compared = 0;
+    let (mut compared, mut runtime) = (0, 0);
     for stem in [
         "akc-baseline_bf16_s512",
         "akc-baseline_fp32_s512",
@@ -146,18 +147,26 @@ fn loaded_listing_agrees_with_the_profiles_at_neff_words() {
             let hit = list.iter().find(|e| {
                 e["subgraph"] == rec["subgraph"] && e["engine"] == engine && e["pc"] == rec["pc"]
             });
-            // Our epilogue is shorter than AWS's, so profiled epilogue pcs may have no word here.
-            let Some(e) = hit else { continue };
-            if e["origin"]["kind"] == "neff" {
-                assert_eq!(
-                    e["opcode"], rec["opcode"],
-                    "{stem} {} {} pc {}",
+            let e = hit.unwrap_or_else(|| {
+                panic!(
+                    "{stem} {} {} pc {}: no loaded word",
                     rec["subgraph"], rec["label"], rec["pc"]
-                );
+                )
+            });
+            assert_eq!(
+                e["opcode"], rec["opcode"],
+                "{stem} {} {} pc {}",
+                rec["subgraph"], rec["label"], rec["pc"]
+            );
+            if e["origin"]["kind"] == "neff" {
                 compared += 1;
+            } else {
+                runtime += 1;
             }
         }
     }
-    // Every profiled instruction that comes from a NEFF word (1,929 in the six profiles).
+    // Every profiled instruction that comes from a NEFF word (1,929 in the six profiles), and
+    // every one from the runtime prologue/epilogue.
     assert_eq!(compared, 1929);
+    assert_eq!(compared + runtime, 3530);
 }

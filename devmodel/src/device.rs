@@ -85,6 +85,13 @@ struct EngineState {
     pending: Option<Pending>,
     inflight: Option<(Instr, u8)>,
     scheduled: bool,
+    /// `ibuf` offset of pc 0 of the program being run (moves past each END; a program that
+    /// loops with COMPARE_BRANCH keeps it, and its words stay in `ibuf`).
+    origin: usize,
+    /// A taken COMPARE_BRANCH's target pc, applied when the word completes.
+    branch: Option<u32>,
+    /// The engine's registers `$R[n]` (loaded by TENSOR_LOAD, read by COMPARE_BRANCH).
+    regs: Box<[u32; 256]>,
 }
 
 impl EngineState {
@@ -97,6 +104,9 @@ impl EngineState {
             pending: None,
             inflight: None,
             scheduled: false,
+            origin: 0,
+            branch: None,
+            regs: Box::new([0; 256]),
         }
     }
 }
@@ -202,6 +212,7 @@ fn wait_holds(regs: &RegPage, w: &SemWait) -> bool {
     match w.cond {
         WaitCond::Eq => regs.sem(w.index) == w.value,
         WaitCond::Ge => regs.sem(w.index) >= w.value,
+        WaitCond::Gt => regs.sem(w.index) > w.value,
         WaitCond::EventSetThenClear => regs.event(w.index) != 0,
     }
 }
@@ -533,28 +544,6 @@ impl Device {
             .then(|| (p * stride + inpart) as usize)
     }
 
-    /// Every core's SBUF and PSUM storage as (address, bytes), so the host side can give the
-    /// OS paging hints: engines walk partitions 256 KiB / 16 KiB apart, a TLB miss each with
-    /// 4 KiB pages.
-    pub fn storage_regions(&mut self) -> Vec<(*mut u8, usize)> {
-        self.cores
-            .iter_mut()
-            .flat_map(|c| {
-                let CoreMem { sbuf, psum, .. } = &mut c.mem;
-                [
-                    (
-                        sbuf.as_mut_ptr() as *mut u8,
-                        std::mem::size_of_val(&sbuf[..]),
-                    ),
-                    (
-                        psum.as_mut_ptr() as *mut u8,
-                        std::mem::size_of_val(&psum[..]),
-                    ),
-                ]
-            })
-            .collect()
-    }
-
     /// Address of core `nc`'s SBUF storage, laid out exactly as its 32 MiB TPB SBUF window
     /// (partition `p` at `p * 0x40000`), for user mappings of that window. As on hardware,
     /// user accesses that race with running engines see unordered results.
@@ -643,7 +632,7 @@ impl Device {
             let e = ((off - tpb::INSTR_PORT) / tpb::INSTR_PORT_STRIDE) as usize;
             let eng = &mut self.cores[nc].engines[e];
             // Bound what a stopped engine can accumulate (a runaway host re-kicking fetches).
-            if eng.ibuf.len() - eng.consumed + data.len() > MAX_PENDING_INSTR_BYTES {
+            if eng.ibuf.len().saturating_sub(eng.origin) + data.len() > MAX_PENDING_INSTR_BYTES {
                 return Err(MemError {
                     addr,
                     len,
@@ -663,6 +652,11 @@ impl Device {
             len,
             reason: "not a writable NeuronCore address",
         })
+    }
+
+    /// The pc of engine `e` of core `nc` (of the word waiting to issue, when it waits).
+    pub fn engine_pc(&self, nc: usize, e: Engine) -> Option<u32> {
+        Some(self.cores.get(nc)?.engines.get(e.index())?.pc)
     }
 
     /// Address of engine `e`'s instruction port on core `nc`.
@@ -975,7 +969,8 @@ impl Device {
             return;
         }
         if st.pending.is_none() {
-            if st.ibuf.len() - st.consumed < testenc::WORD {
+            // A forward branch may point past the words fetched so far: wait for them.
+            if st.ibuf.len().saturating_sub(st.consumed) < testenc::WORD {
                 st.status = EngStatus::Idle;
                 return;
             }
@@ -998,9 +993,11 @@ impl Device {
                         real,
                     });
                     st.consumed += testenc::WORD;
-                    if st.consumed >= 1 << 16 {
-                        st.ibuf.drain(..st.consumed);
-                        st.consumed = 0;
+                    // Words before the running program's pc 0 are done with.
+                    if st.origin >= 1 << 16 {
+                        st.ibuf.drain(..st.origin);
+                        st.consumed -= st.origin;
+                        st.origin = 0;
                     }
                 }
                 Err(err) => {
@@ -1055,7 +1052,7 @@ impl Device {
         let cycles = match instr.op {
             _ if real.is_some() => {
                 let Some(ci) = real else { return };
-                match self.execute_real(nc, engine, &ci) {
+                match self.execute_real(nc, e, pc, &ci) {
                     Ok(c) => overhead + c,
                     Err(f) => {
                         self.cores[nc].engines[e].status = EngStatus::Faulted;
@@ -1147,9 +1144,38 @@ impl Device {
     fn execute_real(
         &mut self,
         nc: usize,
-        engine: Engine,
+        e: usize,
+        pc: u32,
         ci: &CaymanInstr,
     ) -> Result<u64, OpFault> {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        match ci.opcode {
+            Opcode::Write => return self.exec_write(ci).map(|_| 0),
+            Opcode::TensorLoad => return self.exec_tensor_load(nc, e, ci).map(|_| 0),
+            Opcode::CompareBranch => return self.exec_branch(nc, e, pc, ci).map(|_| 0),
+            Opcode::EventSemaphoreRangeClear => {
+                let (mode, first, last) = (
+                    ci.u("mode").unwrap_or(0),
+                    ci.u("first").unwrap_or(0),
+                    ci.u("last").unwrap_or(0),
+                );
+                if mode != 1 || first > last || last > 255 {
+                    return Err(OpFault::bad(format!(
+                        "EVENT_SEMAPHORE_RANGE_CLEAR mode {mode} over {first}..={last}: only mode 1 (SEMAPHORE_ZERO) over an ascending range is known"
+                    )));
+                }
+                let regs = &self.cores[nc].regs;
+                for s in first..=last {
+                    regs.set_sem(s as u8, 0);
+                }
+                self.wake_blocked(nc);
+                return Ok(0);
+            }
+            // NOTIFY posts when it completes (`decode_real` gives it `Op::Notify`); the three
+            // unnamed runtime opcodes are treated as no-ops (LOW: `docs/isa/cayman.md` §9).
+            Opcode::Notify | Opcode::Unnamed(_) => return Ok(0),
+            _ => {}
+        }
         let core = &mut self.cores[nc];
         // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
         // the first MATMUL after it shares the pair's calibrated interval with it.
@@ -1189,6 +1215,108 @@ impl Device {
                 Ok(extra)
             }
         }
+    }
+
+    /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
+    /// this or another core, an event register, memory). The stores happen at issue.
+    fn exec_write(&mut self, ci: &CaymanInstr) -> Result<(), OpFault> {
+        for k in 0..2 {
+            let size = ci.u(&format!("size{k}")).unwrap_or(0);
+            if size == 0 {
+                continue;
+            }
+            if size > 4 {
+                return Err(OpFault::bad(format!(
+                    "WRITE slot {k}: size {size}, at most 4 bytes are known"
+                )));
+            }
+            let dst = ci.u(&format!("dst{k}")).unwrap_or(0);
+            let data = ci.u(&format!("data{k}")).unwrap_or(0) as u32;
+            self.write(dst, &data.to_le_bytes()[..size as usize])
+                .map_err(|err| OpFault {
+                    kind: FaultKind::OutOfBounds,
+                    detail: format!("WRITE slot {k}: {err}"),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// TENSOR_LOAD: `num0 x num1` 32-bit values (`step0` elements apart) from a device
+    /// address into the engine's registers named by the word's `regs` bytes.
+    fn exec_tensor_load(&mut self, nc: usize, e: usize, ci: &CaymanInstr) -> Result<(), OpFault> {
+        let dtype = ci.u("dtype").unwrap_or(0);
+        let n = ci.u("num0").unwrap_or(0).max(1) * ci.u("num1").unwrap_or(0).max(1);
+        let step = ci
+            .i("step0")
+            .or_else(|| ci.u("step0").map(|v| v as i64))
+            .unwrap_or(0);
+        let regs: Vec<u8> = match ci.get("regs") {
+            Some(neuron_isa::cayman::Value::Bytes(b)) => b.clone(),
+            _ => Vec::new(),
+        };
+        if dtype != 9 || n as usize > regs.len() {
+            return Err(OpFault::bad(format!(
+                "TENSOR_LOAD of {n} values of dtype code {dtype}: only uint32 (9) into at most {} registers is known",
+                regs.len()
+            )));
+        }
+        let addr = ci.u("addr").unwrap_or(0);
+        for (i, r) in regs.iter().take(n as usize).enumerate() {
+            let at = addr.wrapping_add((i as i64 * step * 4) as u64);
+            let mut b = [0u8; 4];
+            self.read(at, &mut b).map_err(|err| OpFault {
+                kind: FaultKind::OutOfBounds,
+                detail: format!("TENSOR_LOAD: {err}"),
+            })?;
+            self.cores[nc].engines[e].regs[*r as usize] = u32::from_le_bytes(b);
+        }
+        Ok(())
+    }
+
+    /// COMPARE_BRANCH: ALWAYS, or EQ (`$R[cmp0] == 0`); a taken branch moves the pc by
+    /// `label / 64` words when the word completes. A target before pc 0 or beyond what the
+    /// instruction port may hold faults; a target the fetch has not reached yet waits for it.
+    fn exec_branch(
+        &mut self,
+        nc: usize,
+        e: usize,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(), OpFault> {
+        let raw14 = ci
+            .unknown
+            .iter()
+            .find_map(|r| (14u8.checked_sub(r.off)).and_then(|i| r.bytes.get(i as usize)))
+            .copied()
+            .unwrap_or(0);
+        if raw14 == 1 {
+            return Err(OpFault::bad(
+                "COMPARE_BRANCH register-indirect form (byte 14 = 1) is not modelled",
+            ));
+        }
+        let st = &mut self.cores[nc].engines[e];
+        let taken = match ci.u("cmp_op").unwrap_or(0) {
+            0 => true,
+            3 => st.regs[ci.u("cmp0").unwrap_or(0) as usize & 0xff] == 0,
+            op => {
+                return Err(OpFault::bad(format!(
+                    "COMPARE_BRANCH comparison {op} is not known (0 ALWAYS, 3 EQ)"
+                )))
+            }
+        };
+        if !taken {
+            return Ok(());
+        }
+        let label = ci.i("label").unwrap_or(0);
+        let max_words = (MAX_PENDING_INSTR_BYTES / testenc::WORD) as i64;
+        let target = pc as i64 + label / 64;
+        if label % 64 != 0 || target < 0 || target >= max_words {
+            return Err(OpFault::bad(format!(
+                "COMPARE_BRANCH label {label}: target pc {target} is outside the program"
+            )));
+        }
+        st.branch = Some(target as u32);
+        Ok(())
     }
 
     fn dge_resolve(&self, nc: usize, a: DmaAddr) -> Result<u64, OpFault> {
@@ -1343,6 +1471,10 @@ impl Device {
         let pc = st.pc;
         if let Op::End = instr.op {
             st.pc = 0;
+            st.origin = st.consumed;
+        } else if let Some(t) = st.branch.take() {
+            st.pc = t;
+            st.consumed = st.origin + t as usize * testenc::WORD;
         } else {
             st.pc += 1;
         }
@@ -1443,7 +1575,7 @@ fn decode_real(word: &[u8]) -> Result<(Instr, Option<Box<CaymanInstr>>), String>
         .ok_or_else(|| format!("{}: unsupported semaphore header codes", ci.opcode.name()))?;
     if ci.opcode == Opcode::EventSemaphore {
         if let Some(c) = ci.u("ext_cond").filter(|c| *c != 0) {
-            if !matches!(c, 0x01 | 0x05) {
+            if !matches!(c, 0x01 | 0x04 | 0x05) {
                 return Err(format!(
                     "EVENT_SEMAPHORE: extended wait condition 0x{c:02x} not known"
                 ));
@@ -1463,7 +1595,14 @@ fn decode_real(word: &[u8]) -> Result<(Instr, Option<Box<CaymanInstr>>), String>
             });
         }
     }
-    Ok((Instr { sync, op: Op::Nop }, Some(Box::new(ci))))
+    // A NOTIFY posts its hint to the engine's notification queue when it completes.
+    let op = match ci.opcode {
+        Opcode::Notify => Op::Notify {
+            id: ci.u("hint").unwrap_or(0) as u16,
+        },
+        _ => Op::Nop,
+    };
+    Ok((Instr { sync, op }, Some(Box::new(ci))))
 }
 
 /// The second wait an EVENT_SEMAPHORE word carries in its body, if any.
@@ -1516,6 +1655,137 @@ mod tests {
         let mut bad = w.clone();
         bad[32] = 0x07;
         assert!(decode_real(&bad).is_err());
+    }
+
+    /// Feed `words` to engine `e` of core `nc` and run the device until it is quiet (or
+    /// `budget` events ran).
+    fn run_words(dev: &mut Device, nc: usize, e: Engine, words: &[[u8; 64]], budget: usize) {
+        let port = dev.instr_port(nc, e);
+        dev.write(port, &words.concat()).expect("instruction port");
+        dev.run(budget);
+    }
+
+    /// The runtime prologue's words: TENSOR_LOAD into a register, COMPARE_BRANCH on it, a
+    /// WRITE to another core's semaphore increment register, EVENT_SEMAPHORE_RANGE_CLEAR and
+    /// NOTIFY (posted when it completes).
+    #[test]
+    fn prologue_words_execute() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        dev.write(hbm, &[0, 0, 0, 0, 7, 0, 0, 0]).expect("hbm");
+        let (page0, page1) = (dev_sem_page(&dev, 0), dev_sem_page(&dev, 1));
+        let (set5, peer_inc1) = (page0 + 0x1400 + 4 * 5, page1 + 0x1800 + 4);
+        // Core 0's semaphores 3..=10 hold 9 before the range clear.
+        for i in 3..=10 {
+            assert!(dev.reg_write(0, 0x1400 + 4 * i, 9));
+        }
+        let words = [
+            b::tensor_load(&[0, 1], hbm, 1), // $R[0] = 0, $R[1] = 7
+            b::branch_eq(1, 2),              // $R[1] != 0: not taken
+            b::branch_eq(0, 2),              // taken: skips the next word
+            b::write(&[(set5, 0x55)]),
+            b::write(&[(peer_inc1, 1), (peer_inc1, 2)]),
+            b::range_clear(3, 10),
+            b::notify(2),
+        ];
+        run_words(&mut dev, 0, Engine::Pe, &words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let regs0 = dev.regs(0).expect("core 0");
+        let regs1 = dev.regs(1).expect("core 1");
+        assert_eq!(
+            regs0.sem(5),
+            0,
+            "the skipped WRITE did not run; the range clear zeroed 3..=10"
+        );
+        assert_eq!(regs0.sem(11), 0);
+        assert_eq!(
+            regs1.sem(1),
+            3,
+            "both stores reached core 1's increment register"
+        );
+        let st = &dev.cores[0].engines[0];
+        assert_eq!((st.regs[0], st.regs[1]), (0, 7));
+        assert_eq!(st.pc, 6 + 1, "pc after the NOTIFY");
+        assert_eq!(
+            dev.stats().dropped_notifications,
+            1,
+            "the NOTIFY posted (no queue set up)"
+        );
+        // A WRITE to an address no core, memory or register decodes faults as out of bounds.
+        run_words(
+            &mut dev,
+            0,
+            Engine::Sp,
+            &[b::write(&[(0x7f00_0000_0000, 1)])],
+            1000,
+        );
+        let f = dev.faults().first().expect("fault");
+        assert_eq!(
+            (f.kind, f.engine, f.pc, f.opcode),
+            (FaultKind::OutOfBounds, Some(Engine::Sp), 0, 0xa5)
+        );
+    }
+
+    /// A branch before pc 0 (or past what an instruction port may hold) faults with the
+    /// engine, pc and opcode; a branch to itself spins but never stalls the event loop.
+    #[test]
+    fn branches_are_bounded() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(
+            &mut dev,
+            0,
+            Engine::Act,
+            &[b::set_ordering(true), b::branch_always(-5, 0)],
+            1000,
+        );
+        let f = dev.faults().first().expect("fault");
+        assert_eq!(
+            (f.kind, f.engine, f.pc, f.opcode),
+            (FaultKind::BadInstruction, Some(Engine::Act), 1, 0xa9)
+        );
+        assert!(f.detail.contains("outside the program"), "{}", f.detail);
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(&mut dev, 0, Engine::Act, &[b::branch_always(0, 0)], 1000);
+        assert!(dev.faults().is_empty());
+        assert!(dev.run(1000), "still spinning: only a timeout ends it");
+        // The register-indirect form is refused.
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(&mut dev, 0, Engine::Sp, &[b::branch_indirect()], 1000);
+        assert!(dev.faults()[0].detail.contains("register-indirect"));
+    }
+
+    /// The `$S[2]` ticket barrier of the prologue, `$S[0] > 0` start wait included.
+    #[test]
+    fn ticket_barrier_and_start_wait() {
+        use neuron_isa::cayman::build::event_semaphore as es;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // Tensor: wait $S[0] > 0 and take it, then +=1 and wait ==2, =0. Sync: ==1 ++.
+        run_words(
+            &mut dev,
+            0,
+            Engine::Pe,
+            &[
+                es((0, 4, 0), 0x14, 0, 1),
+                es((0, 0, 0), 0x15, 2, 1),
+                es((2, 1, 2), 0x19, 2, 0),
+            ],
+            1000,
+        );
+        run_words(&mut dev, 0, Engine::Sp, &[es((2, 1, 1), 0x13, 2, 1)], 1000);
+        let regs = dev.regs(0).expect("core 0");
+        assert_eq!(dev.cores[0].engines[0].pc, 0, "Tensor waits for the start");
+        assert!(dev.reg_write(0, 0x1800, 1));
+        dev.run(10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        assert_eq!((regs.sem(0), regs.sem(2)), (0, 0));
+        assert_eq!(dev.cores[0].engines[0].pc, 3);
+        assert_eq!(dev.cores[0].engines[4].pc, 1);
+    }
+
+    fn dev_sem_page(dev: &Device, nc: usize) -> u64 {
+        dev.profile.tpb_base(nc) + tpb::SEMAPHORE_PAGE
     }
 
     /// DMA_DIRECT2D moves contiguous runs at once; the result must equal the element-by-element

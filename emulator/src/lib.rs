@@ -194,23 +194,6 @@ fn worker(sh: Arc<DevShared>) {
     }
 }
 
-/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of `[p, p + len)`: a paging hint
-/// for the core memories, whose partitions engines walk 256 KiB / 16 KiB apart (one TLB miss
-/// per partition with 4 KiB pages). Errors are ignored: it is only a hint.
-#[allow(unsafe_code)]
-fn advise_huge_pages(p: *mut u8, len: usize) {
-    const HUGE: usize = 2 << 20;
-    let (start, end) = (p as usize, p as usize + len);
-    let (lo, hi) = (start.div_ceil(HUGE) * HUGE, end / HUGE * HUGE);
-    if hi > lo {
-        // SAFETY: the range lies inside one live allocation of the device model, and
-        // MADV_HUGEPAGE changes no contents.
-        unsafe {
-            libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
-        }
-    }
-}
-
 /// A set of emulated Neuron devices.
 #[derive(Debug)]
 pub struct Emulator {
@@ -240,12 +223,8 @@ impl Emulator {
                     )
                 })
                 .collect();
-            let mut dev = Device::new(profile);
-            for (p, len) in dev.storage_regions() {
-                advise_huge_pages(p, len);
-            }
             let st = DevState {
-                dev,
+                dev: Device::new(profile),
                 chunks: ChunkTable::new(&hbm, arch.host_base_bit()),
                 procs: vec![None; MAX_PROCESSES_PER_DEVICE],
                 queue_owner: HashMap::new(),

@@ -250,6 +250,9 @@ pub enum WaitCond {
     Ge,
     /// Wait for event `i` to be set, then clear it (code 0x07).
     EventSetThenClear,
+    /// `$S[i] > v` (code 0x04; only `$S[0] > 0` with a decrement, AWS's per-execution start
+    /// wait at the loop head — `docs/isa/cayman.md` §5.2; MED).
+    Gt,
 }
 
 impl WaitCond {
@@ -258,6 +261,7 @@ impl WaitCond {
             WaitCond::Eq => 0x01,
             WaitCond::Ge => 0x05,
             WaitCond::EventSetThenClear => 0x07,
+            WaitCond::Gt => 0x04,
         }
     }
     pub fn from_code(c: u8) -> Option<WaitCond> {
@@ -265,6 +269,7 @@ impl WaitCond {
             0x01 => WaitCond::Eq,
             0x05 => WaitCond::Ge,
             0x07 => WaitCond::EventSetThenClear,
+            0x04 => WaitCond::Gt,
             _ => return None,
         })
     }

@@ -230,6 +230,15 @@ impl Driver {
         self.call(NEURON_IOCTL_SEMAPHORE_WRITE, &mut a)
     }
 
+    pub fn sem_increment(&self, nc: u32, index: u32, value: u32) -> Result<(), Errno> {
+        let mut a = Semaphore {
+            nc_id: nc,
+            semaphore_index: index,
+            value,
+        };
+        self.call(NEURON_IOCTL_SEMAPHORE_INCREMENT, &mut a)
+    }
+
     pub fn sem_read(&self, nc: u32, index: u32) -> Result<u32, Errno> {
         let mut a = Semaphore {
             nc_id: nc,

@@ -10,6 +10,7 @@ pub mod drv;
 pub mod logging;
 mod mapped;
 pub mod model;
+pub mod prologue;
 mod rawbuf;
 pub mod real;
 pub mod status;

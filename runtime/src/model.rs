@@ -5,9 +5,11 @@
 //! runtime prologue/epilogue, stage the programs and their fetch rings, create notification
 //! queues and map them, map the core's semaphore page.
 //!
-//! Execute: copy inputs in, clear semaphores, re-arm the rings, ring the fetch doorbells, open
-//! the start gate through the mapped semaphore page, then poll the notification queues for
-//! every engine's end-of-execution entry against `NEURON_RT_EXEC_TIMEOUT`.
+//! Execute: copy inputs in, clear semaphores, open the start gate through the mapped semaphore
+//! page, then poll the notification queues for every engine's end-of-execution entry against
+//! `NEURON_RT_EXEC_TIMEOUT`. Real NEFFs' programs (AWS's prologue/epilogue, `crate::prologue`)
+//! are fetched once at load and loop: their gate is `$S[0]`, their markers `NOTIFY` hints 2
+//! and 3. Test-encoding programs are re-fetched per execution and gated by `$S[255]`.
 
 use crate::dmaexp::{self, Pattern};
 use crate::drv::{Chunk, Driver};
@@ -128,6 +130,9 @@ struct CoreRun {
     nqs: Vec<NqReader>,
     err_nq: NqReader,
     sem_page: Mapped,
+    /// A real NEFF's programs stay loaded and loop (AWS's prologue/epilogue): fetched once at
+    /// load, started per execution by incrementing `$S[0]`, bounded by NOTIFY hints 2 and 3.
+    resident: bool,
 }
 
 fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
@@ -599,7 +604,11 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         // over so the poller may lag a whole execution without being lapped.
         let posts = programs.get(e as usize).map_or(0, |p| {
             p.chunks_exact(testenc::WORD)
-                .filter(|w| w[0] == testenc::OP_NOTIFY || w[0] == testenc::OP_END)
+                .filter(|w| {
+                    w[0] == testenc::OP_NOTIFY
+                        || w[0] == testenc::OP_END
+                        || w[0] == crate::prologue::NOTIFY_OPCODE
+                })
                 .count()
         });
         let bytes = (((posts + 1) * 2 * ENTRY_SIZE).next_power_of_two() as u32).max(NQ_BYTES);
@@ -634,6 +643,7 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         nqs,
         err_nq,
         sem_page,
+        resident: false,
     })
 }
 
@@ -786,6 +796,7 @@ impl Model {
         for q in self
             .cores
             .iter()
+            .filter(|c| !c.resident)
             .flat_map(|c| c.fetch.iter())
             .chain(&self.data)
         {
@@ -793,19 +804,37 @@ impl Model {
                 .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
                 .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
         }
-        for q in self.cores.iter().flat_map(|c| c.fetch.iter()) {
+        for q in self
+            .cores
+            .iter()
+            .filter(|c| !c.resident)
+            .flat_map(|c| c.fetch.iter())
+        {
             self.drv
                 .copy_start(q.eng, q.qid, q.count)
                 .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
         }
-        // Open every core's start gate through its mapped register page (increment register).
+        // Open every core's start gate through its mapped register page (increment register):
+        // the project encoding's `$S[255]`, or `$S[0]` that a resident program's loop head
+        // waits on.
         for c in &self.cores {
-            if !c.sem_page.fetch_add_u32(0x1800 + 4 * START_SEM as usize, 1) {
+            let sem = if c.resident { 0 } else { START_SEM as usize };
+            if !c.sem_page.fetch_add_u32(0x1800 + 4 * sem, 1) {
                 return Err(NrtError::new(
                     NrtStatus::Failure,
                     "semaphore page mapping too small",
                 ));
             }
+        }
+        // A store to a mapped page raises no interrupt, so an idle device would notice it
+        // only at its next poll. Ring it: an increment of 0 through the driver changes no
+        // semaphore but wakes the device, which then applies every core's store at one
+        // quiescent point (all cores start at the same device time).
+        if let Some(c) = self.cores.first() {
+            let sem = if c.resident { 0 } else { START_SEM as u32 };
+            self.drv
+                .sem_increment(c.nc, sem, 0)
+                .map_err(|e| drv_err("SEMAPHORE_INCREMENT", e))?;
         }
         let deadline = Instant::now() + self.timeout;
         let n = self.cores.len();
@@ -816,14 +845,25 @@ impl Model {
             let mut progressed = false;
             for ci in 0..n {
                 for e in 0..5 {
+                    let resident = self.cores[ci].resident;
                     while let Some(entry) = self.cores[ci].nqs[e].next() {
                         progressed = true;
-                        match entry.kind() {
-                            NotifyKind::Notify if entry.value() == START_NOTIFY_ID as u32 => {
-                                start[ci][e] = Some(entry.timestamp_ps)
-                            }
-                            NotifyKind::End => end[ci][e] = Some(entry.timestamp_ps),
-                            _ => {}
+                        let (k, v) = (entry.kind(), entry.value());
+                        let is_start = k == NotifyKind::Notify
+                            && if resident {
+                                v == crate::prologue::HINT_START
+                            } else {
+                                v == START_NOTIFY_ID as u32
+                            };
+                        let is_end = if resident {
+                            k == NotifyKind::Notify && v == crate::prologue::HINT_END
+                        } else {
+                            k == NotifyKind::End
+                        };
+                        if is_start {
+                            start[ci][e] = Some(entry.timestamp_ps)
+                        } else if is_end {
+                            end[ci][e] = Some(entry.timestamp_ps)
                         }
                     }
                 }
@@ -839,14 +879,7 @@ impl Model {
                 self.unrecoverable = true;
                 return Err(self.timed_out(&end));
             }
-            if progressed {
-                spins = 0;
-            } else {
-                spins += 1;
-                if spins > 64 {
-                    std::thread::sleep(Duration::from_micros(((spins - 64) as u64 * 10).min(200)));
-                }
-            }
+            back_off(&mut spins, progressed);
         }
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
@@ -962,6 +995,14 @@ fn real_image(
     let mut shared: BTreeMap<String, Chunk> = BTreeMap::new();
     let mut bases = Vec::new();
     let mut dge = Vec::new();
+    let mut tpbs = Vec::new();
+    // Each core's control block (host-visible, zero: no program switch, no table setup).
+    let control = l.alloc(
+        crate::prologue::CONTROL_BYTES * graphs.len().max(1) as u64,
+        true,
+        MemType::MISC_HOST,
+        "runtime control words",
+    )?;
     for (gi, (sg, def)) in graphs.iter().enumerate() {
         let core = l.nc + gi as u32;
         let (sb_base, _) = l.drv.tpb_resource(core, MMAP_RESOURCE_SBUF).map_err(|e| {
@@ -970,6 +1011,7 @@ fn real_image(
                 format!("subgraph {sg} needs NeuronCore {core}: RESOURCE_MMAP_INFO failed: {e}"),
             )
         })?;
+        tpbs.push(sb_base);
         let mut b: BTreeMap<u8, u64> = BTreeMap::new();
         let mut tables = Vec::new();
         for (vname, v) in &def.var {
@@ -1052,14 +1094,29 @@ fn real_image(
         });
         bases.push(b);
     }
-    let programs = crate::real::build_programs(
-        neff,
-        &graphs,
-        &bases,
-        START_SEM,
-        START_NOTIFY_ID,
-        l.nc as u64 * tpb::WINDOW,
-    )?;
+    let ctl = |gi: usize| control.pa + gi as u64 * crate::prologue::CONTROL_BYTES;
+    let mut places = Vec::new();
+    for (gi, tpb) in tpbs.iter().enumerate() {
+        // The DGE register load reads the table's address from the control block.
+        if let Some(Some(table)) = dge.get(gi) {
+            l.drv
+                .copy_to(
+                    &control,
+                    gi as u64 * crate::prologue::CONTROL_BYTES + crate::prologue::CONTROL_DGE,
+                    &table.to_le_bytes(),
+                )
+                .map_err(|e| drv_err("MEM_BUF_COPY64 (control block)", e))?;
+        }
+        // LNC=2: the cores of a pair handshake with each other; a lone core with itself.
+        let peer = tpbs.get(gi ^ 1).copied().unwrap_or(*tpb);
+        places.push(crate::real::CorePlace {
+            tpb: *tpb,
+            peer_tpb: peer,
+            control: ctl(gi),
+        });
+    }
+    let programs =
+        crate::real::build_programs(neff, &graphs, &bases, &places, l.nc as u64 * tpb::WINDOW)?;
     Ok(RealImage {
         programs,
         shared,
@@ -1112,8 +1169,11 @@ fn load_real(
                 .program_engine(core, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
                 .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
         }
-        staged.push(stage_core(l, core, programs)?);
+        let mut c = stage_core(l, core, programs)?;
+        c.resident = true;
+        staged.push(c);
     }
+    start_resident(l, &mut staged, opts.exec_timeout)?;
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
     Ok(Model::assemble(
         l,
@@ -1123,6 +1183,80 @@ fn load_real(
         staged,
         Vec::new(),
     ))
+}
+
+/// Fetch resident programs once and run their load-time part: wait until every engine of
+/// every core posted `NOTIFY hint=8` (its loop head is next), or fail on a device error or
+/// after `timeout`.
+fn start_resident(
+    l: &mut Loader<'_>,
+    cores: &mut [CoreRun],
+    timeout: Duration,
+) -> Result<(), NrtError> {
+    for q in cores.iter().flat_map(|c| c.fetch.iter()) {
+        l.drv
+            .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
+            .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+        l.drv
+            .copy_start(q.eng, q.qid, q.count)
+            .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
+    }
+    let deadline = Instant::now() + timeout;
+    let mut loaded = vec![[false; 5]; cores.len()];
+    let mut spins = 0u32;
+    loop {
+        let mut progressed = false;
+        for (ci, c) in cores.iter_mut().enumerate() {
+            for (e, nq) in c.nqs.iter_mut().enumerate() {
+                while let Some(entry) = nq.next() {
+                    progressed = true;
+                    if entry.kind() == NotifyKind::Notify
+                        && entry.value() == crate::prologue::HINT_LOADED
+                    {
+                        loaded[ci][e] = true;
+                    }
+                }
+            }
+            if let Some(err) = c.err_nq.next() {
+                let engine = Engine::from_index(err.engine() as usize)
+                    .map_or_else(|| "DMA".to_string(), |e| e.to_string());
+                return Err(NrtError::new(
+                    NrtStatus::Failure,
+                    format!(
+                        "NC {}: the runtime prologue faulted at load (engine {engine} pc {}, error code {})",
+                        c.nc,
+                        err.pc(),
+                        err.value()
+                    ),
+                ));
+            }
+        }
+        if loaded.iter().all(|c| c.iter().all(|x| *x)) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(NrtError::new(
+                NrtStatus::Timeout,
+                format!(
+                    "the runtime prologue did not finish within {} ms at load",
+                    timeout.as_millis()
+                ),
+            ));
+        }
+        back_off(&mut spins, progressed);
+    }
+}
+
+/// Polling back-off: spin while the device makes progress, then sleep up to 200 us.
+fn back_off(spins: &mut u32, progressed: bool) {
+    if progressed {
+        *spins = 0;
+    } else {
+        *spins += 1;
+        if *spins > 64 {
+            std::thread::sleep(Duration::from_micros(((*spins - 64) as u64 * 10).min(200)));
+        }
+    }
 }
 
 /// Place and translate a real NEFF as [`load`] would, and return the loaded programs (for

@@ -3,21 +3,21 @@
 //! to their hardware opcodes and every variable-relative DMA address becomes the absolute
 //! address of the variable the runtime placed. Nothing else in a word changes.
 //!
-//! The runtime prologue and epilogue around each program are this runtime's own (project
-//! encoding), padded so NEFF word `i` sits at the pc AWS's profiler gives it
-//! (`neff_base + i`); reproducing AWS's own prologue words is open work.
+//! The runtime prologue and epilogue around each program have AWS's shape, slot for slot
+//! (`crate::prologue`), so NEFF word `i` sits at the pc AWS's profiler gives it
+//! (`neff_base + i`).
 
 use crate::status::NrtError;
 use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
 use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Value};
-use neuron_isa::{testenc, Engine, Instr, Op, WaitCond};
+use neuron_isa::{testenc, Engine};
 use neuron_neff::{Neff, SubgraphDef, VarType};
 use std::collections::BTreeMap;
 
 /// Where a loaded word came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WordOrigin {
-    /// Inserted by this runtime (prologue/epilogue, project encoding).
+    /// Inserted by this runtime (prologue/epilogue, `crate::prologue`).
     Runtime,
     /// NEFF word `index` of the engine's `.bin` file.
     Neff { index: usize },
@@ -125,13 +125,21 @@ pub fn relocate(
     Ok(d.with_namespace(Namespace::Loaded).encode())
 }
 
+/// Where graph `g`'s programs run: its core's TPB window, the peer core's (its own for a
+/// one-core model) and its control block.
+#[derive(Debug, Clone, Copy)]
+pub struct CorePlace {
+    pub tpb: u64,
+    pub peer_tpb: u64,
+    pub control: u64,
+}
+
 /// Build every engine program of every subgraph. `bases[g]` maps var_id to address for graph g.
 pub fn build_programs(
     neff: &Neff,
     graphs: &[(String, SubgraphDef)],
     bases: &[BTreeMap<u8, u64>],
-    start_sem: u8,
-    start_notify: u16,
+    places: &[CorePlace],
     tpb_shift: u64,
 ) -> Result<Vec<LoadedProgram>, NrtError> {
     let mut out = Vec::new();
@@ -140,7 +148,8 @@ pub fn build_programs(
         let base_of = move |id: u8| vb.get(&id).copied();
         for (kind, json, instr_file) in def.engine_files() {
             let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
-            let base = neff_base(engine, features(neff, def, sg, engine, json));
+            let feat = features(neff, def, sg, engine, json);
+            let base = neff_base(engine, feat);
             let bin = match instr_file {
                 Some(f) => neff
                     .subgraph_file(sg, f)
@@ -153,18 +162,29 @@ pub fn build_programs(
                     bin.len()
                 )));
             }
-            let mut words = Vec::new();
-            let mut origins = Vec::new();
-            let mut rt = |i: Instr| {
-                words.push(testenc::encode(&i));
-                origins.push(WordOrigin::Runtime);
-            };
-            // Our prologue: the start gate and start marker, then NOPs up to NEFF word 0's pc.
-            rt(Instr::new(Op::Nop).wait(WaitCond::Ge, start_sem, 1));
-            rt(Instr::new(Op::Notify { id: start_notify }));
-            for _ in 2..base {
-                rt(Instr::new(Op::Nop));
+            let place = places
+                .get(gi)
+                .ok_or_else(|| NrtError::invalid(format!("{sg}: no core placed")))?;
+            let (pro, epi) = crate::prologue::build(
+                engine,
+                &crate::prologue::Place {
+                    core_index: gi,
+                    tpb: place.tpb,
+                    peer_tpb: place.peer_tpb,
+                    control: place.control,
+                    dge: feat.dge_table,
+                    act: feat.act_tables,
+                },
+                bin.len() / testenc::WORD,
+            );
+            if pro.len() != base as usize {
+                return Err(NrtError::invalid(format!(
+                    "{sg} engine {engine}: the prologue has {} slots, NEFF word 0 belongs at pc {base}",
+                    pro.len()
+                )));
             }
+            let mut words = pro;
+            let mut origins = vec![WordOrigin::Runtime; words.len()];
             for (i, w) in bin.chunks_exact(testenc::WORD).enumerate() {
                 let word: &[u8; 64] = w.try_into().map_err(|_| NrtError::invalid("word size"))?;
                 let loaded = relocate(word, &base_of, tpb_shift).map_err(|e| {
@@ -176,8 +196,8 @@ pub fn build_programs(
                 words.push(loaded);
                 origins.push(WordOrigin::Neff { index: i });
             }
-            words.push(testenc::encode(&Instr::new(Op::End)));
-            origins.push(WordOrigin::Runtime);
+            origins.extend(std::iter::repeat_n(WordOrigin::Runtime, epi.len()));
+            words.extend(epi);
             out.push(LoadedProgram {
                 subgraph: sg.clone(),
                 engine,

@@ -11,6 +11,7 @@
 //! hardware opcodes the runtime writes at load (`0xa2`, `0xb1`, `0xb8`), and loaded words
 //! (the program as the runtime placed it in device memory, as captured in an NTFF).
 
+pub mod build;
 pub mod layout;
 pub mod render;
 
