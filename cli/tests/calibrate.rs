@@ -59,8 +59,9 @@ fn the_compiled_table_is_the_fit_of_the_fixture_profiles() {
     // Validation rows: every kernel's held-out NEFF-body time within 25% of silicon's.
     let rows: Vec<&str> = stdout
         .lines()
-        .skip_while(|l| !l.starts_with("validation:"))
+        .skip_while(|l| !l.starts_with("validation: NEFF-body"))
         .skip(2)
+        .take_while(|l| !l.starts_with("validation:"))
         .collect();
     assert_eq!(rows.len(), 6, "{stdout}");
     for r in rows {

@@ -3,7 +3,10 @@
 //! Produced by `neuron-emu calibrate` (cli/src/calibrate.rs): for each class (engine, opcode,
 //! fp32 input or not, MATMUL after a transposing LDWEIGHTS or not) the issue interval on
 //! silicon is fitted as `fixed + per_elem * elements per partition`, over every profiled
-//! kernel in `shared/fixtures/real-profiles` (six akc kernels). A class enters this table only
+//! kernel in `shared/fixtures/real-profiles` (six akc kernels). Words with nothing to stream
+//! (TENSOR_LOAD, COMPARE_BRANCH, DRAIN, NOTIFY, barriers' EVENT_SEMAPHOREs, ...: mostly the
+//! runtime's prologue and epilogue) are constant classes: the median of their recorded
+//! durations, taking only records with no wait in them. A class enters this table only
 //! if its samples come from at least two kernels and the fit predicts held-out kernels (fitted
 //! without them) within 50% per instruction; the rest keep the uncalibrated cost table
 //! (`docs/timing.md`). A test in `cli/tests/calibrate.rs` re-runs the fit on the fixtures and
@@ -38,8 +41,9 @@ impl OpCost {
 }
 
 /// Elements per partition of a word's main access pattern (`src`, else `src0`, else `dst`),
-/// and whether its input type is 4 bytes wide (a DMA's never counts: its issue cost is
-/// descriptor work). The calibration samples and the device model share this definition.
+/// and whether its input type is 4 bytes wide (only for [`sized`] opcodes: a DMA's issue
+/// cost is descriptor work, a TENSOR_LOAD's a register load). The calibration samples and
+/// the device model share this definition.
 pub fn word_features(ci: &CaymanInstr) -> (u64, bool) {
     let ap = ["src", "src0", "dst"].iter().find_map(|n| ci.ap(n));
     let elems = ap.map_or(0, |ap| {
@@ -55,8 +59,25 @@ pub fn word_features(ci: &CaymanInstr) -> (u64, bool) {
             ci.u("dtype_pair")
                 .and_then(|p| neuron_isa::Dtype::from_code((p & 0xf) as u8))
         });
-    let wide = dt.is_some_and(|d| d.size() == 4) && ci.opcode != Opcode::DmaDirect2d;
+    let wide = dt.is_some_and(|d| d.size() == 4) && sized(ci.opcode);
     (elems, wide)
+}
+
+/// Opcodes whose cost depends on the data they stream (the others are constant classes).
+pub fn sized(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Matmul
+            | Opcode::Ldweights
+            | Opcode::Activate
+            | Opcode::Copy
+            | Opcode::Cast
+            | Opcode::Reciprocal
+            | Opcode::TensorReduce
+            | Opcode::TensorScalar
+            | Opcode::TensorTensor
+            | Opcode::Memset
+    )
 }
 
 /// The class of `costs` a word belongs to, if calibrated.
@@ -108,14 +129,76 @@ pub const TRN2_DMA2D: Dma2dCost = Dma2dCost {
     bytes_per_ns: 435,
 };
 
-/// trn2, fitted 2026-11-30 on the six akc profiles (`neuron-emu calibrate`, 672 intervals).
+/// trn2, fitted 2026-11-30 on the six akc profiles (`neuron-emu calibrate`: 672 issue
+/// intervals of sized words, 1,224 durations of constant-cost words).
 pub const TRN2: &[OpCost] = &[
-    op(Engine::Pe, Opcode::Matmul, false, false, 269_000, 0),
-    op(Engine::Pe, Opcode::Matmul, false, true, 112_692, 0),
+    op(Engine::Pe, Opcode::Matmul, false, false, 378_000, 0),
+    op(Engine::Pe, Opcode::Matmul, false, true, 106_000, 0),
     op(Engine::Pe, Opcode::Matmul, true, false, 0, 1_098_424),
-    op(Engine::Pe, Opcode::Matmul, true, true, 153_283, 0),
-    op(Engine::Act, Opcode::Activate, true, false, 600_366, 0),
-    op(Engine::Pool, Opcode::DmaDirect2d, false, false, 583_000, 0),
+    op(Engine::Pe, Opcode::Matmul, true, true, 110_000, 0),
+    op(Engine::Pe, Opcode::EventSemaphore, false, false, 52_000, 0),
+    op(Engine::Pe, Opcode::Drain, false, false, 12_000, 0),
+    op(Engine::Pe, Opcode::Nop, false, false, 19_000, 0),
+    op(Engine::Pe, Opcode::Notify, false, false, 7_000, 0),
+    op(Engine::Pe, Opcode::CompareBranch, false, false, 233_000, 0),
+    op(
+        Engine::Pe,
+        Opcode::EventSemaphoreRangeClear,
+        false,
+        false,
+        374_000,
+        0,
+    ),
+    op(Engine::Pe, Opcode::SetOrderingMode, false, false, 44_000, 0),
+    op(Engine::Act, Opcode::Activate, true, false, 612_000, 0),
+    op(
+        Engine::Act,
+        Opcode::ActTableLoad,
+        false,
+        false,
+        1_283_000,
+        0,
+    ),
+    op(Engine::Act, Opcode::Drain, false, false, 7_000, 0),
+    op(Engine::Act, Opcode::Notify, false, false, 4_000, 0),
+    op(Engine::Act, Opcode::CompareBranch, false, false, 222_000, 0),
+    op(Engine::Act, Opcode::TensorLoad, false, false, 669_000, 0),
+    op(
+        Engine::Act,
+        Opcode::EventSemaphoreRangeClear,
+        false,
+        false,
+        256_000,
+        0,
+    ),
+    op(
+        Engine::Act,
+        Opcode::SetOrderingMode,
+        false,
+        false,
+        41_000,
+        0,
+    ),
+    op(Engine::Pool, Opcode::Drain, false, false, 29_000, 0),
+    op(Engine::Pool, Opcode::Notify, false, false, 15_000, 0),
+    op(Engine::Pool, Opcode::TensorLoad, false, false, 682_000, 0),
+    op(
+        Engine::Pool,
+        Opcode::EventSemaphoreRangeClear,
+        false,
+        false,
+        281_000,
+        0,
+    ),
+    op(
+        Engine::Pool,
+        Opcode::SetOrderingMode,
+        false,
+        false,
+        41_000,
+        0,
+    ),
+    op(Engine::Pool, Opcode::DmaDirect2d, false, false, 582_000, 0),
     op(
         Engine::Dve,
         Opcode::TensorReduce,
@@ -132,7 +215,38 @@ pub const TRN2: &[OpCost] = &[
         224_905,
         336_682,
     ),
-    op(Engine::Sp, Opcode::DmaDirect2d, false, false, 595_000, 0),
+    op(Engine::Dve, Opcode::Drain, false, false, 13_000, 0),
+    op(Engine::Dve, Opcode::Notify, false, false, 13_000, 0),
+    op(Engine::Dve, Opcode::TensorLoad, false, false, 847_000, 0),
+    op(
+        Engine::Dve,
+        Opcode::EventSemaphoreRangeClear,
+        false,
+        false,
+        308_000,
+        0,
+    ),
+    op(
+        Engine::Dve,
+        Opcode::SetOrderingMode,
+        false,
+        false,
+        56_000,
+        0,
+    ),
+    op(Engine::Sp, Opcode::Drain, false, false, 8_000, 0),
+    op(Engine::Sp, Opcode::Notify, false, false, 10_000, 0),
+    op(Engine::Sp, Opcode::TensorLoad, false, false, 647_000, 0),
+    op(
+        Engine::Sp,
+        Opcode::EventSemaphoreRangeClear,
+        false,
+        false,
+        99_000,
+        0,
+    ),
+    op(Engine::Sp, Opcode::SetOrderingMode, false, false, 18_000, 0),
+    op(Engine::Sp, Opcode::DmaDirect2d, false, false, 590_000, 0),
 ];
 
 #[cfg(test)]

@@ -1053,7 +1053,7 @@ impl Device {
             _ if real.is_some() => {
                 let Some(ci) = real else { return };
                 match self.execute_real(nc, e, pc, &ci) {
-                    Ok(c) => overhead + c,
+                    Ok(c) => c,
                     Err(f) => {
                         self.cores[nc].engines[e].status = EngStatus::Faulted;
                         return self.fault(nc, Some(engine), pc, opcode, f);
@@ -1140,7 +1140,7 @@ impl Device {
         self.schedule(at, Ev::Complete(nc, e));
     }
 
-    /// Run one real trn2 word; returns its cost in engine cycles beyond the issue overhead.
+    /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included).
     fn execute_real(
         &mut self,
         nc: usize,
@@ -1149,10 +1149,15 @@ impl Device {
         ci: &CaymanInstr,
     ) -> Result<u64, OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
-        match ci.opcode {
-            Opcode::Write => return self.exec_write(ci).map(|_| 0),
-            Opcode::TensorLoad => return self.exec_tensor_load(nc, e, ci).map(|_| 0),
-            Opcode::CompareBranch => return self.exec_branch(nc, e, pc, ci).map(|_| 0),
+        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
+        // the first MATMUL after it shares the pair's calibrated interval with it.
+        let pe = &self.cores[nc].pe;
+        let (transpose, ldw_cols, fresh) = (pe.transpose, pe.m as u64, pe.fresh);
+        // Elements streamed per partition, for the uncalibrated table.
+        let streamed = match ci.opcode {
+            Opcode::Write => self.exec_write(ci).map(|_| 0)?,
+            Opcode::TensorLoad => self.exec_tensor_load(nc, e, ci).map(|_| 0)?,
+            Opcode::CompareBranch => self.exec_branch(nc, e, pc, ci).map(|_| 0)?,
             Opcode::EventSemaphoreRangeClear => {
                 let (mode, first, last) = (
                     ci.u("mode").unwrap_or(0),
@@ -1169,52 +1174,52 @@ impl Device {
                     regs.set_sem(s as u8, 0);
                 }
                 self.wake_blocked(nc);
-                return Ok(0);
+                0
             }
             // NOTIFY posts when it completes (`decode_real` gives it `Op::Notify`); the three
             // unnamed runtime opcodes are treated as no-ops (LOW: `docs/isa/cayman.md` §9).
-            Opcode::Notify | Opcode::Unnamed(_) => return Ok(0),
-            _ => {}
-        }
-        let core = &mut self.cores[nc];
-        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
-        // the first MATMUL after it shares the pair's calibrated interval with it.
-        let (transpose, ldw_cols, fresh) = (core.pe.transpose, core.pe.m as u64, core.pe.fresh);
-        let r = crate::cayman_exec::execute(ci, &mut core.mem, &mut core.pe, &mut core.scratch)?;
+            Opcode::Notify | Opcode::Unnamed(_) => 0,
+            _ => {
+                let core = &mut self.cores[nc];
+                let r = crate::cayman_exec::execute(
+                    ci,
+                    &mut core.mem,
+                    &mut core.pe,
+                    &mut core.scratch,
+                )?;
+                match r {
+                    crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {
+                        self.stats.sgemm_macs += sgemm_macs;
+                        elems
+                    }
+                    crate::cayman_exec::Exec::Dma(d) => {
+                        self.dma2d(nc, &d)?;
+                        0
+                    }
+                }
+            }
+        };
         let cost = &self.profile.cost;
         let stream = cost.stream_elems_per_cycle.max(1);
-        let table = match &r {
-            crate::cayman_exec::Exec::Done { elems, .. } => elems / stream,
-            crate::cayman_exec::Exec::Dma(_) => 0,
-        };
-        // A calibrated class replaces the table's charge (`calib.rs`): its interval is the
-        // whole word's, so the issue overhead the caller adds is taken out here. A MATMUL's
-        // interval covers its LDWEIGHTS, already charged the table's cost.
+        let table = cost.instr_overhead_cycles + streamed / stream;
+        // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
+        // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
+        // already charged the table's cost.
         let (elems, wide) = crate::calib::word_features(ci);
         let is_mm = ci.opcode == Opcode::Matmul;
         let calibrated =
             crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose).map(
                 |c| {
                     let mhz = cost.engine_mhz[engine.index()] as u64;
-                    let mut cycles = c.cost(elems).0.saturating_mul(mhz) / 1_000_000;
+                    let cycles = c.cost(elems).0.saturating_mul(mhz) / 1_000_000;
                     if is_mm && fresh {
-                        cycles =
-                            cycles.saturating_sub(cost.instr_overhead_cycles + ldw_cols / stream);
+                        cycles.saturating_sub(cost.instr_overhead_cycles + ldw_cols / stream)
+                    } else {
+                        cycles
                     }
-                    cycles.saturating_sub(cost.instr_overhead_cycles)
                 },
             );
-        let extra = calibrated.unwrap_or(table);
-        match r {
-            crate::cayman_exec::Exec::Done { sgemm_macs, .. } => {
-                self.stats.sgemm_macs += sgemm_macs;
-                Ok(extra)
-            }
-            crate::cayman_exec::Exec::Dma(d) => {
-                self.dma2d(nc, &d)?;
-                Ok(extra)
-            }
-        }
+        Ok(calibrated.unwrap_or(table))
     }
 
     /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
