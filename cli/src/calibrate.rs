@@ -72,21 +72,11 @@ impl Fit {
     }
 }
 
-/// Opcodes whose issue interval is work, not waiting or bookkeeping the model treats apart
-/// (MATMUL is sampled with its LDWEIGHTS).
+/// Opcodes sampled by their issue interval: the data words the device model sizes, and a
+/// DMA_DIRECT2D's issue (PE's MATMUL is sampled with its LDWEIGHTS, as a pair).
 fn fitted(op: Opcode) -> bool {
-    matches!(
-        op,
-        Opcode::Activate
-            | Opcode::Copy
-            | Opcode::Cast
-            | Opcode::Reciprocal
-            | Opcode::TensorReduce
-            | Opcode::TensorScalar
-            | Opcode::TensorTensor
-            | Opcode::Memset
-            | Opcode::DmaDirect2d
-    )
+    op == Opcode::DmaDirect2d
+        || (neuron_devmodel::calib::sized(op) && !matches!(op, Opcode::Matmul | Opcode::Ldweights))
 }
 
 /// Elements per partition of the word's main access pattern and whether its input is 4-byte:
