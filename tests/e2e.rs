@@ -183,8 +183,13 @@ fn project_neffs_are_real_trn2_neffs_and_unknown_bits_are_refused() {
             }
         }
     }
-    bytes[544..552].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let s = setup(Duration::from_secs(10));
+    // The project's old test-encoding bit: known to the reader, refused by the runtime.
+    bytes[544..552].copy_from_slice(&neuron_neff::FEATURE_EMU_TEST_ISA.to_le_bytes());
+    let e = s.rt.load(&bytes, 0).expect_err("test-encoding NEFF");
+    assert_eq!(e.status, NrtStatus::Invalid);
+    assert!(e.message.contains("test-encoding"), "{}", e.message);
+    bytes[544..552].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let e = s.rt.load(&bytes, 0).expect_err("unknown feature");
     assert_eq!(e.status, NrtStatus::UnsupportedNeffVersion);
 }

@@ -5,7 +5,6 @@
 
 pub mod api;
 pub mod config;
-pub mod dmaexp;
 pub mod drv;
 pub mod logging;
 mod mapped;

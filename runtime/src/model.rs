@@ -11,7 +11,6 @@
 //! are fetched once at load and loop: their gate is `$S[0]`, their markers `NOTIFY` hints 2
 //! and 3. Test-encoding programs are re-fetched per execution and gated by `$S[255]`.
 
-use crate::dmaexp::{self, Pattern};
 use crate::drv::{Chunk, Driver};
 use crate::mapped::Mapped;
 use crate::status::{NrtError, NrtStatus};
@@ -25,16 +24,12 @@ use neuron_abi::tpb;
 use neuron_abi::udma::{
     UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY, QUEUE_TYPE_RX, QUEUE_TYPE_TX,
 };
-use neuron_isa::{testenc, Dtype, Engine, Instr, Op, SemOp, WaitCond};
+use neuron_isa::{testenc, Dtype, Engine};
 use neuron_neff::{Neff, NeffError, ParseOptions, VarType};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use zerocopy::FromBytes;
 
-/// Semaphore the runtime reserves as the start gate of every execution.
-pub const START_SEM: u8 = 255;
-/// NOTIFY id the prologue posts when an engine passes the start gate.
-pub const START_NOTIFY_ID: u16 = 0xFFF0;
 /// Bytes per notification queue (256 entries).
 pub const NQ_BYTES: u32 = 4096;
 /// DMA engines (per core) that fetch the five engines' instructions; data queues use the
@@ -115,7 +110,6 @@ pub struct Model {
     chunks: Vec<Chunk>,
     /// One entry per physical core the model runs on (two for LNC=2 NEFFs).
     cores: Vec<CoreRun>,
-    data: Vec<Queue>,
     timeout: Duration,
     unrecoverable: bool,
 }
@@ -129,10 +123,9 @@ struct CoreRun {
     fetch: Vec<Queue>,
     nqs: Vec<NqReader>,
     err_nq: NqReader,
+    /// Its programs stay loaded and loop (AWS's prologue/epilogue): fetched once at load,
+    /// started per execution by incrementing `$S[0]`, bounded by NOTIFY hints 2 and 3.
     sem_page: Mapped,
-    /// A real NEFF's programs stay loaded and loop (AWS's prologue/epilogue): fetched once at
-    /// load, started per execution by incrementing `$S[0]`, bounded by NOTIFY hints 2 and 3.
-    resident: bool,
 }
 
 fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
@@ -255,254 +248,15 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
     let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
     let tmap = neff.tensor_map(&sg).ok();
 
-    if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA == 0 {
-        // A real (neuronx-cc) NEFF in the trn2 encoding.
-        return load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts);
-    }
-
-    // ---- variables
-    let (sb_base, sb_size) = l.sbuf(nc)?;
-    let (sem_base, _) = l.sem_page(nc)?;
-    let mut vars: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut var_chunks: BTreeMap<String, Chunk> = BTreeMap::new();
-    for (vname, v) in &def.var {
-        match &v.ty {
-            VarType::StateBuffer => {
-                vars.insert(vname.clone(), (sb_base, sb_size));
-            }
-            VarType::Input
-            | VarType::Output
-            | VarType::File
-            | VarType::Virtual
-            | VarType::TmpBuf => {
-                let size = v.size.ok_or_else(|| {
-                    NrtError::invalid(format!("{sg}/def.json var '{vname}' has no size"))
-                })?;
-                let mt = match v.ty {
-                    VarType::File => MemType::CONSTANTS_DEVICE,
-                    VarType::Virtual | VarType::TmpBuf => MemType::SCRATCHPAD_DEVICE,
-                    _ => MemType::TENSORS_DEVICE,
-                };
-                let c = l.alloc(size, false, mt, vname)?;
-                if v.ty == VarType::File {
-                    let file = v.file_name.as_deref().ok_or_else(|| {
-                        NrtError::invalid(format!("file var '{vname}' names no file"))
-                    })?;
-                    let arr = neff.npy(&format!("{sg}/{file}")).map_err(neff_err)?;
-                    if arr.data.len() as u64 > size {
-                        return Err(NrtError::invalid(format!(
-                            "constant '{file}' holds {} bytes, var '{vname}' only {size}",
-                            arr.data.len()
-                        )));
-                    }
-                    l.drv
-                        .copy_to(&c, 0, &arr.data)
-                        .map_err(|e| drv_err("MEM_BUF_COPY64 (constants)", e))?;
-                }
-                vars.insert(vname.clone(), (c.pa, size));
-                var_chunks.insert(vname.clone(), c);
-            }
-            _ => {}
-        }
-    }
-
-    let (inputs, outputs) = tensor_infos(&neff, &def, tmap.as_ref(), &sg, &var_chunks)?;
-
-    // ---- engines: decode, translate DMA triggers, expand DMA blocks
-    let one = l.alloc(4096, true, MemType::MISC_HOST, "runtime constants")?;
-    l.drv
-        .copy_to(&one, 0, &1u32.to_le_bytes())
-        .map_err(|e| drv_err("MEM_BUF_COPY64", e))?;
-    let queue_names: Vec<&String> = def.dma_queue.keys().collect();
-    if queue_names.len() > DATA_DMA_ENGINES as usize {
-        return Err(NrtError::new(
-            NrtStatus::Resource,
-            format!(
-                "{} DMA queues declared, at most {DATA_DMA_ENGINES} supported",
-                queue_names.len()
-            ),
+    if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA != 0 {
+        // The project's kernels have been built in the trn2 encoding since 2026-11-30; a NEFF
+        // marked with the project's test-encoding bit predates that (real libnrt refuses it
+        // for the unknown feature bit).
+        return Err(NrtError::invalid(
+            "NEFF is marked with the project test-encoding feature bit (1 << 62): this runtime loads trn2-encoded NEFFs only; rebuild it with the current kbuild",
         ));
     }
-    let mut qdescs: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); queue_names.len()];
-    let mut qowner: Vec<Option<Engine>> = vec![None; queue_names.len()];
-    let mut programs: Vec<Vec<u8>> = Vec::new();
-    for (kind, json, instr_file) in def.engine_files() {
-        let engine = Engine::from_index(kind as usize).unwrap_or(Engine::Sp);
-        let words = match instr_file {
-            Some(f) => neff.subgraph_file(&sg, f).map_err(neff_err)?.to_vec(),
-            None => Vec::new(),
-        };
-        let ej = match json {
-            Some(j) => Some(neff.engine_json(&sg, j).map_err(neff_err)?),
-            None => None,
-        };
-        let instrs = testenc::decode_stream(&words).map_err(|(pc, e)| {
-            let opcode = words.get(pc * testenc::WORD).copied().unwrap_or(0);
-            tracing::error!(target: "TDRV", "translate_one_pseudo_instr_v2 Unsupported hardware operator code {opcode} found in neff.");
-            NrtError::invalid(format!("{sg} engine {engine} pc {pc}: unsupported hardware operator code {opcode} (0x{opcode:02x}): {e}"))
-        })?;
-        let mut prog: Vec<Instr> = vec![
-            Instr::new(Op::Nop).wait(WaitCond::Ge, START_SEM, 1),
-            Instr::new(Op::Notify {
-                id: START_NOTIFY_ID,
-            }),
-        ];
-        let mut used_blocks = std::collections::BTreeSet::new();
-        for (pc, mut ins) in instrs.into_iter().enumerate() {
-            if let Some(u) = ins.sync.update {
-                if u.index == START_SEM && u.op != SemOp::EventSet {
-                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: semaphore {START_SEM} is reserved by the runtime")));
-                }
-            }
-            match ins.op {
-                Op::Notify { id } if id == START_NOTIFY_ID => {
-                    return Err(NrtError::invalid(format!("{sg} engine {engine} pc {pc}: NOTIFY id 0x{id:x} is reserved by the runtime")));
-                }
-                Op::DmaStart { .. } => {
-                    return Err(NrtError::invalid(format!(
-                        "{sg} engine {engine} pc {pc}: DMA_START is the hardware form; NEFF programs trigger DMA blocks with DMA_TRIGGER"
-                    )));
-                }
-                _ => {}
-            }
-            if let Op::DmaTrigger { block } = ins.op {
-                let blk = ej.as_ref().and_then(|j| j.dma.iter().find(|b| b.id == block as u32)).ok_or_else(|| {
-                    NrtError::invalid(format!("{sg} engine {engine} pc {pc}: DMA block {block} is not in the engine's JSON"))
-                })?;
-                if !used_blocks.insert(block) {
-                    return Err(NrtError::invalid(format!(
-                        "{sg} engine {engine} pc {pc}: DMA block {block} triggered twice"
-                    )));
-                }
-                let qname = blk.queue.as_deref().ok_or_else(|| {
-                    NrtError::invalid(format!("DMA block {block} names no queue"))
-                })?;
-                let qi = queue_names
-                    .iter()
-                    .position(|q| q.as_str() == qname)
-                    .ok_or_else(|| {
-                        NrtError::invalid(format!("DMA block {block}: unknown queue '{qname}'"))
-                    })?;
-                match qowner[qi] {
-                    Some(o) if o != engine => {
-                        return Err(NrtError::invalid(format!(
-                            "DMA queue '{qname}' is triggered by {o} and {engine}"
-                        )))
-                    }
-                    _ => qowner[qi] = Some(engine),
-                }
-                let mut n = 0u32;
-                for (di, d) in blk.desc.iter().enumerate() {
-                    if d.op != "copy" {
-                        return Err(NrtError::invalid(format!(
-                            "DMA block {block} desc {di}: unsupported op '{}'",
-                            d.op
-                        )));
-                    }
-                    let side = |var: &str,
-                                off: u64,
-                                sizes: &[u64],
-                                steps: &[i64],
-                                dt: Option<&str>|
-                     -> Result<Pattern, NrtError> {
-                        let (base, limit) = *vars.get(var).ok_or_else(|| {
-                            NrtError::invalid(format!(
-                                "DMA block {block} desc {di}: unknown variable '{var}'"
-                            ))
-                        })?;
-                        let esize = dt
-                            .and_then(Dtype::from_name)
-                            .map(|d| d.size() as u64)
-                            .unwrap_or(1);
-                        let p = Pattern {
-                            base,
-                            off,
-                            sizes: sizes.to_vec(),
-                            steps: steps.to_vec(),
-                            esize,
-                        };
-                        p.check_bounds(var, limit).map_err(|e| {
-                            NrtError::invalid(format!("DMA block {block} desc {di}: {e}"))
-                        })?;
-                        Ok(p)
-                    };
-                    let from = side(
-                        &d.from,
-                        d.from_off,
-                        &d.from_sizes,
-                        &d.from_steps,
-                        d.from_dtype.as_deref(),
-                    )?;
-                    let to = side(
-                        &d.to,
-                        d.to_off,
-                        &d.to_sizes,
-                        &d.to_steps,
-                        d.to_dtype.as_deref().or(d.from_dtype.as_deref()),
-                    )?;
-                    let pairs = dmaexp::expand(&from, &to).map_err(|e| {
-                        NrtError::invalid(format!("DMA block {block} desc {di}: {e}"))
-                    })?;
-                    n += pairs.len() as u32;
-                    qdescs[qi].extend(pairs);
-                }
-                if let Some(s) = blk.semaphore {
-                    if s >= 256 {
-                        return Err(NrtError::invalid(format!(
-                            "DMA block {block}: semaphore {s} out of range"
-                        )));
-                    }
-                    qdescs[qi].push((one.pa, sem_base + 0x1800 + 4 * s as u64, 4));
-                    n += 1;
-                }
-                ins.op = Op::DmaStart {
-                    dma_engine: (DATA_DMA_ENGINE_BASE + qi as u32) as u8,
-                    queue: 0,
-                    descs: n,
-                };
-            }
-            prog.push(ins);
-        }
-        prog.push(Instr::new(Op::End));
-        programs.push(prog.iter().flat_map(testenc::encode).collect());
-    }
-
-    // ---- rings
-    let mut data = Vec::new();
-    for (qi, descs) in qdescs.iter().enumerate() {
-        if descs.is_empty() {
-            continue;
-        }
-        let txd: Vec<UdmaDesc> = descs
-            .iter()
-            .map(|&(s, _, n)| {
-                UdmaDesc::tx(s, n, DESC_FIRST | DESC_LAST)
-                    .with_meta_ctrl(META_CTRL_COPY)
-                    .with_ring_id(1)
-            })
-            .collect();
-        let rxd: Vec<UdmaDesc> = descs
-            .iter()
-            .map(|&(_, d, n)| UdmaDesc::rx(d, n, 0).with_ring_id(1))
-            .collect();
-        data.push(make_queue(
-            l,
-            nc * 16 + DATA_DMA_ENGINE_BASE + qi as u32,
-            &txd,
-            &rxd,
-            queue_names[qi],
-        )?);
-    }
-    let core = stage_core(l, nc, programs)?;
-    tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}: {} inputs, {} outputs, {} DMA queues", inputs.len(), outputs.len(), data.len());
-    Ok(Model::assemble(
-        l,
-        &opts,
-        name,
-        (inputs, outputs),
-        vec![core],
-        data,
-    ))
+    load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts)
 }
 
 type Tensors = Vec<(TensorInfo, Chunk)>;
@@ -604,11 +358,7 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         // over so the poller may lag a whole execution without being lapped.
         let posts = programs.get(e as usize).map_or(0, |p| {
             p.chunks_exact(testenc::WORD)
-                .filter(|w| {
-                    w[0] == testenc::OP_NOTIFY
-                        || w[0] == testenc::OP_END
-                        || w[0] == crate::prologue::NOTIFY_OPCODE
-                })
+                .filter(|w| w[0] == crate::prologue::NOTIFY_OPCODE)
                 .count()
         });
         let bytes = (((posts + 1) * 2 * ENTRY_SIZE).next_power_of_two() as u32).max(NQ_BYTES);
@@ -643,7 +393,6 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         nqs,
         err_nq,
         sem_page,
-        resident: false,
     })
 }
 
@@ -724,7 +473,6 @@ impl Model {
         name: String,
         (inputs, outputs): (Tensors, Tensors),
         cores: Vec<CoreRun>,
-        data: Vec<Queue>,
     ) -> Model {
         Model {
             drv: l.drv.clone(),
@@ -734,7 +482,6 @@ impl Model {
             outputs,
             chunks: std::mem::take(&mut l.chunks),
             cores,
-            data,
             timeout: opts.exec_timeout,
             unrecoverable: false,
         }
@@ -793,33 +540,10 @@ impl Model {
                 }
             }
         }
-        for q in self
-            .cores
-            .iter()
-            .filter(|c| !c.resident)
-            .flat_map(|c| c.fetch.iter())
-            .chain(&self.data)
-        {
-            self.drv
-                .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
-                .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
-        }
-        for q in self
-            .cores
-            .iter()
-            .filter(|c| !c.resident)
-            .flat_map(|c| c.fetch.iter())
-        {
-            self.drv
-                .copy_start(q.eng, q.qid, q.count)
-                .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
-        }
-        // Open every core's start gate through its mapped register page (increment register):
-        // the project encoding's `$S[255]`, or `$S[0]` that a resident program's loop head
-        // waits on.
+        // Open every core's start gate through its mapped register page: `$S[0]`, which the
+        // loop head of each resident program waits on.
         for c in &self.cores {
-            let sem = if c.resident { 0 } else { START_SEM as usize };
-            if !c.sem_page.fetch_add_u32(0x1800 + 4 * sem, 1) {
+            if !c.sem_page.fetch_add_u32(0x1800, 1) {
                 return Err(NrtError::new(
                     NrtStatus::Failure,
                     "semaphore page mapping too small",
@@ -831,9 +555,8 @@ impl Model {
         // semaphore but wakes the device, which then applies every core's store at one
         // quiescent point (all cores start at the same device time).
         if let Some(c) = self.cores.first() {
-            let sem = if c.resident { 0 } else { START_SEM as u32 };
             self.drv
-                .sem_increment(c.nc, sem, 0)
+                .sem_increment(c.nc, 0, 0)
                 .map_err(|e| drv_err("SEMAPHORE_INCREMENT", e))?;
         }
         let deadline = Instant::now() + self.timeout;
@@ -845,21 +568,11 @@ impl Model {
             let mut progressed = false;
             for ci in 0..n {
                 for e in 0..5 {
-                    let resident = self.cores[ci].resident;
                     while let Some(entry) = self.cores[ci].nqs[e].next() {
                         progressed = true;
                         let (k, v) = (entry.kind(), entry.value());
-                        let is_start = k == NotifyKind::Notify
-                            && if resident {
-                                v == crate::prologue::HINT_START
-                            } else {
-                                v == START_NOTIFY_ID as u32
-                            };
-                        let is_end = if resident {
-                            k == NotifyKind::Notify && v == crate::prologue::HINT_END
-                        } else {
-                            k == NotifyKind::End
-                        };
+                        let is_start = k == NotifyKind::Notify && v == crate::prologue::HINT_START;
+                        let is_end = k == NotifyKind::Notify && v == crate::prologue::HINT_END;
                         if is_start {
                             start[ci][e] = Some(entry.timestamp_ps)
                         } else if is_end {
@@ -1169,20 +882,11 @@ fn load_real(
                 .program_engine(core, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
                 .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
         }
-        let mut c = stage_core(l, core, programs)?;
-        c.resident = true;
-        staged.push(c);
+        staged.push(stage_core(l, core, programs)?);
     }
     start_resident(l, &mut staged, opts.exec_timeout)?;
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
-    Ok(Model::assemble(
-        l,
-        &opts,
-        name,
-        (inputs, outputs),
-        staged,
-        Vec::new(),
-    ))
+    Ok(Model::assemble(l, &opts, name, (inputs, outputs), staged))
 }
 
 /// Fetch resident programs once and run their load-time part: wait until every engine of
