@@ -30,6 +30,8 @@ pub struct Sample {
     pub class: Class,
     pub elems: f64,
     pub interval_ns: f64,
+    /// From the sample's start to the end of its (last) record: when silicon signals it done.
+    pub latency_ns: f64,
     /// What the uncalibrated cost table charges for the same word(s).
     pub model_ns: f64,
 }
@@ -291,7 +293,7 @@ fn profile_exec_ns(profile: &Path) -> Result<f64, String> {
 /// A cost table with the calibrated classes of `fits` (those seen in two kernels or more and
 /// not in `exclude`) and a DMA_DIRECT2D fixed latency.
 fn table_from(
-    fits: &BTreeMap<Class, Fit>,
+    (fits, lats): (&BTreeMap<Class, Fit>, &BTreeMap<Class, Fit>),
     exclude: &[Class],
     dma_fixed_ns: Option<f64>,
     bytes_per_ns: f64,
@@ -300,13 +302,18 @@ fn table_from(
     cost.real = fits
         .iter()
         .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
-        .map(|(c, f)| neuron_devmodel::calib::OpCost {
-            engine: c.engine,
-            opcode: c.opcode,
-            wide: c.wide,
-            transpose: c.transpose,
-            fixed: neuron_devmodel::Ps((f.a * 1000.0).round() as u64),
-            per_elem_fs: (f.b * 1e6).round() as u64,
+        .map(|(c, f)| {
+            let l = lats.get(c).copied().unwrap_or(*f);
+            neuron_devmodel::calib::OpCost {
+                engine: c.engine,
+                opcode: c.opcode,
+                wide: c.wide,
+                transpose: c.transpose,
+                fixed: neuron_devmodel::Ps((f.a * 1000.0).round() as u64),
+                per_elem_fs: (f.b * 1e6).round() as u64,
+                lat_fixed: neuron_devmodel::Ps((l.a * 1000.0).round() as u64),
+                lat_per_elem_fs: (l.b * 1e6).round() as u64,
+            }
         })
         .collect();
     cost.dma2d = dma_fixed_ns.map(|f| neuron_devmodel::calib::Dma2dCost {
@@ -323,16 +330,17 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
     let recs = j["instruction"]
         .as_array()
         .ok_or_else(|| format!("{}: no instruction records", profile.display()))?;
-    // (subgraph, engine) -> pc -> start timestamp (ns).
-    let mut starts: BTreeMap<(String, Engine), BTreeMap<u32, f64>> = BTreeMap::new();
+    // (subgraph, engine) -> pc -> (start, end) (ns).
+    let mut starts: BTreeMap<(String, Engine), BTreeMap<u32, (f64, f64)>> = BTreeMap::new();
     for r in recs {
         let Some((sg, engine, pc, ts)) = record_key(r) else {
             continue;
         };
+        let end = ts + r["duration"].as_f64().unwrap_or(0.0);
         starts
             .entry((sg.to_string(), engine))
             .or_default()
-            .insert(pc, ts);
+            .insert(pc, (ts, end));
     }
     let mut out = Vec::new();
     // The next word after `pc` must be a NEFF word that issues without waiting.
@@ -342,7 +350,7 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
             .is_some_and(|n| n.header.wait_cond == 0 && n.opcode != Opcode::EventSemaphore)
     };
     for ((sg, engine), pcs) in &starts {
-        for (pc, ts) in pcs {
+        for (pc, &(ts, _)) in pcs {
             let Some(ci) = words.get(&(sg.clone(), *engine, *pc)) else {
                 continue;
             };
@@ -366,7 +374,10 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
                 op if fitted(op) => (ci, 1),
                 _ => continue,
             };
-            let Some(next_ts) = pcs.get(&(pc.saturating_add(span))) else {
+            let (Some(&(next_ts, _)), Some(&(_, end))) = (
+                pcs.get(&(pc.saturating_add(span))),
+                pcs.get(&(pc.saturating_add(span - 1))),
+            ) else {
                 continue;
             };
             if !clean(sg, *engine, pc.saturating_add(span)) {
@@ -383,6 +394,7 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
                 },
                 elems,
                 interval_ns: next_ts - ts,
+                latency_ns: end - ts,
                 model_ns: ldw_model + table_ns(*engine, ci),
             });
         }
@@ -540,6 +552,7 @@ pub fn fixed_samples(kernel: usize, profile: &Path) -> Result<Vec<Sample>, Strin
             },
             elems: 0.0,
             interval_ns: d,
+            latency_ns: d,
             model_ns: table_fixed_ns(engine),
         });
     }
@@ -554,12 +567,23 @@ fn table_fixed_ns(engine: Engine) -> f64 {
 
 /// Least squares per class over `samples` (those whose kernel is not `skip`).
 pub fn fit(samples: &[Sample], skip: Option<usize>) -> BTreeMap<Class, Fit> {
+    fit_by(samples, skip, |s| s.interval_ns)
+}
+
+/// The completion latency per class, fitted the same way.
+pub fn fit_latency(samples: &[Sample], skip: Option<usize>) -> BTreeMap<Class, Fit> {
+    fit_by(samples, skip, |s| s.latency_ns)
+}
+
+fn fit_by(
+    samples: &[Sample],
+    skip: Option<usize>,
+    y: impl Fn(&Sample) -> f64,
+) -> BTreeMap<Class, Fit> {
     let mut by: BTreeMap<Class, Vec<(f64, f64)>> = BTreeMap::new();
     let mut ks: BTreeMap<Class, std::collections::BTreeSet<usize>> = BTreeMap::new();
     for s in samples.iter().filter(|s| Some(s.kernel) != skip) {
-        by.entry(s.class)
-            .or_default()
-            .push((s.elems, s.interval_ns));
+        by.entry(s.class).or_default().push((s.elems, y(s)));
         ks.entry(s.class).or_default().insert(s.kernel);
     }
     by.into_iter()
@@ -667,6 +691,10 @@ pub fn run(
     }
     let full = fit(&all, None);
     let held: Vec<BTreeMap<Class, Fit>> = (0..kernels.len()).map(|k| fit(&all, Some(k))).collect();
+    let full_lat = fit_latency(&all, None);
+    let held_lat: Vec<BTreeMap<Class, Fit>> = (0..kernels.len())
+        .map(|k| fit_latency(&all, Some(k)))
+        .collect();
     println!(
         "calibrate: {} kernels, {} samples (issue intervals of sized words, durations of constant-cost words); ns = a + b * elements per partition",
         kernels.len(),
@@ -816,11 +844,16 @@ pub fn run(
             let g = |e: Result<f64, String>| e.map_err(|e| Failure(1, format!("{stem}: {e}")));
             let silicon = (g(profile_body_ns(neff, prof))?, g(profile_exec_ns(prof))?);
             let t0 = f(emulated_body_ns(neff, uncal.clone()))?;
-            let loo = table_from(&held[k], &exclude, dma_fixed_ns(&dmas, bw, Some(k)), bw);
+            let loo = table_from(
+                (&held[k], &held_lat[k]),
+                &exclude,
+                dma_fixed_ns(&dmas, bw, Some(k)),
+                bw,
+            );
             let t1 = f(emulated_body_ns(neff, loo))?;
             let t2 = f(emulated_body_ns(
                 neff,
-                table_from(&full, &exclude, fixed, bw),
+                table_from((&full, &full_lat), &exclude, fixed, bw),
             ))?;
             rows.push((stem.clone(), silicon, t0, t1, t2));
         }
@@ -858,7 +891,10 @@ pub fn run(
             .iter()
             .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
             .map(|(c, f)| {
+                let l = full_lat.get(c).copied().unwrap_or(*f);
                 json!({
+                    "lat_a_ns": l.a,
+                    "lat_b_ns_per_elem": l.b,
                     "engine": c.engine.profiler_name(),
                     "opcode": c.opcode.static_name(),
                     "fp32": c.wide,

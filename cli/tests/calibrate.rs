@@ -42,9 +42,18 @@ fn the_compiled_table_is_the_fit_of_the_fixture_profiles() {
                     && Some(r.transpose) == transpose
             })
             .unwrap_or_else(|| panic!("class {c} missing from devmodel::calib::TRN2"));
-        let a_ps = (c["a_ns"].as_f64().expect("a") * 1000.0).round() as u64;
-        let b_fs = (c["b_ns_per_elem"].as_f64().expect("b") * 1e6).round() as u64;
-        assert_eq!((row.fixed.0, row.per_elem_fs), (a_ps, b_fs), "{c}");
+        let ps = |k: &str| (c[k].as_f64().expect(k) * 1000.0).round() as u64;
+        let fs = |k: &str| (c[k].as_f64().expect(k) * 1e6).round() as u64;
+        assert_eq!(
+            (row.fixed.0, row.per_elem_fs, row.lat_fixed.0, row.lat_per_elem_fs),
+            (
+                ps("a_ns"),
+                fs("b_ns_per_elem"),
+                ps("lat_a_ns"),
+                fs("lat_b_ns_per_elem")
+            ),
+            "{c}"
+        );
     }
     let dma = &j["dma_direct2d"];
     let fixed_ps = (dma["fixed_ns"].as_f64().expect("fixed") * 1000.0).round() as u64;

@@ -65,6 +65,9 @@ enum Ev {
     Dma(usize, usize),
     /// A DMA_DIRECT2D finished: add to a semaphore of a core.
     SemAdd(usize, u8, u32),
+    /// A word's semaphore/event update landing after the engine moved on (its calibrated
+    /// latency is longer than its issue interval).
+    Update(usize, SemUpdate),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1014,7 +1017,7 @@ impl Device {
                 }
             }
         }
-        let Some((instr, opcode, ext_wait)) =
+        let Some((mut instr, opcode, ext_wait)) =
             st.pending.as_ref().map(|p| (p.instr, p.opcode, p.ext_wait))
         else {
             return;
@@ -1049,11 +1052,15 @@ impl Device {
         let cost = &self.profile.cost;
         let mhz = cost.engine_mhz[e];
         let overhead = cost.instr_overhead_cycles;
+        let mut latency = None;
         let cycles = match instr.op {
             _ if real.is_some() => {
                 let Some(ci) = real else { return };
                 match self.execute_real(nc, e, pc, &ci) {
-                    Ok(c) => c,
+                    Ok((c, lat)) => {
+                        latency = lat;
+                        c
+                    }
                     Err(f) => {
                         self.cores[nc].engines[e].status = EngStatus::Faulted;
                         return self.fault(nc, Some(engine), pc, opcode, f);
@@ -1121,6 +1128,15 @@ impl Device {
         }
         self.stats.instructions += 1;
         let dur = Ps::from_cycles(cycles, mhz);
+        // Silicon signals a word's completion (its semaphore update) after its latency, which
+        // for a MATMUL is longer than the interval before PE takes the next word.
+        if let (Some(lat), Some(u)) = (latency, instr.sync.update) {
+            if lat > dur {
+                instr.sync.update = None;
+                let at = self.now + lat;
+                self.schedule(at, Ev::Update(nc, u));
+            }
+        }
         if let Some(t) = self.trace.as_mut() {
             t.push(TraceEvent {
                 nc,
@@ -1140,14 +1156,15 @@ impl Device {
         self.schedule(at, Ev::Complete(nc, e));
     }
 
-    /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included).
+    /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included)
+    /// and, for a calibrated class, the time from its issue to its completion signal.
     fn execute_real(
         &mut self,
         nc: usize,
         e: usize,
         pc: u32,
         ci: &CaymanInstr,
-    ) -> Result<u64, OpFault> {
+    ) -> Result<(u64, Option<Ps>), OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
         // the first MATMUL after it shares the pair's calibrated interval with it.
@@ -1207,19 +1224,23 @@ impl Device {
         // already charged the table's cost.
         let (elems, wide) = crate::calib::word_features(ci);
         let is_mm = ci.opcode == Opcode::Matmul;
-        let calibrated =
-            crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose).map(
-                |c| {
-                    let mhz = cost.engine_mhz[engine.index()] as u64;
-                    let cycles = c.cost(elems).0.saturating_mul(mhz) / 1_000_000;
-                    if is_mm && fresh {
-                        cycles.saturating_sub(cost.instr_overhead_cycles + ldw_cols / stream)
-                    } else {
-                        cycles
-                    }
-                },
-            );
-        Ok(calibrated.unwrap_or(table))
+        let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
+        else {
+            return Ok((table, None));
+        };
+        let mhz = cost.engine_mhz[engine.index()] as u64;
+        // The LDWEIGHTS before a fresh MATMUL was charged this much of the pair's interval.
+        let ldw = if is_mm && fresh {
+            cost.instr_overhead_cycles + ldw_cols / stream
+        } else {
+            0
+        };
+        let cycles = (c.cost(elems).0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
+        let latency = Ps(c
+            .latency(elems)
+            .0
+            .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)));
+        Ok((cycles, Some(latency)))
     }
 
     /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
@@ -1466,6 +1487,21 @@ impl Device {
         Ok(bytes)
     }
 
+    fn apply_update(&mut self, nc: usize, u: SemUpdate) {
+        let Some(c) = self.cores.get(nc) else {
+            return;
+        };
+        let regs = &c.regs;
+        match u.op {
+            SemOp::Inc => regs.add_sem(u.index, 1),
+            SemOp::Dec => regs.add_sem(u.index, -1),
+            SemOp::Add => regs.add_sem(u.index, u.value),
+            SemOp::Set => regs.set_sem(u.index, u.value),
+            SemOp::EventSet => regs.set_event(u.index, 1),
+        }
+        self.wake_blocked(nc);
+    }
+
     fn engine_complete(&mut self, nc: usize, e: usize) {
         let st = &mut self.cores[nc].engines[e];
         st.scheduled = false;
@@ -1484,15 +1520,7 @@ impl Device {
             st.pc += 1;
         }
         if let Some(u) = instr.sync.update {
-            let regs = &self.cores[nc].regs;
-            match u.op {
-                SemOp::Inc => regs.add_sem(u.index, 1),
-                SemOp::Dec => regs.add_sem(u.index, -1),
-                SemOp::Add => regs.add_sem(u.index, u.value),
-                SemOp::Set => regs.set_sem(u.index, u.value),
-                SemOp::EventSet => regs.set_event(u.index, 1),
-            }
-            self.wake_blocked(nc);
+            self.apply_update(nc, u);
         }
         match instr.op {
             Op::Notify { id } => self.post(
@@ -1535,6 +1563,7 @@ impl Device {
                         self.wake_blocked(nc);
                     }
                 }
+                Ev::Update(nc, u) => self.apply_update(nc, u),
             }
         }
         !self.events.is_empty()
@@ -1561,7 +1590,7 @@ impl Device {
         self.events.retain(|Reverse((_, _, ev))| match *ev {
             Ev::Step(n, _) | Ev::Complete(n, _) => n != nc,
             Ev::Dma(eng, _) => eng / DMA_ENGINES_PER_NC != nc,
-            Ev::SemAdd(n, _, _) => n != nc,
+            Ev::SemAdd(n, _, _) | Ev::Update(n, _) => n != nc,
         });
     }
 }

@@ -277,7 +277,7 @@ impl WaitCond {
 
 /// Update applied to a semaphore/event when an instruction completes. Codes are the real
 /// trn2 codes (`trn2-encoding-notes.md` §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SemOp {
     /// `$S[i]++` (0x13).
     Inc,
@@ -320,7 +320,7 @@ pub struct SemWait {
     pub value: i32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SemUpdate {
     pub op: SemOp,
     pub index: u8,
