@@ -45,7 +45,12 @@ fn the_compiled_table_is_the_fit_of_the_fixture_profiles() {
         let ps = |k: &str| (c[k].as_f64().expect(k) * 1000.0).round() as u64;
         let fs = |k: &str| (c[k].as_f64().expect(k) * 1e6).round() as u64;
         assert_eq!(
-            (row.fixed.0, row.per_elem_fs, row.lat_fixed.0, row.lat_per_elem_fs),
+            (
+                row.fixed.0,
+                row.per_elem_fs,
+                row.lat_fixed.0,
+                row.lat_per_elem_fs
+            ),
             (
                 ps("a_ns"),
                 fs("b_ns_per_elem"),

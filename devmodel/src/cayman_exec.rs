@@ -743,7 +743,8 @@ pub fn execute(
             for p in 0..ch {
                 let (row, bias) = (&mut a[p * n..(p + 1) * n], b[p]);
                 if exp {
-                    row.iter_mut().for_each(|v| *v = (*v * scale + bias).exp());
+                    row.iter_mut()
+                        .for_each(|v| *v = crate::fastmath::exp_f32(*v * scale + bias));
                 } else {
                     row.iter_mut().for_each(|v| *v = *v * scale + bias);
                 }

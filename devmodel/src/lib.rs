@@ -6,6 +6,7 @@ pub mod calib;
 pub mod cayman_exec;
 pub mod core;
 pub mod device;
+pub mod fastmath;
 pub mod fault;
 mod gemm;
 pub mod hbm;
