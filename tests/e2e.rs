@@ -350,3 +350,37 @@ fn reloading_after_a_fault_recovers_the_core() {
         .fold(0f32, f32::max);
     assert!(err <= 2e-2, "{err}");
 }
+
+/// Device times pinned to the picosecond (the MLP fixture, and an LNC=2 attention kernel whose
+/// prologue, handshake and calibrated costs all take part): a change to the timing model or
+/// the scheduler shows up here and must be made on purpose — update these numbers and the
+/// tables of `docs/timing.md` together.
+#[test]
+fn device_times_are_pinned() {
+    let s = setup(Duration::from_secs(60));
+    let mut m = s.rt.load(&mlp_bytes(), 0).expect("load");
+    let x = builtin_input(Dtype::Bf16, 128 * 512, 0);
+    let mlp = m.execute(&[("x", &x)]).expect("execute").device_time_ps;
+    let bytes = std::fs::read(repo_path(
+        "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff",
+    ))
+    .expect("fixture");
+    let mut m = s.rt.load(&bytes, 0).expect("load");
+    let infos: Vec<_> = m.inputs().cloned().collect();
+    let data: Vec<Vec<u8>> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
+        .collect();
+    let args: Vec<(&str, &[u8])> = infos
+        .iter()
+        .zip(&data)
+        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
+        .collect();
+    let akc = m.execute(&args).expect("execute").device_time_ps;
+    assert_eq!(
+        (mlp, akc),
+        (14_313_354, 21_877_796),
+        "MLP, akc-fused_bf16_s512 device_time_ps"
+    );
+}

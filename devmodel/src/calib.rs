@@ -14,7 +14,9 @@
 //!
 //! A MATMUL's class covers the LDWEIGHTS before it: on PE the next LDWEIGHTS overlaps the
 //! running MATMUL, so only the pair's interval is well defined. The model charges the
-//! LDWEIGHTS its issue overhead and the MATMUL the rest of the pair's interval.
+//! LDWEIGHTS the table's cost and the MATMUL the rest of the pair's interval. A MATMUL that
+//! reuses weights already loaded (the compiler's NEFFs never do; `kbuild`'s GEMM benchmark
+//! does) is charged the whole pair interval: an extrapolation the profiles cannot check.
 
 use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Opcode};

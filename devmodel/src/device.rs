@@ -67,7 +67,7 @@ enum Ev {
     SemAdd(usize, u8, u32),
     /// A word's semaphore/event update landing after the engine moved on (its calibrated
     /// latency is longer than its issue interval).
-    Update(usize, SemUpdate),
+    Update(usize, usize, SemUpdate),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,9 @@ struct EngineState {
     branch: Option<u32>,
     /// The engine's registers `$R[n]` (loaded by TENSOR_LOAD, read by COMPARE_BRANCH).
     regs: Box<[u32; 256]>,
+    /// Completion signals of words this engine has moved past that have not landed yet
+    /// (calibrated latencies); a DRAIN waits for them.
+    outstanding: u32,
 }
 
 impl EngineState {
@@ -110,6 +113,7 @@ impl EngineState {
             origin: 0,
             branch: None,
             regs: Box::new([0; 256]),
+            outstanding: 0,
         }
     }
 }
@@ -683,6 +687,11 @@ impl Device {
 
     /// Apply stores user space made through mapped register pages. Call only at quiescent
     /// points (see `regs`). Returns whether anything changed.
+    /// Whether user space left a store in any core's register mailboxes.
+    pub fn has_mail(&self) -> bool {
+        self.cores.iter().any(|c| c.regs.has_mail())
+    }
+
     pub fn drain_mailboxes(&mut self) -> bool {
         let mut any = false;
         for nc in 0..self.cores.len() {
@@ -1022,14 +1031,22 @@ impl Device {
         else {
             return;
         };
-        // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body.
+        // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body. A
+        // DRAIN also waits until the engine's own completion signals have all landed.
+        let draining = self.cores[nc].engines[e].outstanding > 0
+            && self.cores[nc].engines[e]
+                .pending
+                .as_ref()
+                .and_then(|p| p.real.as_ref())
+                .is_some_and(|c| c.opcode == Opcode::Drain);
         let regs = &self.cores[nc].regs;
-        if !instr
-            .sync
-            .wait
-            .iter()
-            .chain(ext_wait.iter())
-            .all(|w| wait_holds(regs, w))
+        if draining
+            || !instr
+                .sync
+                .wait
+                .iter()
+                .chain(ext_wait.iter())
+                .all(|w| wait_holds(regs, w))
         {
             self.cores[nc].engines[e].status = EngStatus::Blocked;
             return;
@@ -1134,7 +1151,8 @@ impl Device {
             if lat > dur {
                 instr.sync.update = None;
                 let at = self.now + lat;
-                self.schedule(at, Ev::Update(nc, u));
+                self.cores[nc].engines[e].outstanding += 1;
+                self.schedule(at, Ev::Update(nc, e, u));
             }
         }
         if let Some(t) = self.trace.as_mut() {
@@ -1236,11 +1254,14 @@ impl Device {
             0
         };
         let cycles = (c.cost(elems).0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
-        let latency = Ps(c
-            .latency(elems)
-            .0
-            .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)));
-        Ok((cycles, Some(latency)))
+        // Only a latency longer than the fitted interval defers the completion signal (the
+        // comparison is on the fitted values, before cycle rounding).
+        let latency = (c.latency(elems) > c.cost(elems)).then(|| {
+            Ps(c.latency(elems)
+                .0
+                .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)))
+        });
+        Ok((cycles, latency))
     }
 
     /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
@@ -1563,7 +1584,12 @@ impl Device {
                         self.wake_blocked(nc);
                     }
                 }
-                Ev::Update(nc, u) => self.apply_update(nc, u),
+                Ev::Update(nc, e, u) => {
+                    if let Some(st) = self.cores.get_mut(nc).and_then(|c| c.engines.get_mut(e)) {
+                        st.outstanding = st.outstanding.saturating_sub(1);
+                    }
+                    self.apply_update(nc, u);
+                }
             }
         }
         !self.events.is_empty()
@@ -1580,6 +1606,9 @@ impl Device {
         c.nqs.clear();
         c.pe = Default::default();
         c.dge_table = None;
+        if let Some(f) = self.dma2d_free.get_mut(nc) {
+            *f = Ps(0);
+        }
         for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {
             if let Some(qs) = self.dma.get_mut(eng) {
                 for dq in qs.iter_mut() {
@@ -1590,7 +1619,7 @@ impl Device {
         self.events.retain(|Reverse((_, _, ev))| match *ev {
             Ev::Step(n, _) | Ev::Complete(n, _) => n != nc,
             Ev::Dma(eng, _) => eng / DMA_ENGINES_PER_NC != nc,
-            Ev::SemAdd(n, _, _) | Ev::Update(n, _) => n != nc,
+            Ev::SemAdd(n, _, _) | Ev::Update(n, _, _) => n != nc,
         });
     }
 }
@@ -1873,5 +1902,51 @@ mod tests {
         // A run that crosses into unmapped space still aborts.
         d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
         assert!(dev.dma2d(0, &d).is_err());
+    }
+
+    /// A calibrated word whose latency exceeds its interval: the engine moves on after the
+    /// interval, its semaphore update lands at the latency, and a DRAIN waits for it.
+    #[test]
+    fn late_completion_signal_and_drain() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut cost = dev.profile().cost.clone();
+        // EVENT_SEMAPHORE on PE: 10 ns to issue, signalled 5 us later.
+        cost.real = vec![crate::calib::OpCost {
+            engine: Engine::Pe,
+            opcode: Opcode::EventSemaphore,
+            wide: false,
+            transpose: false,
+            fixed: Ps(10_000),
+            per_elem_fs: 0,
+            lat_fixed: Ps(5_000_000),
+            lat_per_elem_fs: 0,
+        }];
+        dev.set_cost(cost);
+        dev.set_tracing(true);
+        // $S[7]++ at completion, then a DRAIN, then $S[8]++.
+        let words = [
+            b::event_semaphore((0, 0, 0), 0x13, 7, 0),
+            b::drain(1),
+            b::event_semaphore((0, 0, 0), 0x13, 8, 0),
+        ];
+        let port = dev.instr_port(0, Engine::Pe);
+        dev.write(port, &words.concat()).expect("instruction port");
+        dev.run(10_000);
+        let regs = dev.regs(0).expect("core 0");
+        assert_eq!((regs.sem(7), regs.sem(8)), (1, 1));
+        let trace = dev.take_trace();
+        let span = |pc: u32| {
+            trace
+                .iter()
+                .find(|t| t.pc == pc && t.nc == 0 && t.track == "Tensor")
+                .map(|t| (t.start, t.dur))
+                .expect("traced")
+        };
+        // The engine was free after the 10 ns interval, but the DRAIN issued only once the
+        // update had landed, 5 us after the word's issue.
+        assert!(span(0).1 <= Ps(10_500), "{:?}", span(0));
+        assert!(span(1).0 >= span(0).0 + Ps(5_000_000), "{:?}", span(1));
+        assert!(span(2).0 >= span(1).0);
     }
 }

@@ -96,6 +96,9 @@ pub(crate) struct DevState {
     pub(crate) arena: Option<Arena>,
     /// The rest of the driver's per-device state (CRWL, core init, datastore, ...).
     pub(crate) drv: DrvState,
+    /// An ioctl found stores in the register mailboxes while the device was running: apply
+    /// them at its next quiescent point.
+    pub(crate) drain_pending: bool,
 }
 
 impl DevState {
@@ -149,19 +152,38 @@ impl DevShared {
     }
 }
 
+/// Stores to mapped register pages cannot trap, so the device applies them at points fixed by
+/// what user space does, never by host thread timing: on entry to the next ioctl of any kind
+/// (at once if the device is quiescent, else at its next quiescent point). A program that
+/// stores and then makes no ioctl still sees its stores applied after they have stood
+/// unchanged for `MAIL_FALLBACK`.
+const MAIL_FALLBACK: Duration = Duration::from_millis(100);
+
 fn worker(sh: Arc<DevShared>) {
     const MIN: Duration = Duration::from_micros(50);
     const MAX: Duration = Duration::from_millis(5);
     let mut backoff = MIN;
+    // When the worker first saw mail that no ioctl has claimed yet.
+    let mut mail_since: Option<std::time::Instant> = None;
     let mut g = sh.lock();
     loop {
         if sh.stop.load(Ordering::Acquire) {
             return;
         }
-        // Host stores through mapped register pages take effect at quiescent points only,
-        // which keeps device time deterministic for a given sequence of host actions.
         if !g.dev.busy() {
-            g.dev.drain_mailboxes();
+            if g.drain_pending {
+                g.drain_pending = false;
+                g.dev.drain_mailboxes();
+                mail_since = None;
+            } else if g.dev.has_mail() {
+                let since = *mail_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= MAIL_FALLBACK {
+                    g.dev.drain_mailboxes();
+                    mail_since = None;
+                }
+            } else {
+                mail_since = None;
+            }
         }
         if g.dev.busy() {
             // A bug in the model must not take the device thread down with it: report it and
@@ -184,14 +206,28 @@ fn worker(sh: Arc<DevShared>) {
             .wait_timeout(g, backoff)
             .unwrap_or_else(|e| e.into_inner());
         g = ng;
-        // A kick (an ioctl that touched the device) means user space is active: stores to
-        // mapped registers (which cannot kick) are likely to follow, so poll briskly again.
         backoff = if to.timed_out() {
             (backoff * 2).min(MAX)
         } else {
             MIN
         };
     }
+}
+
+/// On entry to an ioctl: apply the mailbox stores user space made before it (see
+/// `MAIL_FALLBACK`).
+fn claim_mail(sh: &DevShared) {
+    let mut g = sh.lock();
+    if !g.dev.has_mail() {
+        return;
+    }
+    if g.dev.busy() {
+        g.drain_pending = true;
+    } else {
+        g.dev.drain_mailboxes();
+    }
+    drop(g);
+    sh.kick.notify_all();
 }
 
 /// A set of emulated Neuron devices.
@@ -233,6 +269,7 @@ impl Emulator {
                 node_open_count: 0,
                 arena: Arena::new(index),
                 drv: DrvState::new(arch),
+                drain_pending: false,
             };
             let sh = Arc::new(DevShared {
                 index,
@@ -353,6 +390,9 @@ impl DeviceFile for EmuFile {
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno> {
         // A bug in a handler answers EIO instead of unwinding into the caller.
+        if !self.misc {
+            claim_mail(&self.sh);
+        }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             dispatch::ioctl(self, cmd, arg as u64)
         }))
