@@ -230,6 +230,24 @@ fn gemm_kernel_matches_a_plain_rust_reference() {
 /// The compiler-produced NEFFs run on the device model and match the numpy goldens of
 /// `fixtures/real-golden` (computed from the kernels' math, not from their instructions).
 /// `nkipy-matmul_large` needs a 4 GiB input and is checked by its reduced golden elsewhere.
+/// One execution with the built-in seeded inputs (the ones `neuron-emu run` uses).
+fn execute_builtin(
+    m: &mut neuron_runtime::Model,
+) -> Result<neuron_runtime::ExecOutput, neuron_runtime::NrtError> {
+    let infos: Vec<_> = m.inputs().cloned().collect();
+    let data: Vec<Vec<u8>> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
+        .collect();
+    let args: Vec<(&str, &[u8])> = infos
+        .iter()
+        .zip(&data)
+        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
+        .collect();
+    m.execute(&args)
+}
+
 #[test]
 fn real_neffs_match_their_independent_goldens() {
     let manifest: serde_json::Value = serde_json::from_slice(
@@ -251,18 +269,7 @@ fn real_neffs_match_their_independent_goldens() {
         let mut m =
             s.rt.load(&bytes, 0)
                 .unwrap_or_else(|e| panic!("{stem}: {e}"));
-        let infos: Vec<_> = m.inputs().cloned().collect();
-        let data: Vec<Vec<u8>> = infos
-            .iter()
-            .enumerate()
-            .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
-            .collect();
-        let args: Vec<(&str, &[u8])> = infos
-            .iter()
-            .zip(&data)
-            .map(|(t, d)| (t.name.as_str(), d.as_slice()))
-            .collect();
-        let out = m.execute(&args).unwrap_or_else(|e| panic!("{stem}: {e}"));
+        let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
         assert!(out.device_time_ps > 0, "{stem}: no device time");
         for o in k["outputs"].as_array().expect("outputs") {
             let name = o["name"].as_str().expect("name");
@@ -366,18 +373,7 @@ fn device_times_are_pinned() {
     ))
     .expect("fixture");
     let mut m = s.rt.load(&bytes, 0).expect("load");
-    let infos: Vec<_> = m.inputs().cloned().collect();
-    let data: Vec<Vec<u8>> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
-        .collect();
-    let args: Vec<(&str, &[u8])> = infos
-        .iter()
-        .zip(&data)
-        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
-        .collect();
-    let akc = m.execute(&args).expect("execute").device_time_ps;
+    let akc = execute_builtin(&mut m).expect("execute").device_time_ps;
     assert_eq!(
         (mlp, akc),
         (14_313_354, 21_877_796),
