@@ -149,7 +149,20 @@ fn usage(msg: impl Into<String>) -> Failure {
     Failure(2, msg.into())
 }
 
+/// Die quietly when stdout is a closed pipe (`neuron-emu … | head`), as command-line tools do,
+/// instead of panicking on the failed write: Rust ignores SIGPIPE by default.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal at start-up, before any thread
+    // exists; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     neuron_runtime::logging::init(cli.verbose);
     let r = match cli.cmd {
