@@ -17,8 +17,7 @@ fn default_dir() -> PathBuf {
 
 /// `summary[0].total_time` (seconds) of `<stem>.profile.json` in `profiles`.
 fn profiled_seconds(profiles: &Path, stem: &str) -> Option<f64> {
-    let raw = std::fs::read(profiles.join(format!("{stem}.profile.json"))).ok()?;
-    let j: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+    let j = crate::calibrate::read_json(&profiles.join(format!("{stem}.profile.json"))).ok()?;
     j["summary"][0]["total_time"].as_f64()
 }
 
@@ -112,16 +111,7 @@ pub fn run(
             );
             continue;
         }
-        let mut data = Vec::new();
-        for (i, t) in infos.iter().enumerate() {
-            let n = (t.size as usize) / t.dtype.size();
-            let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, i), n, 1.0);
-            let mut b = vec![0u8; t.size as usize];
-            for (k, v) in vals.iter().enumerate() {
-                neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
-            }
-            data.push((t.name.clone(), b));
-        }
+        let data = crate::tensorio::builtin_inputs(infos.iter());
         let refs: Vec<(&str, &[u8])> = data
             .iter()
             .map(|(n, b)| (n.as_str(), b.as_slice()))

@@ -89,7 +89,7 @@ pub fn features(ci: &CaymanInstr) -> (f64, bool) {
 }
 
 /// A profile's JSON.
-fn read_json(path: &Path) -> Result<serde_json::Value, String> {
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, String> {
     let raw = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_slice(&raw).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -222,19 +222,7 @@ fn emulated_body_ns(
     });
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| e.to_string())?;
     let mut model = rt.load(&bytes, 0).map_err(|e| e.to_string())?;
-    let data: Vec<(String, Vec<u8>)> = model
-        .inputs()
-        .enumerate()
-        .map(|(i, t)| {
-            let n = t.size as usize / t.dtype.size().max(1);
-            let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, i), n, 1.0);
-            let mut b = vec![0u8; t.size as usize];
-            for (k, v) in vals.iter().enumerate() {
-                neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
-            }
-            (t.name.clone(), b)
-        })
-        .collect();
+    let data = crate::tensorio::builtin_inputs(model.inputs());
     let refs: Vec<(&str, &[u8])> = data
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))

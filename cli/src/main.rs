@@ -268,19 +268,7 @@ fn run(a: RunArgs) -> Result<(), Failure> {
                     .map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
                 tensorio::npy_to_tensor(t, &arr).map_err(usage)?
             }
-            None => {
-                let n = (t.size as usize) / t.dtype.size();
-                let vals = neuron_kbuild::prng::uniform(
-                    neuron_kbuild::prng::input_seed(a.seed, i),
-                    n,
-                    1.0,
-                );
-                let mut b = vec![0u8; t.size as usize];
-                for (k, v) in vals.iter().enumerate() {
-                    neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * t.dtype.size()..]);
-                }
-                b
-            }
+            None => tensorio::builtin_input(t, a.seed, i),
         };
         data.push((t.name.clone(), bytes));
     }

@@ -84,6 +84,27 @@ pub fn tensor_to_npy(t: &TensorInfo, data: &[u8], raw: bool) -> Result<NpyArray,
 }
 
 /// Decode tensor bytes as f32 values.
+/// The built-in data of input `index` with `seed` (uniform in [-1, 1), as `neuron-emu run`
+/// documents), stored in the tensor's dtype.
+pub fn builtin_input(t: &TensorInfo, seed: u64, index: usize) -> Vec<u8> {
+    let es = t.dtype.size().max(1);
+    let n = t.size as usize / es;
+    let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(seed, index), n, 1.0);
+    let mut b = vec![0u8; t.size as usize];
+    for (k, v) in vals.iter().enumerate() {
+        neuron_isa::dtype::store_f32(t.dtype, *v, &mut b[k * es..]);
+    }
+    b
+}
+
+/// Every input of a model with its built-in data (seed 0).
+pub fn builtin_inputs<'a>(infos: impl Iterator<Item = &'a TensorInfo>) -> Vec<(String, Vec<u8>)> {
+    infos
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), builtin_input(t, 0, i)))
+        .collect()
+}
+
 pub fn to_f32(dt: Dtype, data: &[u8]) -> Vec<f32> {
     data.chunks_exact(dt.size())
         .map(|c| load_f32(dt, c))

@@ -1237,6 +1237,9 @@ impl Device {
         let cost = &self.profile.cost;
         let stream = cost.stream_elems_per_cycle.max(1);
         let table = cost.instr_overhead_cycles + streamed / stream;
+        if cost.real.is_empty() {
+            return Ok((table, None));
+        }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
         // already charged the table's cost.
@@ -1253,11 +1256,12 @@ impl Device {
         } else {
             0
         };
-        let cycles = (c.cost(elems).0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
+        let (interval, lat) = (c.cost(elems), c.latency(elems));
+        let cycles = (interval.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
-        let latency = (c.latency(elems) > c.cost(elems)).then(|| {
-            Ps(c.latency(elems)
+        let latency = (lat > interval).then(|| {
+            Ps(lat
                 .0
                 .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)))
         });
