@@ -9,8 +9,10 @@
 //! * [`consts`]: enumerations and constants of the ABI (mem types, NQ types, semaphore page, ...).
 //! * [`notify`]: this project's notification-queue entry format (**not** defined by the driver).
 //! * [`device`]: the [`DeviceFile`] seam between a runtime and a device.
+//! * [`backend`]: the C ABI of a loadable device backend (how libnrt.so reaches the emulator).
 
 pub mod arch;
+pub mod backend;
 pub mod consts;
 pub mod device;
 pub mod ioctl;

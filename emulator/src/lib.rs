@@ -13,6 +13,7 @@ mod arena;
 mod chunks;
 mod dispatch;
 mod drvstate;
+pub mod envconfig;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod uaccess;

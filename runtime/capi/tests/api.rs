@@ -31,6 +31,7 @@ fn clean_env() {
         "NEURON_EMU_ARCH",
         "NEURON_EMU_DEVICES",
         "NEURON_RT_RESET_CORES",
+        "NEURON_EMU_LIB",
     ] {
         std::env::remove_var(v);
     }
@@ -423,7 +424,28 @@ fn device_selection_env() {
             FAILURE,
             "no device and the embedded one is forbidden"
         );
+        std::env::remove_var("NEURON_EMU");
+        assert_eq!(
+            init(),
+            FAILURE,
+            "no device: the emulator is used only when NEURON_EMU=1 asks for it"
+        );
     }
+    std::env::set_var("NEURON_EMU", "1");
+    std::env::set_var("NEURON_EMU_LIB", "/nonexistent/libneuron_emu.so");
+    assert_eq!(init(), FAILURE, "a backend that cannot be loaded");
+    std::env::set_var("NEURON_EMU_LIB", "/lib/x86_64-linux-gnu/libc.so.6");
+    if std::path::Path::new("/lib/x86_64-linux-gnu/libc.so.6").exists() {
+        assert_eq!(init(), FAILURE, "a library that is not a backend");
+    }
+    std::env::remove_var("NEURON_EMU_LIB");
+    std::env::set_var("NEURON_EMU_DEVICES", "abc");
+    assert_eq!(
+        init(),
+        FAILURE,
+        "a bad NEURON_EMU_DEVICES is refused, not defaulted"
+    );
+    std::env::remove_var("NEURON_EMU_DEVICES");
     std::env::set_var("NEURON_EMU", "maybe");
     assert_eq!(init(), FAILURE);
     std::env::set_var("NEURON_EMU", "1");

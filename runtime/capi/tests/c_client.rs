@@ -9,17 +9,37 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The libnrt.so cargo built for this test run.
-fn libnrt() -> PathBuf {
+/// A library cargo built for this test run (`libnrt.so`, `libneuron_emu.so`).
+fn built(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test exe");
     let deps = exe.parent().expect("deps dir");
     for d in [deps, deps.parent().unwrap_or(deps)] {
-        let p = d.join("libnrt.so");
+        let p = d.join(name);
         if p.exists() {
             return p;
         }
     }
-    panic!("libnrt.so not found next to {}", exe.display());
+    panic!("{name} not found next to {}", exe.display());
+}
+
+fn libnrt() -> PathBuf {
+    built("libnrt.so")
+}
+
+/// libnrt.so reaches the emulator only through the backend library it loads: none of the
+/// emulator's code is linked into it.
+#[test]
+fn libnrt_does_not_link_the_emulator() {
+    let bytes = std::fs::read(libnrt()).expect("libnrt.so");
+    for crate_name in [&b"neuron_emulator"[..], b"neuron_devmodel"] {
+        assert!(
+            !bytes.windows(crate_name.len()).any(|w| w == crate_name),
+            "libnrt.so contains {}",
+            String::from_utf8_lossy(crate_name)
+        );
+    }
+    let emu = std::fs::read(built("libneuron_emu.so")).expect("libneuron_emu.so");
+    assert!(emu.windows(15).any(|w| w == b"neuron_emulator"));
 }
 
 fn bf16_words(b: &[u8]) -> Vec<f32> {
@@ -45,6 +65,8 @@ fn build_client(tmp: &Path) -> PathBuf {
     std::fs::create_dir_all(&lib).expect("tmp");
     // Programs record the SONAME (libnrt.so.1) as their dependency.
     std::fs::copy(libnrt(), lib.join("libnrt.so")).expect("copy lib");
+    // NEURON_EMU=1 loads the backend from beside libnrt.so, as the SDK layout has it.
+    std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so")).expect("copy backend");
     std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1")).expect("symlink");
     let exe = tmp.join("run_neff");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -85,6 +107,9 @@ fn run_client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> S
     }
     let out = c
         .env("NEURON_EMU", "1")
+        // Found beside libnrt.so, not through cargo's library path.
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("NEURON_EMU_LIB")
         .env_remove("NEURON_RT_VISIBLE_CORES")
         .env_remove("NEURON_RT_NUM_CORES")
         .output()

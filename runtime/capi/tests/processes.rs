@@ -3,14 +3,43 @@
 //! read by the Rust API.
 
 use neuron_abi::arch::Arch;
+use neuron_abi::{DeviceFile, Errno};
 use neuron_emulator::Emulator;
+use neuron_emulator::OpenOptions;
+use neuron_runtime::api::DeviceProvider;
 use neuron_runtime::api::{Nrt, Placement};
 use neuron_runtime::{Config, NrtStatus};
-use nrt::device::EmuProvider;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The devices of one in-process emulator, opened as process `pid`: two of these with
+/// different pids are two processes sharing a device.
+#[derive(Debug, Clone)]
+struct EmuProvider {
+    emu: Arc<Emulator>,
+    pid: u32,
+}
+
+impl DeviceProvider for EmuProvider {
+    fn device_count(&self) -> u32 {
+        self.emu.device_count() as u32
+    }
+    fn open(&self, index: u32, write_only: bool) -> Result<Arc<dyn DeviceFile>, Errno> {
+        let f = self.emu.open(
+            index as usize,
+            OpenOptions {
+                pid: self.pid,
+                write_only,
+            },
+        )?;
+        Ok(Arc::new(f))
+    }
+    fn describe(&self) -> String {
+        format!("an in-process emulator as pid {}", self.pid)
+    }
+}
 
 fn clean() {
     for v in [
