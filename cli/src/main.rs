@@ -2,8 +2,10 @@
 
 mod benchreal;
 mod calibrate;
+mod campaign;
 mod disasm;
 mod hostgemm;
+mod inject;
 mod inspect;
 mod tensorio;
 mod trace;
@@ -49,6 +51,9 @@ enum Cmd {
         #[command(subcommand)]
         which: BenchCmd,
     },
+    /// Fault-injection campaign: a golden run, then N seeded experiments with one fault of a
+    /// plan each, classified masked / sdc / detected / hang / crash (docs/faults.md).
+    Campaign(campaign::CampaignArgs),
     /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
     /// (issue intervals), with leave-one-kernel-out validation.
     Calibrate {
@@ -167,6 +172,7 @@ fn main() -> ExitCode {
     neuron_runtime::logging::init(cli.verbose);
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
+        Cmd::Campaign(a) => campaign::run(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Calibrate {

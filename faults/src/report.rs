@@ -366,7 +366,11 @@ mod tests {
         Experiment {
             index: i,
             injection: Injection {
-                fault: if i.is_multiple_of(2) { "a".into() } else { "b".into() },
+                fault: if i.is_multiple_of(2) {
+                    "a".into()
+                } else {
+                    "b".into()
+                },
                 effect: Effect::DmaError,
                 when: When::Descriptor { nth: i + 1 },
                 execution: 1,
