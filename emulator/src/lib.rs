@@ -11,13 +11,13 @@
 
 mod arena;
 mod chunks;
-mod dispatch;
 mod drvstate;
+mod driver;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod uaccess;
 
-pub use dispatch::{pci_bdf, BAR0_KVA, REVISION};
+pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
 
 use arena::Arena;
 use chunks::{ChunkTable, Lifespan};
@@ -393,8 +393,12 @@ impl DeviceFile for EmuFile {
         if !self.misc {
             claim_mail(&self.sh);
         }
+        let caller = Caller {
+            pid: self.pid,
+            mem: &uaccess::OwnProcess,
+        };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            dispatch::ioctl(self, cmd, arg as u64)
+            driver::ioctl(&self.sh, self.misc, &caller, cmd, arg as u64)
         }))
         .unwrap_or(Err(Errno::EIO));
         let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
