@@ -327,7 +327,9 @@ impl Emulator {
         })
     }
 
-    /// Run `f` on device `index`'s model (for tools and tests: traces, statistics, faults).
+    /// Run `f` on device `index`'s model. A test hook: tools use the typed queries of
+    /// [`control`].
+    #[doc(hidden)]
     pub fn with_device<R>(&self, index: usize, f: impl FnOnce(&mut Device) -> R) -> Option<R> {
         let sh = self.devices.get(index)?;
         let mut g = sh.lock();
@@ -622,3 +624,5 @@ fn process_exit(g: &mut DevState, arch: Arch, pid: u32) {
         }
     }
 }
+
+pub mod control;

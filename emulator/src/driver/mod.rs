@@ -17,7 +17,7 @@ mod pod;
 mod reset;
 mod sem;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 pub use info::{pci_bdf, BAR0_KVA, REVISION};
 
