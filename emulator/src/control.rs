@@ -296,7 +296,13 @@ mod tests {
             ..Default::default()
         });
         let caller = Caller { pid: 77, mem: &mem };
-        let r = crate::driver::ioctl(&emu.devices[0], false, &caller, NEURON_IOCTL_MEM_ALLOC_V2MT, a);
+        let r = crate::driver::ioctl(
+            &emu.devices[0],
+            false,
+            &caller,
+            NEURON_IOCTL_MEM_ALLOC_V2MT,
+            a,
+        );
         assert_eq!(r, Ok(0));
         let d = emu.device(0).expect("device");
         assert_eq!(d.processes.len(), 1);
@@ -318,9 +324,10 @@ mod tests {
     #[test]
     fn locks_reservations_queues_and_counters() {
         let b = Bench::v3();
-        let mut l = Crwl::default();
-        l.nc_id = 1;
-        l.uuid.value = [5; 32];
+        let l = Crwl {
+            nc_id: 1,
+            uuid: Uuid32 { value: [5; 32] },
+        };
         assert_eq!(b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &l), Ok(0));
         let m = CrwlNcMap {
             nc_count: 2,
@@ -351,16 +358,30 @@ mod tests {
         let d = b.emu.device(0).expect("device");
         assert_eq!(d.core_locks.len(), 1);
         assert_eq!(
-            (d.core_locks[0].nc, d.core_locks[0].writer_pid, d.core_locks[0].writer_acquired),
+            (
+                d.core_locks[0].nc,
+                d.core_locks[0].writer_pid,
+                d.core_locks[0].writer_acquired
+            ),
             (1, PID, true)
         );
         let res: Vec<(u32, u32)> = d.core_reservations.iter().map(|r| (r.nc, r.pid)).collect();
         assert_eq!(res, [(2, PID), (3, PID)]);
         assert_eq!(d.dma_queues.len(), 1);
-        assert_eq!((d.dma_queues[0].engine, d.dma_queues[0].queue, d.dma_queues[0].pid), (3, 4, PID));
+        assert_eq!(
+            (
+                d.dma_queues[0].engine,
+                d.dma_queues[0].queue,
+                d.dma_queues[0].pid
+            ),
+            (3, 4, PID)
+        );
         assert_eq!(d.notification_queues.len(), 1);
         let nq = &d.notification_queues[0];
-        assert_eq!((nq.nc, nq.nq_type, nq.engine, nq.size, nq.host), (0, NQ_TYPE_NOTIFY, 2, 4096, true));
+        assert_eq!(
+            (nq.nc, nq.nq_type, nq.engine, nq.size, nq.host),
+            (0, NQ_TYPE_NOTIFY, 2, 4096, true)
+        );
         assert_eq!(d.counters.faults, 0);
         assert_eq!(b.emu.stats(0), Some(d.counters.stats));
         assert!(b.emu.set_tracing(0, true));

@@ -11,8 +11,8 @@
 
 mod arena;
 mod chunks;
-mod drvstate;
 mod driver;
+mod drvstate;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod uaccess;

@@ -134,10 +134,9 @@ impl FakeMemory {
     /// Place `data` in a new region; returns its address.
     pub(crate) fn put_bytes(&self, data: &[u8]) -> u64 {
         let mut r = self.lock();
-        let at = r
-            .iter()
-            .next_back()
-            .map_or(Self::BASE, |(a, v)| (a + v.len() as u64 + (1 << 20)) & !0xfff);
+        let at = r.iter().next_back().map_or(Self::BASE, |(a, v)| {
+            (a + v.len() as u64 + (1 << 20)) & !0xfff
+        });
         r.insert(at, data.to_vec());
         at
     }

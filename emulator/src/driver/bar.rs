@@ -14,7 +14,10 @@ use zerocopy::IntoBytes;
 
 #[derive(Debug)]
 pub(crate) enum Req {
-    Bar { a: BarRw, read: bool },
+    Bar {
+        a: BarRw,
+        read: bool,
+    },
     HwCounters(ReadHwCounters),
     Program {
         nc: u32,
@@ -298,10 +301,7 @@ fn program_engine(cx: &Ctx, nc: u32, dst: u64, buffer: u64, size: u64, offset: u
         let n = ((size - done) as usize).min(COPY_BLOCK);
         let t = &mut tmp[..n];
         cx.copy_in(src + done, t)?;
-        cx.lock()
-            .dev
-            .write(at + done, t)
-            .map_err(|_| Errno::EIO)?;
+        cx.lock().dev.write(at + done, t).map_err(|_| Errno::EIO)?;
         done += n as u64;
     }
     cx.kick();
@@ -370,7 +370,10 @@ mod tests {
         // Outside every region, overflowing, empty, or on a bad core: ENOMEM as the driver.
         for bad in [
             ProgramEngineNc64 { dst: 1 << 52, ..p },
-            ProgramEngineNc64 { size: u64::MAX, ..p },
+            ProgramEngineNc64 {
+                size: u64::MAX,
+                ..p
+            },
             ProgramEngineNc64 { size: 0, ..p },
             ProgramEngineNc64 { nc_id: 99, ..p },
         ] {
@@ -386,7 +389,10 @@ mod tests {
             size: 1 << 34,
             ..p
         };
-        assert_eq!(b.run(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &huge), Err(Errno::EFAULT));
+        assert_eq!(
+            b.run(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &huge),
+            Err(Errno::EFAULT)
+        );
         let v1 = ProgramEngine {
             dst: hbm,
             buffer: src,

@@ -5,6 +5,7 @@
 
 use super::memory::chunk_range;
 use super::{Ctx, R};
+use neuron_abi::consts::{DMA_ENG_MAX_QUEUES, H2T_DEFAULT_QID};
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::Errno;
@@ -68,7 +69,7 @@ pub(crate) enum Req {
 }
 
 fn check_h2t_qid(q: i32) -> Result<(), Errno> {
-    if q == -1 || (0..16).contains(&q) {
+    if q == H2T_DEFAULT_QID || (0..DMA_ENG_MAX_QUEUES as i32).contains(&q) {
         Ok(())
     } else {
         Err(Errno::EINVAL)
@@ -370,9 +371,15 @@ mod tests {
         assert_eq!(b.mem.bytes(dst, 100), [7u8; 100]);
         // Past the chunk: EINVAL; null buffer: EFAULT; unknown handle: EINVAL.
         let past = MemBufCopy64 { offset: 4000, ..a };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_BUF_COPY64, &past), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_BUF_COPY64, &past),
+            Err(Errno::EINVAL)
+        );
         let null = MemBufCopy64 { buffer: 0, ..a };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_BUF_COPY64, &null), Err(Errno::EFAULT));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_BUF_COPY64, &null),
+            Err(Errno::EFAULT)
+        );
         let zc = MemBufCopy64zc {
             mem_handle: h,
             buffer: src,
@@ -380,7 +387,10 @@ mod tests {
             h2t_qid: 16,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_BUF_ZEROCOPY64, &zc), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_BUF_ZEROCOPY64, &zc),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]
@@ -494,7 +504,10 @@ mod tests {
             size: ASYNC_MAX + 1,
             ..a
         };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_COPY_ASYNC64, &big), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_COPY_ASYNC64, &big),
+            Err(Errno::EINVAL)
+        );
         let w = MemCopyAsyncWait {
             src_mem_handle: h1,
             dst_mem_handle: h2,
@@ -506,7 +519,10 @@ mod tests {
             pwait_handle: 0,
             ..w
         };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_COPY_ASYNC_WAIT, &w), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_COPY_ASYNC_WAIT, &w),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]

@@ -33,7 +33,10 @@ pub(crate) enum Req {
         uuid: [u8; 32],
     },
     /// RANGE_MARK (`size` 24, the 64-core bitmap) or RANGE_MARK_EXT0 (80, 512 cores), widened.
-    Mark { size: usize, a: CrwlNcMapExt },
+    Mark {
+        size: usize,
+        a: CrwlNcMapExt,
+    },
     Unmark(CrwlNcMapExt),
     PidStateDump(u32),
 }
@@ -67,29 +70,27 @@ impl Req {
             NEURON_IOCTL_CRWL_READER_EXIT => lock(LockOp::ReaderExit),
             NEURON_IOCTL_CRWL_WRITER_ENTER => lock(LockOp::WriterEnter),
             NEURON_IOCTL_CRWL_WRITER_DOWNGRADE => lock(LockOp::WriterDowngrade),
-            NEURON_IOCTL_CRWL_NC_RANGE_MARK => cx
-                .arg::<cmd::CRWL_NC_RANGE_MARK>()
-                .map(|a| Req::Mark {
+            NEURON_IOCTL_CRWL_NC_RANGE_MARK => {
+                cx.arg::<cmd::CRWL_NC_RANGE_MARK>().map(|a| Req::Mark {
                     size: NARROW,
                     a: widen(a),
-                }),
+                })
+            }
             NEURON_IOCTL_CRWL_NC_RANGE_MARK_EXT0 => cx
                 .arg::<cmd::CRWL_NC_RANGE_MARK_EXT0>()
                 .map(|a| Req::Mark { size: WIDE, a }),
             NEURON_IOCTL_CRWL_NC_RANGE_UNMARK => cx
                 .arg::<cmd::CRWL_NC_RANGE_UNMARK>()
                 .map(|a| Req::Unmark(widen(a))),
-            NEURON_IOCTL_CRWL_NC_RANGE_UNMARK_EXT0 => cx
-                .arg::<cmd::CRWL_NC_RANGE_UNMARK_EXT0>()
-                .map(Req::Unmark),
-            NEURON_IOCTL_NC_PID_STATE_DUMP => cx
-                .arg::<cmd::NC_PID_STATE_DUMP>()
-                .and_then(|a| {
-                    if a.nc_id as usize >= CRWL_GLOBAL_SLOTS {
-                        return Err(Errno::ENOENT);
-                    }
-                    Ok(Req::PidStateDump(a.nc_id))
-                }),
+            NEURON_IOCTL_CRWL_NC_RANGE_UNMARK_EXT0 => {
+                cx.arg::<cmd::CRWL_NC_RANGE_UNMARK_EXT0>().map(Req::Unmark)
+            }
+            NEURON_IOCTL_NC_PID_STATE_DUMP => cx.arg::<cmd::NC_PID_STATE_DUMP>().and_then(|a| {
+                if a.nc_id as usize >= CRWL_GLOBAL_SLOTS {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(Req::PidStateDump(a.nc_id))
+            }),
             _ => return None,
         })
     }
@@ -123,7 +124,7 @@ impl Req {
             Req::Unmark(a) => {
                 let off = (cx.arch().nc_count() * cx.index() as u32) as usize;
                 let mut table = cx.global().lock_range();
-                for rel in 0..512usize {
+                for rel in 0..CRWL_GLOBAL_SLOTS {
                     if a.bitmap[rel / 64] & (1 << (rel % 64)) != 0 {
                         if let Some(o) = table.get_mut(rel + off) {
                             if *o == cx.pid() {
@@ -152,7 +153,12 @@ impl Req {
 
 /// Claim `count` consecutive free global core slots in `[start, end]` for the caller (first
 /// fit). Returns the claimed slots and the largest free run seen, or the errno and that run.
-fn range_mark(cx: &Ctx, count: u32, start: u32, end: u32) -> Result<(Vec<usize>, u32), (Errno, u32)> {
+fn range_mark(
+    cx: &Ctx,
+    count: u32,
+    start: u32,
+    end: u32,
+) -> Result<(Vec<usize>, u32), (Errno, u32)> {
     let n = CRWL_GLOBAL_SLOTS as u32;
     if start > end || start >= n || end >= n {
         return Err((Errno::EINVAL, 0));
@@ -260,23 +266,38 @@ mod tests {
     use super::*;
 
     fn lock(nc: u32, u: u8) -> Crwl {
-        let mut c = Crwl::default();
-        c.nc_id = nc;
-        c.uuid.value = [u; 32];
-        c
+        Crwl {
+            nc_id: nc,
+            uuid: Uuid32 { value: [u; 32] },
+        }
     }
 
     #[test]
     fn writer_downgrade_reader_exit() {
         let b = Bench::v3();
         assert_eq!(b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &lock(0, 1)), Ok(0));
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_READER_EXIT, &lock(0, 2)), Err(Errno::ENOENT));
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_WRITER_DOWNGRADE, &lock(0, 1)), Ok(0));
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_READER_EXIT, &lock(0, 2)),
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_WRITER_DOWNGRADE, &lock(0, 1)),
+            Ok(0)
+        );
         assert_eq!(b.run(NEURON_IOCTL_CRWL_READER_EXIT, &lock(0, 1)), Ok(0));
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_READER_EXIT, &lock(0, 1)), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_READER_EXIT, &lock(0, 1)),
+            Err(Errno::EINVAL)
+        );
         // Re-entering as writer for the same model: EALREADY (the lock stays taken).
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &lock(0, 1)), Err(Errno::EALREADY));
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &lock(8, 1)), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &lock(0, 1)),
+            Err(Errno::EALREADY)
+        );
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_WRITER_ENTER, &lock(8, 1)),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]
@@ -307,7 +328,10 @@ mod tests {
             end_nc_index: 1,
             ..m
         };
-        assert_eq!(b.run(NEURON_IOCTL_CRWL_NC_RANGE_MARK, &bad), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_CRWL_NC_RANGE_MARK, &bad),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]
@@ -317,7 +341,10 @@ mod tests {
             nc_id: 512,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_NC_PID_STATE_DUMP, &d), Err(Errno::ENOENT));
+        assert_eq!(
+            b.run(NEURON_IOCTL_NC_PID_STATE_DUMP, &d),
+            Err(Errno::ENOENT)
+        );
         let d = NcPidStateDump { nc_id: 3, ..d };
         assert_eq!(b.run(NEURON_IOCTL_NC_PID_STATE_DUMP, &d), Ok(0));
     }

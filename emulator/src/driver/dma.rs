@@ -69,12 +69,20 @@ impl Req {
                 }),
             NEURON_IOCTL_DMA_COPY_DESCRIPTORS => {
                 cx.arg::<cmd::DMA_COPY_DESCRIPTORS>().and_then(|a| {
-                    copy_req(a.queue_type, a.mem_handle, a.buffer, a.num_descs, a.offset as u64)
+                    copy_req(
+                        a.queue_type,
+                        a.mem_handle,
+                        a.buffer,
+                        a.num_descs,
+                        a.offset as u64,
+                    )
                 })
             }
-            NEURON_IOCTL_DMA_COPY_DESCRIPTORS64 => cx
-                .arg::<cmd::DMA_COPY_DESCRIPTORS64>()
-                .and_then(|a| copy_req(a.queue_type, a.mem_handle, a.buffer, a.num_descs, a.offset)),
+            NEURON_IOCTL_DMA_COPY_DESCRIPTORS64 => {
+                cx.arg::<cmd::DMA_COPY_DESCRIPTORS64>().and_then(|a| {
+                    copy_req(a.queue_type, a.mem_handle, a.buffer, a.num_descs, a.offset)
+                })
+            }
             NEURON_IOCTL_DMA_QUEUE_COPY_START => {
                 cx.arg::<cmd::DMA_QUEUE_COPY_START>().map(Req::Start)
             }
@@ -82,9 +90,15 @@ impl Req {
                 cx.arg::<cmd::DMA_QUEUE_GET_STATE>().map(Req::QueueState)
             }
             NEURON_IOCTL_DMA_ACK_COMPLETED => cx.arg::<cmd::DMA_ACK_COMPLETED>().map(Req::Ack),
-            NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT => cx
-                .arg::<cmd::DMA_DESCRIPTOR_COPYOUT>()
-                .and_then(|a| if a.count == 0 { Err(Errno::EINVAL) } else { Ok(Req::Copyout(a)) }),
+            NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT => {
+                cx.arg::<cmd::DMA_DESCRIPTOR_COPYOUT>().and_then(|a| {
+                    if a.count == 0 {
+                        Err(Errno::EINVAL)
+                    } else {
+                        Ok(Req::Copyout(a))
+                    }
+                })
+            }
             _ => return None,
         })
     }
@@ -173,7 +187,13 @@ impl Req {
     }
 }
 
-fn copy_req(queue_type: u32, handle: u64, buffer: u64, num: u32, offset: u64) -> Result<Req, Errno> {
+fn copy_req(
+    queue_type: u32,
+    handle: u64,
+    buffer: u64,
+    num: u32,
+    offset: u64,
+) -> Result<Req, Errno> {
     if queue_type > 1 {
         return Err(Errno::EINVAL);
     }
@@ -350,7 +370,10 @@ mod tests {
     #[test]
     fn engine_state_round_trip() {
         let b = Bench::v3();
-        let set = DmaEngSetState { eng_id: 3, state: 3 };
+        let set = DmaEngSetState {
+            eng_id: 3,
+            state: 3,
+        };
         assert_eq!(b.run(NEURON_IOCTL_DMA_ENG_SET_STATE, &set), Ok(0));
         let out = b.mem.zeroed(20);
         let get = DmaEngGetState {
@@ -365,8 +388,14 @@ mod tests {
             eng_id: 9999,
             state: 2,
         };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_ENG_SET_STATE, &bad), Err(Errno::EINVAL));
-        assert_eq!(b.raw(NEURON_IOCTL_DMA_QUIESCE_QUEUES, 0), Err(Errno::ENOIOCTLCMD));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_ENG_SET_STATE, &bad),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            b.raw(NEURON_IOCTL_DMA_QUIESCE_QUEUES, 0),
+            Err(Errno::ENOIOCTLCMD)
+        );
     }
 
     #[test]
@@ -374,7 +403,10 @@ mod tests {
         let b = Bench::v3();
         // Copy-in failure is EACCES for both versions.
         assert_eq!(b.raw(NEURON_IOCTL_DMA_QUEUE_INIT, 8), Err(Errno::EACCES));
-        assert_eq!(b.raw(NEURON_IOCTL_DMA_QUEUE_INIT_BATCH, 8), Err(Errno::EACCES));
+        assert_eq!(
+            b.raw(NEURON_IOCTL_DMA_QUEUE_INIT_BATCH, 8),
+            Err(Errno::EACCES)
+        );
         let mut batch = vec![0u8; size_of::<DmaQueueInitBatch>()];
         batch[..4].copy_from_slice(&256u32.to_le_bytes());
         assert_eq!(
@@ -427,7 +459,10 @@ mod tests {
             num_descs: 2,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &a), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &a),
+            Err(Errno::EINVAL)
+        );
         let ring_pa = b.emu.devices[0].lock().chunks.get(ring).map_or(0, |c| c.pa);
         let mut w = [0u8; 16];
         let _ = b.emu.devices[0].lock().dev.read(ring_pa, &mut w);
@@ -435,18 +470,32 @@ mod tests {
         let a = DmaCopyDescriptors64 { num_descs: 1, ..a };
         assert_eq!(b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &a), Ok(0));
         let t = DmaCopyDescriptors64 { queue_type: 2, ..a };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &t), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &t),
+            Err(Errno::EINVAL)
+        );
         // Huge counts: past the chunk is EINVAL; inside a huge chunk, a short user buffer is
         // EFAULT on the first block (no buffer of the requested size is ever allocated).
-        let huge = DmaCopyDescriptors { num_descs: u32::MAX, mem_handle: ring, buffer: user, ..Default::default() };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS, &huge), Err(Errno::EINVAL));
+        let huge = DmaCopyDescriptors {
+            num_descs: u32::MAX,
+            mem_handle: ring,
+            buffer: user,
+            ..Default::default()
+        };
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS, &huge),
+            Err(Errno::EINVAL)
+        );
         let big = b.alloc(1 << 32, false);
         let huge = DmaCopyDescriptors64 {
             mem_handle: big,
             num_descs: 1 << 28,
             ..a
         };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &huge), Err(Errno::EFAULT));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_COPY_DESCRIPTORS64, &huge),
+            Err(Errno::EFAULT)
+        );
     }
 
     #[test]
@@ -458,9 +507,15 @@ mod tests {
             count: 0,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT, &c), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT, &c),
+            Err(Errno::EINVAL)
+        );
         let c = DmaDescriptorCopyout { count: 1, ..c };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT, &c), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT, &c),
+            Err(Errno::EINVAL)
+        );
         let (tx, rx) = (b.mem.zeroed(48), b.mem.zeroed(48));
         let s = DmaQueueGetState {
             eng_id: 0,
@@ -477,6 +532,9 @@ mod tests {
             tx_desc_count: 1,
             rx_desc_count: 0,
         };
-        assert_eq!(b.run(NEURON_IOCTL_DMA_QUEUE_COPY_START, &start), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_DMA_QUEUE_COPY_START, &start),
+            Err(Errno::EINVAL)
+        );
     }
 }

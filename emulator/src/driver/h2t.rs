@@ -3,7 +3,7 @@
 
 use super::{Ctx, R};
 use crate::chunks::Lifespan;
-use neuron_abi::consts::MemType;
+use neuron_abi::consts::{MemType, DMA_ENG_MAX_QUEUES};
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::Errno;
@@ -17,7 +17,7 @@ const COMPL_QUEUE_CAPACITY: u32 = 256;
 pub(crate) enum Req {
     Alloc(H2tDmaAllocQueues),
     Free { nc: u32, bmap: u32 },
-    ComplQueues(GetAsyncH2tDmaComplQueues),
+    ComplQueues(Box<GetAsyncH2tDmaComplQueues>),
     ScrubStart(HbmScrubStart),
     ScrubWait(u32),
 }
@@ -31,30 +31,33 @@ impl Req {
                     let want = a.copy_queue_cnt as u32 + a.service_queue_cnt as u32;
                     if a.sz as usize != size_of::<H2tDmaAllocQueues>()
                         || a.nc_id as u32 >= arch.nc_count()
-                        || want >= 16
+                        || want >= DMA_ENG_MAX_QUEUES
                     {
                         return Err(Errno::EINVAL);
                     }
                     Ok(Req::Alloc(a))
                 })
             }
-            NEURON_IOCTL_H2T_DMA_FREE_QUEUES => cx.arg::<cmd::H2T_DMA_FREE_QUEUES>().and_then(|a| {
-                if a.sz as usize != size_of::<H2tDmaFreeQueues>() || a.nc_id as u32 >= arch.nc_count()
-                {
-                    return Err(Errno::EINVAL);
-                }
-                Ok(Req::Free {
-                    nc: a.nc_id as u32,
-                    bmap: a.queue_bmap,
+            NEURON_IOCTL_H2T_DMA_FREE_QUEUES => {
+                cx.arg::<cmd::H2T_DMA_FREE_QUEUES>().and_then(|a| {
+                    if a.sz as usize != size_of::<H2tDmaFreeQueues>()
+                        || a.nc_id as u32 >= arch.nc_count()
+                    {
+                        return Err(Errno::EINVAL);
+                    }
+                    Ok(Req::Free {
+                        nc: a.nc_id as u32,
+                        bmap: a.queue_bmap,
+                    })
                 })
-            }),
+            }
             NEURON_IOCTL_GET_ASYNC_H2T_DMA_COMPL_QUEUES => cx
                 .arg::<cmd::GET_ASYNC_H2T_DMA_COMPL_QUEUES>()
                 .and_then(|a| {
                     if a.nc_id >= arch.nc_count() || a.qid_bitmap >> 16 != 0 {
                         return Err(Errno::EINVAL);
                     }
-                    Ok(Req::ComplQueues(a))
+                    Ok(Req::ComplQueues(Box::new(a)))
                 }),
             NEURON_IOCTL_HBM_SCRUB_START => cx.arg::<cmd::HBM_SCRUB_START>().and_then(|a| {
                 if a.hbm_index >= arch.hbm_count() {
@@ -82,7 +85,7 @@ impl Req {
                 h.service_bmap &= !bmap;
                 Ok(0)
             }
-            Req::ComplQueues(a) => compl_queues(cx, a),
+            Req::ComplQueues(a) => compl_queues(cx, *a),
             Req::ScrubStart(a) => {
                 let arch = cx.arch();
                 let base = arch.hbm_base(a.hbm_index).ok_or(Errno::EPERM)?;
@@ -129,7 +132,7 @@ fn alloc(cx: &Ctx, mut a: H2tDmaAllocQueues) -> R {
     let take = |n: u16, used: &mut u32| -> Option<u32> {
         let mut bm = 0u32;
         for _ in 0..n {
-            let q = (0..16).find(|q| *used & (1 << q) == 0)?;
+            let q = (0..DMA_ENG_MAX_QUEUES).find(|q| *used & (1 << q) == 0)?;
             *used |= 1 << q;
             bm |= 1 << q;
         }
@@ -157,7 +160,7 @@ fn compl_queues(cx: &Ctx, mut a: GetAsyncH2tDmaComplQueues) -> R {
         return Err(Errno::EINVAL);
     }
     let bytes = 16 + COMPL_QUEUE_CAPACITY as u64 * 24;
-    for q in 0..16u32 {
+    for q in 0..DMA_ENG_MAX_QUEUES {
         if a.qid_bitmap & (1 << q) == 0 {
             continue;
         }
@@ -237,13 +240,19 @@ mod tests {
             Err(Errno::EINVAL)
         );
         let bad = H2tDmaAllocQueues { sz: 8, ..a };
-        assert_eq!(b.run(NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES, &bad), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES, &bad),
+            Err(Errno::EINVAL)
+        );
         let many = H2tDmaAllocQueues {
             copy_queue_cnt: 15,
             service_queue_cnt: 1,
             ..a
         };
-        assert_eq!(b.run(NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES, &many), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES, &many),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]

@@ -58,7 +58,10 @@ pub(crate) enum Req {
     HostDeviceId,
     RidMap,
     /// GET_LOGICAL_TO_PHYSICAL_NC_MAP: entries wanted (≤ NC_MAP_MAX_ENTRIES), output pointer.
-    NcMap { max: u32, out: u64 },
+    NcMap {
+        max: u32,
+        out: u64,
+    },
     AppsInfo(GetAppsInfo),
     AppPid,
     VaPlacement(GetVaPlacement),
@@ -303,7 +306,10 @@ mod tests {
             max_map_entries: 3,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_GET_LOGICAL_TO_PHYSICAL_NC_MAP, &a), Ok(0));
+        assert_eq!(
+            b.run(NEURON_IOCTL_GET_LOGICAL_TO_PHYSICAL_NC_MAP, &a),
+            Ok(0)
+        );
         assert_eq!(b.mem.bytes(out, 4), 3u32.to_le_bytes());
         let bad = GetLogicalToPhysicalNcMap {
             max_map_entries: NC_MAP_MAX_ENTRIES + 1,

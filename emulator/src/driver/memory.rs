@@ -65,20 +65,21 @@ impl Req {
         let alloc = |a: Alloc| Req::Alloc { a, pa_reply: None };
         Some(match cmd {
             // The driver reports MEM_ALLOC's copy-in failure as -EACCES.
-            NEURON_IOCTL_MEM_ALLOC => cx
-                .arg::<cmd::MEM_ALLOC>()
-                .map_err(|_| Errno::EACCES)
-                .map(|a| {
-                    alloc(Alloc {
-                        size: a.size,
-                        align: 0,
-                        host: a.host_memory,
-                        channel: a.dram_channel,
-                        nc_id: a.nc_id,
-                        mem_type: unknown_type(a.host_memory),
-                        out: a.mem_handle,
+            NEURON_IOCTL_MEM_ALLOC => {
+                cx.arg::<cmd::MEM_ALLOC>()
+                    .map_err(|_| Errno::EACCES)
+                    .map(|a| {
+                        alloc(Alloc {
+                            size: a.size,
+                            align: 0,
+                            host: a.host_memory,
+                            channel: a.dram_channel,
+                            nc_id: a.nc_id,
+                            mem_type: unknown_type(a.host_memory),
+                            out: a.mem_handle,
+                        })
                     })
-                }),
+            }
             NEURON_IOCTL_MEM_ALLOC_V2 => cx.arg::<cmd::MEM_ALLOC_V2>().map(|a| {
                 alloc(Alloc {
                     size: a.size,
@@ -127,9 +128,9 @@ impl Req {
                 })
             }
             NEURON_IOCTL_MEM_FREE => cx.arg::<cmd::MEM_FREE>().map(|a| Req::Free(a.mem_handle)),
-            NEURON_IOCTL_MEM_GET_EXTENDED_INFO => {
-                cx.arg::<cmd::MEM_GET_EXTENDED_INFO>().map(Req::ExtendedInfo)
-            }
+            NEURON_IOCTL_MEM_GET_EXTENDED_INFO => cx
+                .arg::<cmd::MEM_GET_EXTENDED_INFO>()
+                .map(Req::ExtendedInfo),
             NEURON_IOCTL_MEM_GET_PA => cx.arg::<cmd::MEM_GET_PA>().map(Req::GetPa),
             NEURON_IOCTL_MEM_GET_INFO => cx.arg::<cmd::MEM_GET_INFO>().map(Req::GetInfo),
             NEURON_IOCTL_MEM_MC_GET_INFO => cx
@@ -374,7 +375,12 @@ mod tests {
         };
         assert_eq!(b.run(NEURON_IOCTL_MEM_ALLOC_V2, &a), Ok(0));
         let h: u64 = b.mem.get(out);
-        let c = b.emu.devices[0].lock().chunks.get(h).cloned().expect("chunk");
+        let c = b.emu.devices[0]
+            .lock()
+            .chunks
+            .get(h)
+            .cloned()
+            .expect("chunk");
         assert_eq!((c.size, c.mem_type, c.pid), (4096, 7, PID));
         // V2MT64_PA writes the PA back.
         let a = MemAllocV2MemType64Pa {
@@ -427,7 +433,10 @@ mod tests {
             pa: 1,
             ..Default::default()
         };
-        assert_eq!(b.run(NEURON_IOCTL_MEM_MC_GET_INFO, &miss), Err(Errno::ENOMEM));
+        assert_eq!(
+            b.run(NEURON_IOCTL_MEM_MC_GET_INFO, &miss),
+            Err(Errno::ENOMEM)
+        );
         let f = MemFree { mem_handle: h };
         assert_eq!(b.run(NEURON_IOCTL_MEM_FREE, &f), Ok(0));
         assert_eq!(b.run(NEURON_IOCTL_MEM_FREE, &f), Err(Errno::EINVAL));

@@ -160,8 +160,14 @@ mod tests {
         };
         let (r, w) = b.io(NEURON_IOCTL_ACQUIRE_NEURON_DS, &other);
         assert_eq!((r, w.mmap_offset), (Ok(0), v.mmap_offset));
-        assert_eq!(b.run(NEURON_IOCTL_RELEASE_NEURON_DS, &NeuronDsInfo::default()), Ok(0));
-        assert_eq!(b.run(NEURON_IOCTL_ACQUIRE_NEURON_DS, &other), Err(Errno::ENOENT));
+        assert_eq!(
+            b.run(NEURON_IOCTL_RELEASE_NEURON_DS, &NeuronDsInfo::default()),
+            Ok(0)
+        );
+        assert_eq!(
+            b.run(NEURON_IOCTL_ACQUIRE_NEURON_DS, &other),
+            Err(Errno::ENOENT)
+        );
     }
 
     #[test]
@@ -176,10 +182,16 @@ mod tests {
         let get = PowerProfile { ctrl: 1, ..set };
         let (r, v) = b.io(NEURON_IOCTL_GET_PERFORMANCE_PROFILE, &get);
         assert_eq!((r, v.profile), (Ok(0), 2));
-        assert_eq!(b.run(NEURON_IOCTL_GET_PERFORMANCE_PROFILE, &set), Err(Errno::ENOTSUPP));
+        assert_eq!(
+            b.run(NEURON_IOCTL_GET_PERFORMANCE_PROFILE, &set),
+            Err(Errno::ENOTSUPP)
+        );
         let bad = PowerProfile { sz: 4, ..set };
         assert_eq!(b.run(NEURON_IOCTL_POWER_PROFILE, &bad), Err(Errno::ENXIO));
-        assert_eq!(b.run(NEURON_IOCTL_METRICS_CTRL, &MetricsCtrl { mode: 2 }), Err(Errno::EINVAL));
+        assert_eq!(
+            b.run(NEURON_IOCTL_METRICS_CTRL, &MetricsCtrl { mode: 2 }),
+            Err(Errno::EINVAL)
+        );
         let big = PostMetric {
             data: 0,
             data_size: POST_METRIC_MAX + 1,

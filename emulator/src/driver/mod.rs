@@ -122,7 +122,10 @@ enum Request {
 impl Request {
     /// Decode `cmd` (a known value): read and check its argument. `None`: no family takes it.
     fn decode(cx: &Ctx, cmd: u32) -> Option<Result<Request, Errno>> {
-        fn wrap<T>(r: Option<Result<T, Errno>>, f: fn(T) -> Request) -> Option<Result<Request, Errno>> {
+        fn wrap<T>(
+            r: Option<Result<T, Errno>>,
+            f: fn(T) -> Request,
+        ) -> Option<Result<Request, Errno>> {
             r.map(|r| r.map(f))
         }
         wrap(info::Req::decode(cx, cmd), Request::Info)

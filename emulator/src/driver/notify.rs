@@ -34,7 +34,10 @@ pub(crate) enum InitReply {
 
 #[derive(Debug)]
 pub(crate) enum Req {
-    Init { q: NqInit, reply: InitReply },
+    Init {
+        q: NqInit,
+        reply: InitReply,
+    },
     /// NOTIFICATIONS_DESTROY_V1: accepted (queues go with their core's reset).
     Destroy,
     QueueInfo,
@@ -254,8 +257,14 @@ mod tests {
         for bad in [
             NotificationsInitV2 { size: 4095, ..ok },
             NotificationsInitV2 { size: 8, ..ok },
-            NotificationsInitV2 { nq_dev_type: 1, ..ok },
-            NotificationsInitV2 { engine_index: 16, ..ok },
+            NotificationsInitV2 {
+                nq_dev_type: 1,
+                ..ok
+            },
+            NotificationsInitV2 {
+                engine_index: 16,
+                ..ok
+            },
             NotificationsInitV2 { nq_type: 6, ..ok },
             NotificationsInitV2 { nq_dev_id: 8, ..ok },
         ] {
@@ -265,7 +274,10 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(b.raw(NEURON_IOCTL_NOTIFICATIONS_QUEUE_INFO, 0), Err(Errno::EPERM));
+        assert_eq!(
+            b.raw(NEURON_IOCTL_NOTIFICATIONS_QUEUE_INFO, 0),
+            Err(Errno::EPERM)
+        );
         assert_eq!(b.raw(NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1, 0), Ok(0));
     }
 }

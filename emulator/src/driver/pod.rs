@@ -13,9 +13,14 @@ use zerocopy::{FromZeros, IntoBytes};
 pub(crate) enum Req {
     Info,
     /// POD_STATUS (`size` 268) or POD_STATUS_V2 (276): the caller's struct length.
-    Status { size: usize },
+    Status {
+        size: usize,
+    },
     /// POD_CTRL (16) or POD_CTRL_V2 (20), widened to the V2 struct.
-    Ctrl { size: usize, v: PodCtrlV2 },
+    Ctrl {
+        size: usize,
+        v: PodCtrlV2,
+    },
 }
 
 impl Req {
@@ -95,7 +100,10 @@ mod tests {
     #[test]
     fn status_versions_report_a_single_node_in_their_own_size() {
         let b = Bench::v3();
-        for (cmd, size) in [(NEURON_IOCTL_POD_STATUS, 268), (NEURON_IOCTL_POD_STATUS_V2, 276)] {
+        for (cmd, size) in [
+            (NEURON_IOCTL_POD_STATUS, 268),
+            (NEURON_IOCTL_POD_STATUS_V2, 276),
+        ] {
             let mut buf = vec![0u8; size];
             buf[..2].copy_from_slice(&(size as u16).to_le_bytes());
             let a = b.mem.put_bytes(&buf);
@@ -125,10 +133,7 @@ mod tests {
         let (r, v) = b.io(NEURON_IOCTL_POD_CTRL, &c);
         assert_eq!(r, Ok(0));
         assert_eq!(v.state, POD_STATE_SINGLE_NODE);
-        let c2 = PodCtrlV2 {
-            v1: c,
-            mode: 3,
-        };
+        let c2 = PodCtrlV2 { v1: c, mode: 3 };
         assert_eq!(b.run(NEURON_IOCTL_POD_CTRL_V2, &c2), Err(Errno::EINVAL));
         let mut i = PodInfo::new_zeroed();
         i.sz = 260;

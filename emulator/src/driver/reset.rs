@@ -203,7 +203,10 @@ mod tests {
         let out = b.mem.zeroed(1);
         assert_eq!(b.raw(NEURON_IOCTL_DEVICE_READY, out), Ok(0));
         assert_eq!(b.mem.bytes(out, 1), [1]);
-        assert_eq!(b.raw(NEURON_IOCTL_DEVICE_RESET_STATUS, 0), Err(Errno::EFAULT));
+        assert_eq!(
+            b.raw(NEURON_IOCTL_DEVICE_RESET_STATUS, 0),
+            Err(Errno::EFAULT)
+        );
         assert_eq!(b.raw(NEURON_IOCTL_DEVICE_INIT, 0), Ok(0));
         let c = NcModelStartedCount {
             nc_id: 1,

@@ -114,9 +114,18 @@ mod tests {
         assert_eq!(b.run(NEURON_IOCTL_SEMAPHORE_DECREMENT, &s(5, 1)), Ok(0));
         let (r, v) = b.io(NEURON_IOCTL_SEMAPHORE_READ, &s(5, 0));
         assert_eq!((r, v.value), (Ok(0), 12));
-        assert_eq!(b.run(NEURON_IOCTL_SEMAPHORE_READ, &s(256, 0)), Err(Errno::EINVAL));
-        let bad_nc = Semaphore { nc_id: 99, ..s(0, 0) };
-        assert_eq!(b.run(NEURON_IOCTL_SEMAPHORE_READ, &bad_nc), Err(Errno::E2BIG));
+        assert_eq!(
+            b.run(NEURON_IOCTL_SEMAPHORE_READ, &s(256, 0)),
+            Err(Errno::EINVAL)
+        );
+        let bad_nc = Semaphore {
+            nc_id: 99,
+            ..s(0, 0)
+        };
+        assert_eq!(
+            b.run(NEURON_IOCTL_SEMAPHORE_READ, &bad_nc),
+            Err(Errno::E2BIG)
+        );
     }
 
     #[test]
@@ -130,7 +139,10 @@ mod tests {
         assert_eq!(b.run(NEURON_IOCTL_EVENT_SET, &e), Ok(0));
         let (r, v) = b.io(NEURON_IOCTL_EVENT_GET, &Event { value: 0, ..e });
         assert_eq!((r, v.value), (Ok(0), 1));
-        let bad = Event { event_index: 256, ..e };
+        let bad = Event {
+            event_index: 256,
+            ..e
+        };
         assert_eq!(b.run(NEURON_IOCTL_EVENT_GET, &bad), Err(Errno::EINVAL));
         assert_eq!(b.raw(NEURON_IOCTL_EVENT_GET, 0), Err(Errno::EFAULT));
     }
