@@ -5,7 +5,7 @@
 //! the driver's encoded directions are not meaningful and many encoded sizes are `sizeof(pointer)`
 //! (§2.1). Dispatch must always be on the full 32-bit value.
 //!
-//! One table, written once in [`neuron_ioctls!`] form below, pairs every value with its metadata
+//! One table, written once in `neuron_ioctls!` form below, pairs every value with its metadata
 //! and its argument type. It generates the `NEURON_IOCTL_*` constants, [`COMMANDS`] (with
 //! `arg_size` computed from the argument type) and one marker type per command in [`cmd`]
 //! implementing [`Ioctl`], so a decoder names the argument type through the command
@@ -126,7 +126,7 @@ pub trait Ioctl {
 #[repr(C)]
 pub struct Unpublished;
 
-/// Doc text of a [`DriverVersion`] variant (used by [`neuron_ioctls!`]).
+/// Doc text of a [`DriverVersion`] variant (used by `neuron_ioctls!`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ioctl_since_doc {
@@ -144,7 +144,7 @@ macro_rules! __ioctl_since_doc {
     };
 }
 
-/// Whether flag letter `f` is in a flags string of [`neuron_ioctls!`] (`"M"`, `"A"`, `"MA"`).
+/// Whether flag letter `f` is in a flags string of `neuron_ioctls!` (`"M"`, `"A"`, `"MA"`).
 const fn has_flag(flags: &str, f: u8) -> bool {
     let b = flags.as_bytes();
     let mut i = 0;

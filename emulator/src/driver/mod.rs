@@ -204,4 +204,51 @@ mod tests {
         assert_eq!(b.raw_as(999, NEURON_IOCTL_MEM_ALLOC, a), Err(Errno::EACCES));
         assert_eq!(b.raw_misc(NEURON_IOCTL_MEM_ALLOC, a), Err(Errno::EINVAL));
     }
+
+    #[test]
+    fn one_device_serves_callers_by_identity() {
+        use crate::OpenOptions;
+        use neuron_abi::ioctl::NEURON_IOCTL_MEM_ALLOC_V2MT;
+        use neuron_abi::structs::MemAllocV2MemType;
+        let b = Bench::v3();
+        let other = b
+            .emu
+            .open(
+                0,
+                OpenOptions {
+                    pid: 31,
+                    write_only: false,
+                },
+            )
+            .expect("open");
+        let out = b.mem.zeroed(8);
+        let a = b.mem.put(&MemAllocV2MemType {
+            size: 4096,
+            mem_type: 9,
+            mem_handle: out,
+            ..Default::default()
+        });
+        // The same argument bytes, two callers: each chunk is attributed to its caller.
+        assert_eq!(b.raw_as(31, NEURON_IOCTL_MEM_ALLOC_V2MT, a), Ok(0));
+        assert_eq!(b.raw(NEURON_IOCTL_MEM_ALLOC_V2MT, a), Ok(0));
+        let pids: Vec<u32> = b
+            .emu
+            .device(0)
+            .expect("dev")
+            .memory
+            .iter()
+            .map(|m| m.pid)
+            .collect();
+        assert_eq!(pids, [31, super::testutil::PID]);
+        drop(other);
+        let pids: Vec<u32> = b
+            .emu
+            .device(0)
+            .expect("dev")
+            .memory
+            .iter()
+            .map(|m| m.pid)
+            .collect();
+        assert_eq!(pids, [super::testutil::PID]);
+    }
 }
