@@ -32,6 +32,22 @@ pub const POWER_PROFILE_CTRL_GET: u16 = 1;
 pub const DRIVER_INFO_SIZE: u32 = 24;
 /// DMA_ENG_GET_STATE `max_queues` / `num_queues` (§2.3).
 pub const DMA_ENG_MAX_QUEUES: u32 = 16;
+/// DMA_ENG_GET_STATE `revision_id`: the UDMA revision the driver reports (§2.3).
+pub const DMA_ENG_REVISION_ID: u32 = 4;
+/// DMA engine state (DMA_ENG_GET/SET_STATE `state`): disabled (§2.3).
+pub const DMA_ENG_STATE_DISABLE: u32 = 0;
+/// DMA engine state: idle.
+pub const DMA_ENG_STATE_IDLE: u32 = 1;
+/// DMA engine state: normal (running).
+pub const DMA_ENG_STATE_NORMAL: u32 = 2;
+/// DMA engine state: aborted.
+pub const DMA_ENG_STATE_ABORT: u32 = 3;
+/// DMA_QUEUE_GET_STATE `sw_status`: disabled (§2.3).
+pub const DMA_QUEUE_SW_DISABLED: u32 = 1;
+/// DMA_QUEUE_GET_STATE `sw_status`: enabled.
+pub const DMA_QUEUE_SW_ENABLED: u32 = 2;
+/// DMA_QUEUE_GET_STATE `sw_status`: aborted.
+pub const DMA_QUEUE_SW_ABORTED: u32 = 3;
 
 // ---------------------------------------------------------------------------------------------
 // Device state, reset, core init (§1, §2.3, §2.7, §7.1)

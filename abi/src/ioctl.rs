@@ -5,7 +5,11 @@
 //! the driver's encoded directions are not meaningful and many encoded sizes are `sizeof(pointer)`
 //! (§2.1). Dispatch must always be on the full 32-bit value.
 //!
-//! [`COMMANDS`] lists every value exactly once with its metadata; [`lookup`] finds one.
+//! One table, written once in `neuron_ioctls!` form below, pairs every value with its metadata
+//! and its argument type. It generates the `NEURON_IOCTL_*` constants, [`COMMANDS`] (with
+//! `arg_size` computed from the argument type) and one marker type per command in [`cmd`]
+//! implementing [`Ioctl`], so a decoder names the argument type through the command
+//! (`<cmd::MEM_ALLOC_V2MT as Ioctl>::Arg`). [`lookup`] finds a command by value.
 
 /// ioctl "type"/magic byte of every Neuron command: `'N'` = 0x4E (§2.1).
 pub const NEURON_IOCTL_BASE: u8 = b'N';
@@ -87,986 +91,252 @@ pub struct CommandInfo {
     pub needs_attach: bool,
     /// `sizeof` the argument the driver really copies (the full struct, whatever the encoded
     /// size says); 0 when the command takes no argument or its layout is unpublished
-    /// (DMABUF_FD_V2).
+    /// (DMABUF_FD_V2). Computed from [`CommandInfo::arg_type`].
     pub arg_size: usize,
+    /// Name of the argument type (a [`structs`](crate::structs) type, `u8`, `i32`, `()` for
+    /// none, [`Unpublished`] when the layout is not published).
+    pub arg_type: &'static str,
 }
 
-/// Every known command value, each exactly once: the 101 values of 2.26.5.0 in §2.3 table order,
-/// then the §2.6 additions.
-pub static COMMANDS: &[CommandInfo] = &[
-    CommandInfo {
-        name: "DEVICE_INFO",
-        cmd: NEURON_IOCTL_DEVICE_INFO,
-        nr: 3,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 80,
-    },
-    CommandInfo {
-        name: "DEVICE_BASIC_INFO",
-        cmd: NEURON_IOCTL_DEVICE_BASIC_INFO,
-        nr: 100,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DRIVER_INFO_GET",
-        cmd: NEURON_IOCTL_DRIVER_INFO_GET,
-        nr: 110,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "DRIVER_INFO_SET",
-        cmd: NEURON_IOCTL_DRIVER_INFO_SET,
-        nr: 110,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: true,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "COMPATIBLE_VERSION",
-        cmd: NEURON_IOCTL_COMPATIBLE_VERSION,
-        nr: 93,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DEVICE_BDF",
-        cmd: NEURON_IOCTL_DEVICE_BDF,
-        nr: 101,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DEVICE_BDF_EXT",
-        cmd: NEURON_IOCTL_DEVICE_BDF_EXT,
-        nr: 106,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "HOST_DEVICE_ID",
-        cmd: NEURON_IOCTL_HOST_DEVICE_ID,
-        nr: 114,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "HOST_DEVICE_ID_TO_RID_MAP",
-        cmd: NEURON_IOCTL_HOST_DEVICE_ID_TO_RID_MAP,
-        nr: 115,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 260,
-    },
-    CommandInfo {
-        name: "GET_LOGICAL_TO_PHYSICAL_NC_MAP",
-        cmd: NEURON_IOCTL_GET_LOGICAL_TO_PHYSICAL_NC_MAP,
-        nr: 120,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "POD_INFO",
-        cmd: NEURON_IOCTL_POD_INFO,
-        nr: 121,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 260,
-    },
-    CommandInfo {
-        name: "POD_STATUS",
-        cmd: NEURON_IOCTL_POD_STATUS,
-        nr: 122,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 268,
-    },
-    CommandInfo {
-        name: "POD_STATUS_V2",
-        cmd: NEURON_IOCTL_POD_STATUS_V2,
-        nr: 122,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 276,
-    },
-    CommandInfo {
-        name: "POD_CTRL",
-        cmd: NEURON_IOCTL_POD_CTRL,
-        nr: 123,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "POD_CTRL_V2",
-        cmd: NEURON_IOCTL_POD_CTRL_V2,
-        nr: 123,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 20,
-    },
-    CommandInfo {
-        name: "DEVICE_GET_ALL_APPS_INFO",
-        cmd: NEURON_IOCTL_DEVICE_GET_ALL_APPS_INFO,
-        nr: 7,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "DEVICE_APP_PID",
-        cmd: NEURON_IOCTL_DEVICE_APP_PID,
-        nr: 6,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "GET_VA_PLACEMENT",
-        cmd: NEURON_IOCTL_GET_VA_PLACEMENT,
-        nr: 131,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "MEM_ALLOC",
-        cmd: NEURON_IOCTL_MEM_ALLOC,
-        nr: 21,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "MEM_ALLOC_V2",
-        cmd: NEURON_IOCTL_MEM_ALLOC_V2,
-        nr: 102,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 40,
-    },
-    CommandInfo {
-        name: "MEM_ALLOC_V2MT",
-        cmd: NEURON_IOCTL_MEM_ALLOC_V2MT,
-        nr: 102,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "MEM_ALLOC_V2MT64",
-        cmd: NEURON_IOCTL_MEM_ALLOC_V2MT64,
-        nr: 102,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 56,
-    },
-    CommandInfo {
-        name: "MEM_FREE",
-        cmd: NEURON_IOCTL_MEM_FREE,
-        nr: 22,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "MEM_GET_EXTENDED_INFO",
-        cmd: NEURON_IOCTL_MEM_GET_EXTENDED_INFO,
-        nr: 29,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "MEM_GET_PA",
-        cmd: NEURON_IOCTL_MEM_GET_PA,
-        nr: 25,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "MEM_GET_INFO",
-        cmd: NEURON_IOCTL_MEM_GET_INFO,
-        nr: 26,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "MEM_MC_GET_INFO",
-        cmd: NEURON_IOCTL_MEM_MC_GET_INFO,
-        nr: 111,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "MEM_MC_GET_INFO_V2",
-        cmd: NEURON_IOCTL_MEM_MC_GET_INFO_V2,
-        nr: 111,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "DUMP_MEM_CHUNKS",
-        cmd: NEURON_IOCTL_DUMP_MEM_CHUNKS,
-        nr: 116,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "MEM_COPY",
-        cmd: NEURON_IOCTL_MEM_COPY,
-        nr: 23,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "MEM_COPY64",
-        cmd: NEURON_IOCTL_MEM_COPY64,
-        nr: 23,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 40,
-    },
-    CommandInfo {
-        name: "MEM_COPY_ASYNC",
-        cmd: NEURON_IOCTL_MEM_COPY_ASYNC,
-        nr: 108,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "MEM_COPY_ASYNC64",
-        cmd: NEURON_IOCTL_MEM_COPY_ASYNC64,
-        nr: 108,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 56,
-    },
-    CommandInfo {
-        name: "MEM_COPY_ASYNC_WAIT",
-        cmd: NEURON_IOCTL_MEM_COPY_ASYNC_WAIT,
-        nr: 109,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "MEM_BUF_COPY",
-        cmd: NEURON_IOCTL_MEM_BUF_COPY,
-        nr: 24,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "MEM_BUF_COPY64",
-        cmd: NEURON_IOCTL_MEM_BUF_COPY64,
-        nr: 24,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 40,
-    },
-    CommandInfo {
-        name: "MEM_BUF_ZEROCOPY64",
-        cmd: NEURON_IOCTL_MEM_BUF_ZEROCOPY64,
-        nr: 124,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "MEM_BUF_ZEROCOPY64_BATCHES",
-        cmd: NEURON_IOCTL_MEM_BUF_ZEROCOPY64_BATCHES,
-        nr: 129,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "MEMSET",
-        cmd: NEURON_IOCTL_MEMSET,
-        nr: 28,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "MEMSET64",
-        cmd: NEURON_IOCTL_MEMSET64,
-        nr: 28,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "DMABUF_FD",
-        cmd: NEURON_IOCTL_DMABUF_FD,
-        nr: 107,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "DMA_ENG_INIT",
-        cmd: NEURON_IOCTL_DMA_ENG_INIT,
-        nr: 30,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "DMA_ENG_SET_STATE",
-        cmd: NEURON_IOCTL_DMA_ENG_SET_STATE,
-        nr: 31,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DMA_ENG_GET_STATE",
-        cmd: NEURON_IOCTL_DMA_ENG_GET_STATE,
-        nr: 32,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "DMA_QUEUE_INIT",
-        cmd: NEURON_IOCTL_DMA_QUEUE_INIT,
-        nr: 33,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "DMA_QUEUE_INIT_BATCH",
-        cmd: NEURON_IOCTL_DMA_QUEUE_INIT_BATCH,
-        nr: 133,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12296,
-    },
-    CommandInfo {
-        name: "DMA_QUEUE_RELEASE",
-        cmd: NEURON_IOCTL_DMA_QUEUE_RELEASE,
-        nr: 34,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DMA_QUEUE_COPY_START",
-        cmd: NEURON_IOCTL_DMA_QUEUE_COPY_START,
-        nr: 35,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "DMA_ACK_COMPLETED",
-        cmd: NEURON_IOCTL_DMA_ACK_COMPLETED,
-        nr: 36,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "DMA_QUEUE_GET_STATE",
-        cmd: NEURON_IOCTL_DMA_QUEUE_GET_STATE,
-        nr: 37,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "DMA_COPY_DESCRIPTORS",
-        cmd: NEURON_IOCTL_DMA_COPY_DESCRIPTORS,
-        nr: 38,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "DMA_COPY_DESCRIPTORS64",
-        cmd: NEURON_IOCTL_DMA_COPY_DESCRIPTORS64,
-        nr: 38,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 40,
-    },
-    CommandInfo {
-        name: "DMA_DESCRIPTOR_COPYOUT",
-        cmd: NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT,
-        nr: 39,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "DMA_QUIESCE_QUEUES",
-        cmd: NEURON_IOCTL_DMA_QUIESCE_QUEUES,
-        nr: 40,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 264,
-    },
-    CommandInfo {
-        name: "H2T_DMA_ALLOC_QUEUES",
-        cmd: NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES,
-        nr: 125,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 20,
-    },
-    CommandInfo {
-        name: "H2T_DMA_FREE_QUEUES",
-        cmd: NEURON_IOCTL_H2T_DMA_FREE_QUEUES,
-        nr: 126,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "HBM_SCRUB_START",
-        cmd: NEURON_IOCTL_HBM_SCRUB_START,
-        nr: 118,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "HBM_SCRUB_WAIT",
-        cmd: NEURON_IOCTL_HBM_SCRUB_WAIT,
-        nr: 119,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "NOTIFICATIONS_INIT_V1",
-        cmd: NEURON_IOCTL_NOTIFICATIONS_INIT_V1,
-        nr: 51,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "NOTIFICATIONS_INIT_V2",
-        cmd: NEURON_IOCTL_NOTIFICATIONS_INIT_V2,
-        nr: 53,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 48,
-    },
-    CommandInfo {
-        name: "NOTIFICATIONS_INIT_WITH_REALLOC_V2",
-        cmd: NEURON_IOCTL_NOTIFICATIONS_INIT_WITH_REALLOC_V2,
-        nr: 54,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 56,
-    },
-    CommandInfo {
-        name: "NOTIFICATIONS_DESTROY_V1",
-        cmd: NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1,
-        nr: 52,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "NOTIFICATIONS_QUEUE_INFO",
-        cmd: NEURON_IOCTL_NOTIFICATIONS_QUEUE_INFO,
-        nr: 58,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "THROTTLING_NOTIFICATIONS",
-        cmd: NEURON_IOCTL_THROTTLING_NOTIFICATIONS,
-        nr: 130,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "SEMAPHORE_INCREMENT",
-        cmd: NEURON_IOCTL_SEMAPHORE_INCREMENT,
-        nr: 41,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "SEMAPHORE_DECREMENT",
-        cmd: NEURON_IOCTL_SEMAPHORE_DECREMENT,
-        nr: 42,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "SEMAPHORE_READ",
-        cmd: NEURON_IOCTL_SEMAPHORE_READ,
-        nr: 43,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "SEMAPHORE_WRITE",
-        cmd: NEURON_IOCTL_SEMAPHORE_WRITE,
-        nr: 44,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "EVENT_SET",
-        cmd: NEURON_IOCTL_EVENT_SET,
-        nr: 45,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "EVENT_GET",
-        cmd: NEURON_IOCTL_EVENT_GET,
-        nr: 46,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "BAR_READ",
-        cmd: NEURON_IOCTL_BAR_READ,
-        nr: 11,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "BAR_WRITE",
-        cmd: NEURON_IOCTL_BAR_WRITE,
-        nr: 12,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "READ_HW_COUNTERS",
-        cmd: NEURON_IOCTL_READ_HW_COUNTERS,
-        nr: 61,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "PROGRAM_ENGINE",
-        cmd: NEURON_IOCTL_PROGRAM_ENGINE,
-        nr: 27,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "PROGRAM_ENGINE_NC",
-        cmd: NEURON_IOCTL_PROGRAM_ENGINE_NC,
-        nr: 105,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "PROGRAM_ENGINE_NC64",
-        cmd: NEURON_IOCTL_PROGRAM_ENGINE_NC64,
-        nr: 105,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 40,
-    },
-    CommandInfo {
-        name: "NC_RESET",
-        cmd: NEURON_IOCTL_NC_RESET,
-        nr: 103,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "NC_RESET_READY",
-        cmd: NEURON_IOCTL_NC_RESET_READY,
-        nr: 104,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DEVICE_RESET",
-        cmd: NEURON_IOCTL_DEVICE_RESET,
-        nr: 1,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 0,
-    },
-    CommandInfo {
-        name: "DEVICE_READY",
-        cmd: NEURON_IOCTL_DEVICE_READY,
-        nr: 2,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 1,
-    },
-    CommandInfo {
-        name: "DEVICE_RESET_STATUS",
-        cmd: NEURON_IOCTL_DEVICE_RESET_STATUS,
-        nr: 106,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 1,
-    },
-    CommandInfo {
-        name: "DEVICE_INIT",
-        cmd: NEURON_IOCTL_DEVICE_INIT,
-        nr: 4,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "DEVICE_RELEASE",
-        cmd: NEURON_IOCTL_DEVICE_RELEASE,
-        nr: 5,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 0,
-    },
-    CommandInfo {
-        name: "CINIT_SET_STATE",
-        cmd: NEURON_IOCTL_CINIT_SET_STATE,
-        nr: 91,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 12,
-    },
-    CommandInfo {
-        name: "NC_MODEL_STARTED_COUNT",
-        cmd: NEURON_IOCTL_NC_MODEL_STARTED_COUNT,
-        nr: 92,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "CRWL_READER_ENTER",
-        cmd: NEURON_IOCTL_CRWL_READER_ENTER,
-        nr: 81,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 36,
-    },
-    CommandInfo {
-        name: "CRWL_READER_EXIT",
-        cmd: NEURON_IOCTL_CRWL_READER_EXIT,
-        nr: 82,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 36,
-    },
-    CommandInfo {
-        name: "CRWL_WRITER_ENTER",
-        cmd: NEURON_IOCTL_CRWL_WRITER_ENTER,
-        nr: 83,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 36,
-    },
-    CommandInfo {
-        name: "CRWL_WRITER_DOWNGRADE",
-        cmd: NEURON_IOCTL_CRWL_WRITER_DOWNGRADE,
-        nr: 84,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 36,
-    },
-    CommandInfo {
-        name: "CRWL_NC_RANGE_MARK",
-        cmd: NEURON_IOCTL_CRWL_NC_RANGE_MARK,
-        nr: 85,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "CRWL_NC_RANGE_MARK_EXT0",
-        cmd: NEURON_IOCTL_CRWL_NC_RANGE_MARK_EXT0,
-        nr: 85,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 80,
-    },
-    CommandInfo {
-        name: "CRWL_NC_RANGE_UNMARK",
-        cmd: NEURON_IOCTL_CRWL_NC_RANGE_UNMARK,
-        nr: 86,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "CRWL_NC_RANGE_UNMARK_EXT0",
-        cmd: NEURON_IOCTL_CRWL_NC_RANGE_UNMARK_EXT0,
-        nr: 86,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 80,
-    },
-    CommandInfo {
-        name: "ACQUIRE_NEURON_DS",
-        cmd: NEURON_IOCTL_ACQUIRE_NEURON_DS,
-        nr: 71,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "RELEASE_NEURON_DS",
-        cmd: NEURON_IOCTL_RELEASE_NEURON_DS,
-        nr: 72,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "NC_PID_STATE_DUMP",
-        cmd: NEURON_IOCTL_NC_PID_STATE_DUMP,
-        nr: 117,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "POST_METRIC",
-        cmd: NEURON_IOCTL_POST_METRIC,
-        nr: 13,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: true,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "METRICS_CTRL",
-        cmd: NEURON_IOCTL_METRICS_CTRL,
-        nr: 128,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 4,
-    },
-    CommandInfo {
-        name: "POWER_PROFILE",
-        cmd: NEURON_IOCTL_POWER_PROFILE,
-        nr: 127,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "PRINTK",
-        cmd: NEURON_IOCTL_PRINTK,
-        nr: 113,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: true,
-        needs_attach: false,
-        arg_size: 16,
-    },
-    CommandInfo {
-        name: "RESOURCE_MMAP_INFO",
-        cmd: NEURON_IOCTL_RESOURCE_MMAP_INFO,
-        nr: 112,
-        since: DriverVersion::V2_26,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 32,
-    },
-    CommandInfo {
-        name: "GET_PERFORMANCE_PROFILE",
-        cmd: NEURON_IOCTL_GET_PERFORMANCE_PROFILE,
-        nr: 132,
-        since: DriverVersion::V2_27,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "AVAILABLE_PERF_PROFILES",
-        cmd: NEURON_IOCTL_AVAILABLE_PERF_PROFILES,
-        nr: 134,
-        since: DriverVersion::V2_27,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 36,
-    },
-    CommandInfo {
-        name: "GET_ASYNC_H2T_DMA_COMPL_QUEUES",
-        cmd: NEURON_IOCTL_GET_ASYNC_H2T_DMA_COMPL_QUEUES,
-        nr: 135,
-        since: DriverVersion::V2_27,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 264,
-    },
-    CommandInfo {
-        name: "MEM_ALLOC_V2MT64_PA",
-        cmd: NEURON_IOCTL_MEM_ALLOC_V2MT64_PA,
-        nr: 102,
-        since: DriverVersion::V2_28,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 64,
-    },
-    CommandInfo {
-        name: "HOST_MEM_PIN",
-        cmd: NEURON_IOCTL_HOST_MEM_PIN,
-        nr: 136,
-        since: DriverVersion::V2_28,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 24,
-    },
-    CommandInfo {
-        name: "HOST_MEM_UNPIN",
-        cmd: NEURON_IOCTL_HOST_MEM_UNPIN,
-        nr: 137,
-        since: DriverVersion::V2_28,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 8,
-    },
-    CommandInfo {
-        name: "DMABUF_FD_V2",
-        cmd: NEURON_IOCTL_DMABUF_FD_V2,
-        nr: 138,
-        since: DriverVersion::Newest,
-        misc_fd_ok: false,
-        needs_attach: false,
-        arg_size: 0,
-    },
-];
+/// One ioctl command: its value, name and argument type. Implemented by the marker types of
+/// [`cmd`] (one per command), generated from the same table as [`COMMANDS`].
+pub trait Ioctl {
+    /// Full 32-bit command value.
+    const CMD: u32;
+    /// Name without the `NEURON_IOCTL_` prefix.
+    const NAME: &'static str;
+    /// The argument the driver copies in and/or out (`()` when there is none).
+    type Arg: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable;
+}
+
+/// Argument marker of a command whose argument layout is not published (DMABUF_FD_V2):
+/// zero-sized, so a decoder reads nothing for it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
+)]
+#[repr(C)]
+pub struct Unpublished;
+
+/// Doc text of a [`DriverVersion`] variant (used by `neuron_ioctls!`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ioctl_since_doc {
+    (V2_26) => {
+        "since 2.26.5.0 (§2.3)"
+    };
+    (V2_27) => {
+        "since 2.27.x (§2.6, inferred version)"
+    };
+    (V2_28) => {
+        "since 2.28.0.0 (§2.6)"
+    };
+    (Newest) => {
+        "since newest R header, ≥2.28 (§2.6)"
+    };
+}
+
+/// Whether flag letter `f` is in a flags string of `neuron_ioctls!` (`"M"`, `"A"`, `"MA"`).
+const fn has_flag(flags: &str, f: u8) -> bool {
+    let b = flags.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == f {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Doc text of a flags string.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ioctl_flags_doc {
+    ("") => {
+        "normal fd only"
+    };
+    ("M") => {
+        "misc fd OK"
+    };
+    ("A") => {
+        "normal fd only, requires attached pid"
+    };
+    ("MA") => {
+        "misc fd OK, requires attached pid"
+    };
+}
+
+/// The ioctl table: `NAME => CONST = value, nr N, Version, flags "MA", arg Type;` per command,
+/// in §2.3 table order then the §2.6 additions. Flags: `M` = also accepted on a misc fd, `A` =
+/// requires an attached pid (§1). Generates the constants, [`COMMANDS`] and [`cmd`].
+macro_rules! neuron_ioctls {
+    ($($name:ident => $konst:ident = $val:literal, nr $nr:literal, $since:ident, flags $flags:tt, arg $arg:ty;)*) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: nr ", stringify!($nr), ", ",
+                $crate::__ioctl_since_doc!($since), "; ", $crate::__ioctl_flags_doc!($flags),
+                "; argument `", stringify!($arg), "`.")]
+            pub const $konst: u32 = $val;
+        )*
+
+        /// Every known command value, each exactly once: the 101 values of 2.26.5.0 in §2.3
+        /// table order, then the §2.6 additions.
+        pub static COMMANDS: &[CommandInfo] = &[
+            $(CommandInfo {
+                name: stringify!($name),
+                cmd: $val,
+                nr: $nr,
+                since: DriverVersion::$since,
+                misc_fd_ok: has_flag($flags, b'M'),
+                needs_attach: has_flag($flags, b'A'),
+                arg_size: core::mem::size_of::<$arg>(),
+                arg_type: stringify!($arg),
+            },)*
+        ];
+
+        /// One marker type per command (named as the command), implementing [`Ioctl`]: the
+        /// command's argument type for decoders.
+        #[allow(non_camel_case_types)]
+        pub mod cmd {
+            use super::Ioctl;
+            #[allow(unused_imports)]
+            use super::Unpublished;
+            #[allow(unused_imports)]
+            use $crate::structs::*;
+            $(
+                #[doc = concat!("`NEURON_IOCTL_", stringify!($name), "`.")]
+                #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+                pub struct $name;
+                impl Ioctl for $name {
+                    const CMD: u32 = $val;
+                    const NAME: &'static str = stringify!($name);
+                    type Arg = $arg;
+                }
+            )*
+        }
+    };
+}
+
+use crate::structs::*;
+
+neuron_ioctls! {
+    DEVICE_INFO => NEURON_IOCTL_DEVICE_INFO = 0x80084e03, nr 3, V2_26, flags "", arg DeviceInfo;
+    DEVICE_BASIC_INFO => NEURON_IOCTL_DEVICE_BASIC_INFO = 0x40084e64, nr 100, V2_26, flags "M", arg DeviceBasicInfo;
+    DRIVER_INFO_GET => NEURON_IOCTL_DRIVER_INFO_GET = 0x80184e6e, nr 110, V2_26, flags "M", arg DeviceDriverInfo;
+    DRIVER_INFO_SET => NEURON_IOCTL_DRIVER_INFO_SET = 0x40184e6e, nr 110, V2_26, flags "MA", arg DeviceDriverInfo;
+    COMPATIBLE_VERSION => NEURON_IOCTL_COMPATIBLE_VERSION = 0x40084e5d, nr 93, V2_26, flags "M", arg CompatibleVersion;
+    DEVICE_BDF => NEURON_IOCTL_DEVICE_BDF = 0x80084e65, nr 101, V2_26, flags "", arg DeviceBdf;
+    DEVICE_BDF_EXT => NEURON_IOCTL_DEVICE_BDF_EXT = 0x80084e6a, nr 106, V2_26, flags "M", arg DeviceBdfExt;
+    HOST_DEVICE_ID => NEURON_IOCTL_HOST_DEVICE_ID = 0x80044e72, nr 114, V2_26, flags "", arg HostDeviceId;
+    HOST_DEVICE_ID_TO_RID_MAP => NEURON_IOCTL_HOST_DEVICE_ID_TO_RID_MAP = 0xc1044e73, nr 115, V2_26, flags "M", arg HostDeviceIdToRidMap;
+    GET_LOGICAL_TO_PHYSICAL_NC_MAP => NEURON_IOCTL_GET_LOGICAL_TO_PHYSICAL_NC_MAP = 0xc0104e78, nr 120, V2_26, flags "M", arg GetLogicalToPhysicalNcMap;
+    POD_INFO => NEURON_IOCTL_POD_INFO = 0xc1044e79, nr 121, V2_26, flags "M", arg PodInfo;
+    POD_STATUS => NEURON_IOCTL_POD_STATUS = 0xc10c4e7a, nr 122, V2_26, flags "M", arg PodStatus;
+    POD_STATUS_V2 => NEURON_IOCTL_POD_STATUS_V2 = 0xc1144e7a, nr 122, V2_26, flags "M", arg PodStatusV2;
+    POD_CTRL => NEURON_IOCTL_POD_CTRL = 0xc0104e7b, nr 123, V2_26, flags "M", arg PodCtrl;
+    POD_CTRL_V2 => NEURON_IOCTL_POD_CTRL_V2 = 0xc0144e7b, nr 123, V2_26, flags "M", arg PodCtrlV2;
+    DEVICE_GET_ALL_APPS_INFO => NEURON_IOCTL_DEVICE_GET_ALL_APPS_INFO = 0x80084e07, nr 7, V2_26, flags "", arg GetAppsInfo;
+    DEVICE_APP_PID => NEURON_IOCTL_DEVICE_APP_PID = 0x80044e06, nr 6, V2_26, flags "", arg i32;
+    GET_VA_PLACEMENT => NEURON_IOCTL_GET_VA_PLACEMENT = 0x40104e83, nr 131, V2_26, flags "M", arg GetVaPlacement;
+    MEM_ALLOC => NEURON_IOCTL_MEM_ALLOC = 0x80084e15, nr 21, V2_26, flags "A", arg MemAlloc;
+    MEM_ALLOC_V2 => NEURON_IOCTL_MEM_ALLOC_V2 = 0x80084e66, nr 102, V2_26, flags "", arg MemAllocV2;
+    MEM_ALLOC_V2MT => NEURON_IOCTL_MEM_ALLOC_V2MT = 0x80304e66, nr 102, V2_26, flags "", arg MemAllocV2MemType;
+    MEM_ALLOC_V2MT64 => NEURON_IOCTL_MEM_ALLOC_V2MT64 = 0x80384e66, nr 102, V2_26, flags "", arg MemAllocV2MemType64;
+    MEM_FREE => NEURON_IOCTL_MEM_FREE = 0x80084e16, nr 22, V2_26, flags "A", arg MemFree;
+    MEM_GET_EXTENDED_INFO => NEURON_IOCTL_MEM_GET_EXTENDED_INFO = 0x80084e1d, nr 29, V2_26, flags "", arg MemGetExtendedInfo;
+    MEM_GET_PA => NEURON_IOCTL_MEM_GET_PA = 0x80084e19, nr 25, V2_26, flags "A", arg MemGetPa;
+    MEM_GET_INFO => NEURON_IOCTL_MEM_GET_INFO = 0x80084e1a, nr 26, V2_26, flags "A", arg MemGetInfo;
+    MEM_MC_GET_INFO => NEURON_IOCTL_MEM_MC_GET_INFO = 0xc0184e6f, nr 111, V2_26, flags "", arg MemGetMcMmapInfo;
+    MEM_MC_GET_INFO_V2 => NEURON_IOCTL_MEM_MC_GET_INFO_V2 = 0xc0204e6f, nr 111, V2_26, flags "", arg MemGetMcMmapInfoV2;
+    DUMP_MEM_CHUNKS => NEURON_IOCTL_DUMP_MEM_CHUNKS = 0x80084e74, nr 116, V2_26, flags "", arg DumpMemChunks;
+    MEM_COPY => NEURON_IOCTL_MEM_COPY = 0x80084e17, nr 23, V2_26, flags "A", arg MemCopy;
+    MEM_COPY64 => NEURON_IOCTL_MEM_COPY64 = 0x80284e17, nr 23, V2_26, flags "", arg MemCopy64;
+    MEM_COPY_ASYNC => NEURON_IOCTL_MEM_COPY_ASYNC = 0xc0304e6c, nr 108, V2_26, flags "A", arg MemCopyAsync;
+    MEM_COPY_ASYNC64 => NEURON_IOCTL_MEM_COPY_ASYNC64 = 0xc0384e6c, nr 108, V2_26, flags "", arg MemCopyAsync64;
+    MEM_COPY_ASYNC_WAIT => NEURON_IOCTL_MEM_COPY_ASYNC_WAIT = 0x40184e6d, nr 109, V2_26, flags "A", arg MemCopyAsyncWait;
+    MEM_BUF_COPY => NEURON_IOCTL_MEM_BUF_COPY = 0xc0084e18, nr 24, V2_26, flags "", arg MemBufCopy;
+    MEM_BUF_COPY64 => NEURON_IOCTL_MEM_BUF_COPY64 = 0xc0284e18, nr 24, V2_26, flags "", arg MemBufCopy64;
+    MEM_BUF_ZEROCOPY64 => NEURON_IOCTL_MEM_BUF_ZEROCOPY64 = 0xc0304e7c, nr 124, V2_26, flags "", arg MemBufCopy64zc;
+    MEM_BUF_ZEROCOPY64_BATCHES => NEURON_IOCTL_MEM_BUF_ZEROCOPY64_BATCHES = 0xc0204e81, nr 129, V2_26, flags "", arg MemBufCopy64zcBatches;
+    MEMSET => NEURON_IOCTL_MEMSET = 0x80084e1c, nr 28, V2_26, flags "", arg Memset;
+    MEMSET64 => NEURON_IOCTL_MEMSET64 = 0x80204e1c, nr 28, V2_26, flags "", arg Memset64;
+    DMABUF_FD => NEURON_IOCTL_DMABUF_FD = 0x80084e6b, nr 107, V2_26, flags "M", arg DmabufFd;
+    DMA_ENG_INIT => NEURON_IOCTL_DMA_ENG_INIT = 0x80084e1e, nr 30, V2_26, flags "A", arg DmaEngInit;
+    DMA_ENG_SET_STATE => NEURON_IOCTL_DMA_ENG_SET_STATE = 0x80084e1f, nr 31, V2_26, flags "A", arg DmaEngSetState;
+    DMA_ENG_GET_STATE => NEURON_IOCTL_DMA_ENG_GET_STATE = 0xc0084e20, nr 32, V2_26, flags "", arg DmaEngGetState;
+    DMA_QUEUE_INIT => NEURON_IOCTL_DMA_QUEUE_INIT = 0x80084e21, nr 33, V2_26, flags "A", arg DmaQueueInit;
+    DMA_QUEUE_INIT_BATCH => NEURON_IOCTL_DMA_QUEUE_INIT_BATCH = 0xb0084e85, nr 133, V2_26, flags "", arg DmaQueueInitBatch;
+    DMA_QUEUE_RELEASE => NEURON_IOCTL_DMA_QUEUE_RELEASE = 0x80084e22, nr 34, V2_26, flags "A", arg DmaQueueRelease;
+    DMA_QUEUE_COPY_START => NEURON_IOCTL_DMA_QUEUE_COPY_START = 0x80084e23, nr 35, V2_26, flags "", arg DmaQueueCopyStart;
+    DMA_ACK_COMPLETED => NEURON_IOCTL_DMA_ACK_COMPLETED = 0x80084e24, nr 36, V2_26, flags "A", arg DmaAckCompleted;
+    DMA_QUEUE_GET_STATE => NEURON_IOCTL_DMA_QUEUE_GET_STATE = 0xc0084e25, nr 37, V2_26, flags "", arg DmaQueueGetState;
+    DMA_COPY_DESCRIPTORS => NEURON_IOCTL_DMA_COPY_DESCRIPTORS = 0x80084e26, nr 38, V2_26, flags "A", arg DmaCopyDescriptors;
+    DMA_COPY_DESCRIPTORS64 => NEURON_IOCTL_DMA_COPY_DESCRIPTORS64 = 0x80284e26, nr 38, V2_26, flags "", arg DmaCopyDescriptors64;
+    DMA_DESCRIPTOR_COPYOUT => NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT = 0xc0084e27, nr 39, V2_26, flags "", arg DmaDescriptorCopyout;
+    DMA_QUIESCE_QUEUES => NEURON_IOCTL_DMA_QUIESCE_QUEUES = 0x80084e28, nr 40, V2_26, flags "", arg DmaQuiesceQueues;
+    H2T_DMA_ALLOC_QUEUES => NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES = 0xc0144e7d, nr 125, V2_26, flags "", arg H2tDmaAllocQueues;
+    H2T_DMA_FREE_QUEUES => NEURON_IOCTL_H2T_DMA_FREE_QUEUES = 0xc0084e7e, nr 126, V2_26, flags "", arg H2tDmaFreeQueues;
+    HBM_SCRUB_START => NEURON_IOCTL_HBM_SCRUB_START = 0xc0104e76, nr 118, V2_26, flags "", arg HbmScrubStart;
+    HBM_SCRUB_WAIT => NEURON_IOCTL_HBM_SCRUB_WAIT = 0xc0084e77, nr 119, V2_26, flags "", arg HbmScrubWait;
+    NOTIFICATIONS_INIT_V1 => NEURON_IOCTL_NOTIFICATIONS_INIT_V1 = 0x80084e33, nr 51, V2_26, flags "A", arg NotificationsInitV1;
+    NOTIFICATIONS_INIT_V2 => NEURON_IOCTL_NOTIFICATIONS_INIT_V2 = 0x80084e35, nr 53, V2_26, flags "A", arg NotificationsInitV2;
+    NOTIFICATIONS_INIT_WITH_REALLOC_V2 => NEURON_IOCTL_NOTIFICATIONS_INIT_WITH_REALLOC_V2 = 0x80084e36, nr 54, V2_26, flags "A", arg NotificationsInitWithReallocV2;
+    NOTIFICATIONS_DESTROY_V1 => NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1 = 0x80084e34, nr 52, V2_26, flags "", arg NotificationsDestroy;
+    NOTIFICATIONS_QUEUE_INFO => NEURON_IOCTL_NOTIFICATIONS_QUEUE_INFO = 0x80084e3a, nr 58, V2_26, flags "", arg NotificationsQueueInfo;
+    THROTTLING_NOTIFICATIONS => NEURON_IOCTL_THROTTLING_NOTIFICATIONS = 0x40044e82, nr 130, V2_26, flags "", arg ThrottlingNotifications;
+    SEMAPHORE_INCREMENT => NEURON_IOCTL_SEMAPHORE_INCREMENT = 0x80084e29, nr 41, V2_26, flags "", arg Semaphore;
+    SEMAPHORE_DECREMENT => NEURON_IOCTL_SEMAPHORE_DECREMENT = 0x80084e2a, nr 42, V2_26, flags "", arg Semaphore;
+    SEMAPHORE_READ => NEURON_IOCTL_SEMAPHORE_READ = 0xc0084e2b, nr 43, V2_26, flags "", arg Semaphore;
+    SEMAPHORE_WRITE => NEURON_IOCTL_SEMAPHORE_WRITE = 0x80084e2c, nr 44, V2_26, flags "", arg Semaphore;
+    EVENT_SET => NEURON_IOCTL_EVENT_SET = 0x80084e2d, nr 45, V2_26, flags "", arg Event;
+    EVENT_GET => NEURON_IOCTL_EVENT_GET = 0xc0084e2e, nr 46, V2_26, flags "", arg Event;
+    BAR_READ => NEURON_IOCTL_BAR_READ = 0x80084e0b, nr 11, V2_26, flags "", arg BarRw;
+    BAR_WRITE => NEURON_IOCTL_BAR_WRITE = 0x40084e0c, nr 12, V2_26, flags "A", arg BarRw;
+    READ_HW_COUNTERS => NEURON_IOCTL_READ_HW_COUNTERS = 0x80084e3d, nr 61, V2_26, flags "", arg ReadHwCounters;
+    PROGRAM_ENGINE => NEURON_IOCTL_PROGRAM_ENGINE = 0xc0084e1b, nr 27, V2_26, flags "", arg ProgramEngine;
+    PROGRAM_ENGINE_NC => NEURON_IOCTL_PROGRAM_ENGINE_NC = 0xc0084e69, nr 105, V2_26, flags "", arg ProgramEngineNc;
+    PROGRAM_ENGINE_NC64 => NEURON_IOCTL_PROGRAM_ENGINE_NC64 = 0xc0284e69, nr 105, V2_26, flags "", arg ProgramEngineNc64;
+    NC_RESET => NEURON_IOCTL_NC_RESET = 0x80084e67, nr 103, V2_26, flags "", arg DeviceReset;
+    NC_RESET_READY => NEURON_IOCTL_NC_RESET_READY = 0x80084e68, nr 104, V2_26, flags "", arg DeviceReady;
+    DEVICE_RESET => NEURON_IOCTL_DEVICE_RESET = 0x00004e01, nr 1, V2_26, flags "", arg ();
+    DEVICE_READY => NEURON_IOCTL_DEVICE_READY = 0x80014e02, nr 2, V2_26, flags "", arg u8;
+    DEVICE_RESET_STATUS => NEURON_IOCTL_DEVICE_RESET_STATUS = 0x80014e6a, nr 106, V2_26, flags "", arg u8;
+    DEVICE_INIT => NEURON_IOCTL_DEVICE_INIT = 0x80084e04, nr 4, V2_26, flags "", arg DeviceInit;
+    DEVICE_RELEASE => NEURON_IOCTL_DEVICE_RELEASE = 0x00004e05, nr 5, V2_26, flags "", arg ();
+    CINIT_SET_STATE => NEURON_IOCTL_CINIT_SET_STATE = 0x40084e5b, nr 91, V2_26, flags "", arg CinitSet;
+    NC_MODEL_STARTED_COUNT => NEURON_IOCTL_NC_MODEL_STARTED_COUNT = 0x40084e5c, nr 92, V2_26, flags "", arg NcModelStartedCount;
+    CRWL_READER_ENTER => NEURON_IOCTL_CRWL_READER_ENTER = 0x40084e51, nr 81, V2_26, flags "", arg Crwl;
+    CRWL_READER_EXIT => NEURON_IOCTL_CRWL_READER_EXIT = 0x40084e52, nr 82, V2_26, flags "", arg Crwl;
+    CRWL_WRITER_ENTER => NEURON_IOCTL_CRWL_WRITER_ENTER = 0x40084e53, nr 83, V2_26, flags "", arg Crwl;
+    CRWL_WRITER_DOWNGRADE => NEURON_IOCTL_CRWL_WRITER_DOWNGRADE = 0x40084e54, nr 84, V2_26, flags "", arg Crwl;
+    CRWL_NC_RANGE_MARK => NEURON_IOCTL_CRWL_NC_RANGE_MARK = 0x40084e55, nr 85, V2_26, flags "M", arg CrwlNcMap;
+    CRWL_NC_RANGE_MARK_EXT0 => NEURON_IOCTL_CRWL_NC_RANGE_MARK_EXT0 = 0xc0504e55, nr 85, V2_26, flags "M", arg CrwlNcMapExt;
+    CRWL_NC_RANGE_UNMARK => NEURON_IOCTL_CRWL_NC_RANGE_UNMARK = 0x40084e56, nr 86, V2_26, flags "M", arg CrwlNcMap;
+    CRWL_NC_RANGE_UNMARK_EXT0 => NEURON_IOCTL_CRWL_NC_RANGE_UNMARK_EXT0 = 0x40504e56, nr 86, V2_26, flags "M", arg CrwlNcMapExt;
+    ACQUIRE_NEURON_DS => NEURON_IOCTL_ACQUIRE_NEURON_DS = 0x80084e47, nr 71, V2_26, flags "", arg NeuronDsInfo;
+    RELEASE_NEURON_DS => NEURON_IOCTL_RELEASE_NEURON_DS = 0x80084e48, nr 72, V2_26, flags "", arg NeuronDsInfo;
+    NC_PID_STATE_DUMP => NEURON_IOCTL_NC_PID_STATE_DUMP = 0xc0104e75, nr 117, V2_26, flags "M", arg NcPidStateDump;
+    POST_METRIC => NEURON_IOCTL_POST_METRIC = 0x40084e0d, nr 13, V2_26, flags "A", arg PostMetric;
+    METRICS_CTRL => NEURON_IOCTL_METRICS_CTRL = 0x40044e80, nr 128, V2_26, flags "", arg MetricsCtrl;
+    POWER_PROFILE => NEURON_IOCTL_POWER_PROFILE = 0x40084e7f, nr 127, V2_26, flags "", arg PowerProfile;
+    PRINTK => NEURON_IOCTL_PRINTK = 0x40104e71, nr 113, V2_26, flags "M", arg Printk;
+    RESOURCE_MMAP_INFO => NEURON_IOCTL_RESOURCE_MMAP_INFO = 0xc0204e70, nr 112, V2_26, flags "", arg ResourceMmapInfo;
+    GET_PERFORMANCE_PROFILE => NEURON_IOCTL_GET_PERFORMANCE_PROFILE = 0xc0084e84, nr 132, V2_27, flags "", arg PowerProfile;
+    AVAILABLE_PERF_PROFILES => NEURON_IOCTL_AVAILABLE_PERF_PROFILES = 0xc0244e86, nr 134, V2_27, flags "", arg AvailablePerfProfiles;
+    GET_ASYNC_H2T_DMA_COMPL_QUEUES => NEURON_IOCTL_GET_ASYNC_H2T_DMA_COMPL_QUEUES = 0xc1084e87, nr 135, V2_27, flags "", arg GetAsyncH2tDmaComplQueues;
+    MEM_ALLOC_V2MT64_PA => NEURON_IOCTL_MEM_ALLOC_V2MT64_PA = 0xc0404e66, nr 102, V2_28, flags "", arg MemAllocV2MemType64Pa;
+    HOST_MEM_PIN => NEURON_IOCTL_HOST_MEM_PIN = 0xc0184e88, nr 136, V2_28, flags "", arg HostMemPin;
+    HOST_MEM_UNPIN => NEURON_IOCTL_HOST_MEM_UNPIN = 0x40084e89, nr 137, V2_28, flags "", arg HostMemUnpin;
+    DMABUF_FD_V2 => NEURON_IOCTL_DMABUF_FD_V2 = 0x80084e8a, nr 138, Newest, flags "", arg Unpublished;
+}
 
 /// Look up a command by its full 32-bit value.
 pub fn lookup(cmd: u32) -> Option<&'static CommandInfo> {
@@ -1080,225 +350,6 @@ pub fn lookup(cmd: u32) -> Option<&'static CommandInfo> {
 /// **(inferred)** the deprecated macro keeps the old struct and therefore the old value; the new
 /// value is unknown and not defined here.
 pub const NEURON_IOCTL_MEM_BUF_ZEROCOPY64_DEPRECATED: u32 = NEURON_IOCTL_MEM_BUF_ZEROCOPY64;
-
-// ---- command values ----
-
-/// `DEVICE_INFO`: nr 3, since 2.26.5.0 (§2.3); normal fd only; argument [`DeviceInfo`](crate::structs::DeviceInfo).
-pub const NEURON_IOCTL_DEVICE_INFO: u32 = 0x80084e03;
-/// `DEVICE_BASIC_INFO`: nr 100, since 2.26.5.0 (§2.3); misc fd OK; argument [`DeviceBasicInfo`](crate::structs::DeviceBasicInfo).
-pub const NEURON_IOCTL_DEVICE_BASIC_INFO: u32 = 0x40084e64;
-/// `DRIVER_INFO_GET`: nr 110, since 2.26.5.0 (§2.3); misc fd OK; argument [`DeviceDriverInfo`](crate::structs::DeviceDriverInfo).
-pub const NEURON_IOCTL_DRIVER_INFO_GET: u32 = 0x80184e6e;
-/// `DRIVER_INFO_SET`: nr 110, since 2.26.5.0 (§2.3); misc fd OK, requires attached pid; argument [`DeviceDriverInfo`](crate::structs::DeviceDriverInfo).
-pub const NEURON_IOCTL_DRIVER_INFO_SET: u32 = 0x40184e6e;
-/// `COMPATIBLE_VERSION`: nr 93, since 2.26.5.0 (§2.3); misc fd OK; argument [`CompatibleVersion`](crate::structs::CompatibleVersion).
-pub const NEURON_IOCTL_COMPATIBLE_VERSION: u32 = 0x40084e5d;
-/// `DEVICE_BDF`: nr 101, since 2.26.5.0 (§2.3); normal fd only; argument [`DeviceBdf`](crate::structs::DeviceBdf).
-pub const NEURON_IOCTL_DEVICE_BDF: u32 = 0x80084e65;
-/// `DEVICE_BDF_EXT`: nr 106, since 2.26.5.0 (§2.3); misc fd OK; argument [`DeviceBdfExt`](crate::structs::DeviceBdfExt).
-pub const NEURON_IOCTL_DEVICE_BDF_EXT: u32 = 0x80084e6a;
-/// `HOST_DEVICE_ID`: nr 114, since 2.26.5.0 (§2.3); normal fd only; argument [`HostDeviceId`](crate::structs::HostDeviceId).
-pub const NEURON_IOCTL_HOST_DEVICE_ID: u32 = 0x80044e72;
-/// `HOST_DEVICE_ID_TO_RID_MAP`: nr 115, since 2.26.5.0 (§2.3); misc fd OK; argument [`HostDeviceIdToRidMap`](crate::structs::HostDeviceIdToRidMap).
-pub const NEURON_IOCTL_HOST_DEVICE_ID_TO_RID_MAP: u32 = 0xc1044e73;
-/// `GET_LOGICAL_TO_PHYSICAL_NC_MAP`: nr 120, since 2.26.5.0 (§2.3); misc fd OK; argument [`GetLogicalToPhysicalNcMap`](crate::structs::GetLogicalToPhysicalNcMap).
-pub const NEURON_IOCTL_GET_LOGICAL_TO_PHYSICAL_NC_MAP: u32 = 0xc0104e78;
-/// `POD_INFO`: nr 121, since 2.26.5.0 (§2.3); misc fd OK; argument [`PodInfo`](crate::structs::PodInfo).
-pub const NEURON_IOCTL_POD_INFO: u32 = 0xc1044e79;
-/// `POD_STATUS`: nr 122, since 2.26.5.0 (§2.3); misc fd OK; argument [`PodStatus`](crate::structs::PodStatus).
-pub const NEURON_IOCTL_POD_STATUS: u32 = 0xc10c4e7a;
-/// `POD_STATUS_V2`: nr 122, since 2.26.5.0 (§2.3); misc fd OK; argument [`PodStatusV2`](crate::structs::PodStatusV2).
-pub const NEURON_IOCTL_POD_STATUS_V2: u32 = 0xc1144e7a;
-/// `POD_CTRL`: nr 123, since 2.26.5.0 (§2.3); misc fd OK; argument [`PodCtrl`](crate::structs::PodCtrl).
-pub const NEURON_IOCTL_POD_CTRL: u32 = 0xc0104e7b;
-/// `POD_CTRL_V2`: nr 123, since 2.26.5.0 (§2.3); misc fd OK; argument [`PodCtrlV2`](crate::structs::PodCtrlV2).
-pub const NEURON_IOCTL_POD_CTRL_V2: u32 = 0xc0144e7b;
-/// `DEVICE_GET_ALL_APPS_INFO`: nr 7, since 2.26.5.0 (§2.3); normal fd only; argument [`GetAppsInfo`](crate::structs::GetAppsInfo).
-pub const NEURON_IOCTL_DEVICE_GET_ALL_APPS_INFO: u32 = 0x80084e07;
-/// `DEVICE_APP_PID`: nr 6, since 2.26.5.0 (§2.3); normal fd only; argument `i32`.
-pub const NEURON_IOCTL_DEVICE_APP_PID: u32 = 0x80044e06;
-/// `GET_VA_PLACEMENT`: nr 131, since 2.26.5.0 (§2.3); misc fd OK; argument [`GetVaPlacement`](crate::structs::GetVaPlacement).
-pub const NEURON_IOCTL_GET_VA_PLACEMENT: u32 = 0x40104e83;
-/// `MEM_ALLOC`: nr 21, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemAlloc`](crate::structs::MemAlloc).
-pub const NEURON_IOCTL_MEM_ALLOC: u32 = 0x80084e15;
-/// `MEM_ALLOC_V2`: nr 102, since 2.26.5.0 (§2.3); normal fd only; argument [`MemAllocV2`](crate::structs::MemAllocV2).
-pub const NEURON_IOCTL_MEM_ALLOC_V2: u32 = 0x80084e66;
-/// `MEM_ALLOC_V2MT`: nr 102, since 2.26.5.0 (§2.3); normal fd only; argument [`MemAllocV2MemType`](crate::structs::MemAllocV2MemType).
-pub const NEURON_IOCTL_MEM_ALLOC_V2MT: u32 = 0x80304e66;
-/// `MEM_ALLOC_V2MT64`: nr 102, since 2.26.5.0 (§2.3); normal fd only; argument [`MemAllocV2MemType64`](crate::structs::MemAllocV2MemType64).
-pub const NEURON_IOCTL_MEM_ALLOC_V2MT64: u32 = 0x80384e66;
-/// `MEM_FREE`: nr 22, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemFree`](crate::structs::MemFree).
-pub const NEURON_IOCTL_MEM_FREE: u32 = 0x80084e16;
-/// `MEM_GET_EXTENDED_INFO`: nr 29, since 2.26.5.0 (§2.3); normal fd only; argument [`MemGetExtendedInfo`](crate::structs::MemGetExtendedInfo).
-pub const NEURON_IOCTL_MEM_GET_EXTENDED_INFO: u32 = 0x80084e1d;
-/// `MEM_GET_PA`: nr 25, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemGetPa`](crate::structs::MemGetPa).
-pub const NEURON_IOCTL_MEM_GET_PA: u32 = 0x80084e19;
-/// `MEM_GET_INFO`: nr 26, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemGetInfo`](crate::structs::MemGetInfo).
-pub const NEURON_IOCTL_MEM_GET_INFO: u32 = 0x80084e1a;
-/// `MEM_MC_GET_INFO`: nr 111, since 2.26.5.0 (§2.3); normal fd only; argument [`MemGetMcMmapInfo`](crate::structs::MemGetMcMmapInfo).
-pub const NEURON_IOCTL_MEM_MC_GET_INFO: u32 = 0xc0184e6f;
-/// `MEM_MC_GET_INFO_V2`: nr 111, since 2.26.5.0 (§2.3); normal fd only; argument [`MemGetMcMmapInfoV2`](crate::structs::MemGetMcMmapInfoV2).
-pub const NEURON_IOCTL_MEM_MC_GET_INFO_V2: u32 = 0xc0204e6f;
-/// `DUMP_MEM_CHUNKS`: nr 116, since 2.26.5.0 (§2.3); normal fd only; argument [`DumpMemChunks`](crate::structs::DumpMemChunks).
-pub const NEURON_IOCTL_DUMP_MEM_CHUNKS: u32 = 0x80084e74;
-/// `MEM_COPY`: nr 23, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemCopy`](crate::structs::MemCopy).
-pub const NEURON_IOCTL_MEM_COPY: u32 = 0x80084e17;
-/// `MEM_COPY64`: nr 23, since 2.26.5.0 (§2.3); normal fd only; argument [`MemCopy64`](crate::structs::MemCopy64).
-pub const NEURON_IOCTL_MEM_COPY64: u32 = 0x80284e17;
-/// `MEM_COPY_ASYNC`: nr 108, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemCopyAsync`](crate::structs::MemCopyAsync).
-pub const NEURON_IOCTL_MEM_COPY_ASYNC: u32 = 0xc0304e6c;
-/// `MEM_COPY_ASYNC64`: nr 108, since 2.26.5.0 (§2.3); normal fd only; argument [`MemCopyAsync64`](crate::structs::MemCopyAsync64).
-pub const NEURON_IOCTL_MEM_COPY_ASYNC64: u32 = 0xc0384e6c;
-/// `MEM_COPY_ASYNC_WAIT`: nr 109, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`MemCopyAsyncWait`](crate::structs::MemCopyAsyncWait).
-pub const NEURON_IOCTL_MEM_COPY_ASYNC_WAIT: u32 = 0x40184e6d;
-/// `MEM_BUF_COPY`: nr 24, since 2.26.5.0 (§2.3); normal fd only; argument [`MemBufCopy`](crate::structs::MemBufCopy).
-pub const NEURON_IOCTL_MEM_BUF_COPY: u32 = 0xc0084e18;
-/// `MEM_BUF_COPY64`: nr 24, since 2.26.5.0 (§2.3); normal fd only; argument [`MemBufCopy64`](crate::structs::MemBufCopy64).
-pub const NEURON_IOCTL_MEM_BUF_COPY64: u32 = 0xc0284e18;
-/// `MEM_BUF_ZEROCOPY64`: nr 124, since 2.26.5.0 (§2.3); normal fd only; argument [`MemBufCopy64zc`](crate::structs::MemBufCopy64zc).
-pub const NEURON_IOCTL_MEM_BUF_ZEROCOPY64: u32 = 0xc0304e7c;
-/// `MEM_BUF_ZEROCOPY64_BATCHES`: nr 129, since 2.26.5.0 (§2.3); normal fd only; argument [`MemBufCopy64zcBatches`](crate::structs::MemBufCopy64zcBatches).
-pub const NEURON_IOCTL_MEM_BUF_ZEROCOPY64_BATCHES: u32 = 0xc0204e81;
-/// `MEMSET`: nr 28, since 2.26.5.0 (§2.3); normal fd only; argument [`Memset`](crate::structs::Memset).
-pub const NEURON_IOCTL_MEMSET: u32 = 0x80084e1c;
-/// `MEMSET64`: nr 28, since 2.26.5.0 (§2.3); normal fd only; argument [`Memset64`](crate::structs::Memset64).
-pub const NEURON_IOCTL_MEMSET64: u32 = 0x80204e1c;
-/// `DMABUF_FD`: nr 107, since 2.26.5.0 (§2.3); misc fd OK; argument [`DmabufFd`](crate::structs::DmabufFd).
-pub const NEURON_IOCTL_DMABUF_FD: u32 = 0x80084e6b;
-/// `DMA_ENG_INIT`: nr 30, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaEngInit`](crate::structs::DmaEngInit).
-pub const NEURON_IOCTL_DMA_ENG_INIT: u32 = 0x80084e1e;
-/// `DMA_ENG_SET_STATE`: nr 31, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaEngSetState`](crate::structs::DmaEngSetState).
-pub const NEURON_IOCTL_DMA_ENG_SET_STATE: u32 = 0x80084e1f;
-/// `DMA_ENG_GET_STATE`: nr 32, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaEngGetState`](crate::structs::DmaEngGetState).
-pub const NEURON_IOCTL_DMA_ENG_GET_STATE: u32 = 0xc0084e20;
-/// `DMA_QUEUE_INIT`: nr 33, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaQueueInit`](crate::structs::DmaQueueInit).
-pub const NEURON_IOCTL_DMA_QUEUE_INIT: u32 = 0x80084e21;
-/// `DMA_QUEUE_INIT_BATCH`: nr 133, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaQueueInitBatch`](crate::structs::DmaQueueInitBatch).
-pub const NEURON_IOCTL_DMA_QUEUE_INIT_BATCH: u32 = 0xb0084e85;
-/// `DMA_QUEUE_RELEASE`: nr 34, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaQueueRelease`](crate::structs::DmaQueueRelease).
-pub const NEURON_IOCTL_DMA_QUEUE_RELEASE: u32 = 0x80084e22;
-/// `DMA_QUEUE_COPY_START`: nr 35, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaQueueCopyStart`](crate::structs::DmaQueueCopyStart).
-pub const NEURON_IOCTL_DMA_QUEUE_COPY_START: u32 = 0x80084e23;
-/// `DMA_ACK_COMPLETED`: nr 36, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaAckCompleted`](crate::structs::DmaAckCompleted).
-pub const NEURON_IOCTL_DMA_ACK_COMPLETED: u32 = 0x80084e24;
-/// `DMA_QUEUE_GET_STATE`: nr 37, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaQueueGetState`](crate::structs::DmaQueueGetState).
-pub const NEURON_IOCTL_DMA_QUEUE_GET_STATE: u32 = 0xc0084e25;
-/// `DMA_COPY_DESCRIPTORS`: nr 38, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`DmaCopyDescriptors`](crate::structs::DmaCopyDescriptors).
-pub const NEURON_IOCTL_DMA_COPY_DESCRIPTORS: u32 = 0x80084e26;
-/// `DMA_COPY_DESCRIPTORS64`: nr 38, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaCopyDescriptors64`](crate::structs::DmaCopyDescriptors64).
-pub const NEURON_IOCTL_DMA_COPY_DESCRIPTORS64: u32 = 0x80284e26;
-/// `DMA_DESCRIPTOR_COPYOUT`: nr 39, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaDescriptorCopyout`](crate::structs::DmaDescriptorCopyout).
-pub const NEURON_IOCTL_DMA_DESCRIPTOR_COPYOUT: u32 = 0xc0084e27;
-/// `DMA_QUIESCE_QUEUES`: nr 40, since 2.26.5.0 (§2.3); normal fd only; argument [`DmaQuiesceQueues`](crate::structs::DmaQuiesceQueues).
-pub const NEURON_IOCTL_DMA_QUIESCE_QUEUES: u32 = 0x80084e28;
-/// `H2T_DMA_ALLOC_QUEUES`: nr 125, since 2.26.5.0 (§2.3); normal fd only; argument [`H2tDmaAllocQueues`](crate::structs::H2tDmaAllocQueues).
-pub const NEURON_IOCTL_H2T_DMA_ALLOC_QUEUES: u32 = 0xc0144e7d;
-/// `H2T_DMA_FREE_QUEUES`: nr 126, since 2.26.5.0 (§2.3); normal fd only; argument [`H2tDmaFreeQueues`](crate::structs::H2tDmaFreeQueues).
-pub const NEURON_IOCTL_H2T_DMA_FREE_QUEUES: u32 = 0xc0084e7e;
-/// `HBM_SCRUB_START`: nr 118, since 2.26.5.0 (§2.3); normal fd only; argument [`HbmScrubStart`](crate::structs::HbmScrubStart).
-pub const NEURON_IOCTL_HBM_SCRUB_START: u32 = 0xc0104e76;
-/// `HBM_SCRUB_WAIT`: nr 119, since 2.26.5.0 (§2.3); normal fd only; argument [`HbmScrubWait`](crate::structs::HbmScrubWait).
-pub const NEURON_IOCTL_HBM_SCRUB_WAIT: u32 = 0xc0084e77;
-/// `NOTIFICATIONS_INIT_V1`: nr 51, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`NotificationsInitV1`](crate::structs::NotificationsInitV1).
-pub const NEURON_IOCTL_NOTIFICATIONS_INIT_V1: u32 = 0x80084e33;
-/// `NOTIFICATIONS_INIT_V2`: nr 53, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`NotificationsInitV2`](crate::structs::NotificationsInitV2).
-pub const NEURON_IOCTL_NOTIFICATIONS_INIT_V2: u32 = 0x80084e35;
-/// `NOTIFICATIONS_INIT_WITH_REALLOC_V2`: nr 54, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`NotificationsInitWithReallocV2`](crate::structs::NotificationsInitWithReallocV2).
-pub const NEURON_IOCTL_NOTIFICATIONS_INIT_WITH_REALLOC_V2: u32 = 0x80084e36;
-/// `NOTIFICATIONS_DESTROY_V1`: nr 52, since 2.26.5.0 (§2.3); normal fd only; argument [`NotificationsDestroy`](crate::structs::NotificationsDestroy).
-pub const NEURON_IOCTL_NOTIFICATIONS_DESTROY_V1: u32 = 0x80084e34;
-/// `NOTIFICATIONS_QUEUE_INFO`: nr 58, since 2.26.5.0 (§2.3); normal fd only; argument [`NotificationsQueueInfo`](crate::structs::NotificationsQueueInfo).
-pub const NEURON_IOCTL_NOTIFICATIONS_QUEUE_INFO: u32 = 0x80084e3a;
-/// `THROTTLING_NOTIFICATIONS`: nr 130, since 2.26.5.0 (§2.3); normal fd only; argument [`ThrottlingNotifications`](crate::structs::ThrottlingNotifications).
-pub const NEURON_IOCTL_THROTTLING_NOTIFICATIONS: u32 = 0x40044e82;
-/// `SEMAPHORE_INCREMENT`: nr 41, since 2.26.5.0 (§2.3); normal fd only; argument [`Semaphore`](crate::structs::Semaphore).
-pub const NEURON_IOCTL_SEMAPHORE_INCREMENT: u32 = 0x80084e29;
-/// `SEMAPHORE_DECREMENT`: nr 42, since 2.26.5.0 (§2.3); normal fd only; argument [`Semaphore`](crate::structs::Semaphore).
-pub const NEURON_IOCTL_SEMAPHORE_DECREMENT: u32 = 0x80084e2a;
-/// `SEMAPHORE_READ`: nr 43, since 2.26.5.0 (§2.3); normal fd only; argument [`Semaphore`](crate::structs::Semaphore).
-pub const NEURON_IOCTL_SEMAPHORE_READ: u32 = 0xc0084e2b;
-/// `SEMAPHORE_WRITE`: nr 44, since 2.26.5.0 (§2.3); normal fd only; argument [`Semaphore`](crate::structs::Semaphore).
-pub const NEURON_IOCTL_SEMAPHORE_WRITE: u32 = 0x80084e2c;
-/// `EVENT_SET`: nr 45, since 2.26.5.0 (§2.3); normal fd only; argument [`Event`](crate::structs::Event).
-pub const NEURON_IOCTL_EVENT_SET: u32 = 0x80084e2d;
-/// `EVENT_GET`: nr 46, since 2.26.5.0 (§2.3); normal fd only; argument [`Event`](crate::structs::Event).
-pub const NEURON_IOCTL_EVENT_GET: u32 = 0xc0084e2e;
-/// `BAR_READ`: nr 11, since 2.26.5.0 (§2.3); normal fd only; argument [`BarRw`](crate::structs::BarRw).
-pub const NEURON_IOCTL_BAR_READ: u32 = 0x80084e0b;
-/// `BAR_WRITE`: nr 12, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`BarRw`](crate::structs::BarRw).
-pub const NEURON_IOCTL_BAR_WRITE: u32 = 0x40084e0c;
-/// `READ_HW_COUNTERS`: nr 61, since 2.26.5.0 (§2.3); normal fd only; argument [`ReadHwCounters`](crate::structs::ReadHwCounters).
-pub const NEURON_IOCTL_READ_HW_COUNTERS: u32 = 0x80084e3d;
-/// `PROGRAM_ENGINE`: nr 27, since 2.26.5.0 (§2.3); normal fd only; argument [`ProgramEngine`](crate::structs::ProgramEngine).
-pub const NEURON_IOCTL_PROGRAM_ENGINE: u32 = 0xc0084e1b;
-/// `PROGRAM_ENGINE_NC`: nr 105, since 2.26.5.0 (§2.3); normal fd only; argument [`ProgramEngineNc`](crate::structs::ProgramEngineNc).
-pub const NEURON_IOCTL_PROGRAM_ENGINE_NC: u32 = 0xc0084e69;
-/// `PROGRAM_ENGINE_NC64`: nr 105, since 2.26.5.0 (§2.3); normal fd only; argument [`ProgramEngineNc64`](crate::structs::ProgramEngineNc64).
-pub const NEURON_IOCTL_PROGRAM_ENGINE_NC64: u32 = 0xc0284e69;
-/// `NC_RESET`: nr 103, since 2.26.5.0 (§2.3); normal fd only; argument [`DeviceReset`](crate::structs::DeviceReset).
-pub const NEURON_IOCTL_NC_RESET: u32 = 0x80084e67;
-/// `NC_RESET_READY`: nr 104, since 2.26.5.0 (§2.3); normal fd only; argument [`DeviceReady`](crate::structs::DeviceReady).
-pub const NEURON_IOCTL_NC_RESET_READY: u32 = 0x80084e68;
-/// `DEVICE_RESET`: nr 1, since 2.26.5.0 (§2.3); normal fd only; no argument.
-pub const NEURON_IOCTL_DEVICE_RESET: u32 = 0x00004e01;
-/// `DEVICE_READY`: nr 2, since 2.26.5.0 (§2.3); normal fd only; argument `u8`.
-pub const NEURON_IOCTL_DEVICE_READY: u32 = 0x80014e02;
-/// `DEVICE_RESET_STATUS`: nr 106, since 2.26.5.0 (§2.3); normal fd only; argument `u8`.
-pub const NEURON_IOCTL_DEVICE_RESET_STATUS: u32 = 0x80014e6a;
-/// `DEVICE_INIT`: nr 4, since 2.26.5.0 (§2.3); normal fd only; argument [`DeviceInit`](crate::structs::DeviceInit).
-pub const NEURON_IOCTL_DEVICE_INIT: u32 = 0x80084e04;
-/// `DEVICE_RELEASE`: nr 5, since 2.26.5.0 (§2.3); normal fd only; no argument.
-pub const NEURON_IOCTL_DEVICE_RELEASE: u32 = 0x00004e05;
-/// `CINIT_SET_STATE`: nr 91, since 2.26.5.0 (§2.3); normal fd only; argument [`CinitSet`](crate::structs::CinitSet).
-pub const NEURON_IOCTL_CINIT_SET_STATE: u32 = 0x40084e5b;
-/// `NC_MODEL_STARTED_COUNT`: nr 92, since 2.26.5.0 (§2.3); normal fd only; argument [`NcModelStartedCount`](crate::structs::NcModelStartedCount).
-pub const NEURON_IOCTL_NC_MODEL_STARTED_COUNT: u32 = 0x40084e5c;
-/// `CRWL_READER_ENTER`: nr 81, since 2.26.5.0 (§2.3); normal fd only; argument [`Crwl`](crate::structs::Crwl).
-pub const NEURON_IOCTL_CRWL_READER_ENTER: u32 = 0x40084e51;
-/// `CRWL_READER_EXIT`: nr 82, since 2.26.5.0 (§2.3); normal fd only; argument [`Crwl`](crate::structs::Crwl).
-pub const NEURON_IOCTL_CRWL_READER_EXIT: u32 = 0x40084e52;
-/// `CRWL_WRITER_ENTER`: nr 83, since 2.26.5.0 (§2.3); normal fd only; argument [`Crwl`](crate::structs::Crwl).
-pub const NEURON_IOCTL_CRWL_WRITER_ENTER: u32 = 0x40084e53;
-/// `CRWL_WRITER_DOWNGRADE`: nr 84, since 2.26.5.0 (§2.3); normal fd only; argument [`Crwl`](crate::structs::Crwl).
-pub const NEURON_IOCTL_CRWL_WRITER_DOWNGRADE: u32 = 0x40084e54;
-/// `CRWL_NC_RANGE_MARK`: nr 85, since 2.26.5.0 (§2.3); misc fd OK; argument [`CrwlNcMap`](crate::structs::CrwlNcMap).
-pub const NEURON_IOCTL_CRWL_NC_RANGE_MARK: u32 = 0x40084e55;
-/// `CRWL_NC_RANGE_MARK_EXT0`: nr 85, since 2.26.5.0 (§2.3); misc fd OK; argument [`CrwlNcMapExt`](crate::structs::CrwlNcMapExt).
-pub const NEURON_IOCTL_CRWL_NC_RANGE_MARK_EXT0: u32 = 0xc0504e55;
-/// `CRWL_NC_RANGE_UNMARK`: nr 86, since 2.26.5.0 (§2.3); misc fd OK; argument [`CrwlNcMap`](crate::structs::CrwlNcMap).
-pub const NEURON_IOCTL_CRWL_NC_RANGE_UNMARK: u32 = 0x40084e56;
-/// `CRWL_NC_RANGE_UNMARK_EXT0`: nr 86, since 2.26.5.0 (§2.3); misc fd OK; argument [`CrwlNcMapExt`](crate::structs::CrwlNcMapExt).
-pub const NEURON_IOCTL_CRWL_NC_RANGE_UNMARK_EXT0: u32 = 0x40504e56;
-/// `ACQUIRE_NEURON_DS`: nr 71, since 2.26.5.0 (§2.3); normal fd only; argument [`NeuronDsInfo`](crate::structs::NeuronDsInfo).
-pub const NEURON_IOCTL_ACQUIRE_NEURON_DS: u32 = 0x80084e47;
-/// `RELEASE_NEURON_DS`: nr 72, since 2.26.5.0 (§2.3); normal fd only; argument [`NeuronDsInfo`](crate::structs::NeuronDsInfo).
-pub const NEURON_IOCTL_RELEASE_NEURON_DS: u32 = 0x80084e48;
-/// `NC_PID_STATE_DUMP`: nr 117, since 2.26.5.0 (§2.3); misc fd OK; argument [`NcPidStateDump`](crate::structs::NcPidStateDump).
-pub const NEURON_IOCTL_NC_PID_STATE_DUMP: u32 = 0xc0104e75;
-/// `POST_METRIC`: nr 13, since 2.26.5.0 (§2.3); normal fd only, requires attached pid; argument [`PostMetric`](crate::structs::PostMetric).
-pub const NEURON_IOCTL_POST_METRIC: u32 = 0x40084e0d;
-/// `METRICS_CTRL`: nr 128, since 2.26.5.0 (§2.3); normal fd only; argument [`MetricsCtrl`](crate::structs::MetricsCtrl).
-pub const NEURON_IOCTL_METRICS_CTRL: u32 = 0x40044e80;
-/// `POWER_PROFILE`: nr 127, since 2.26.5.0 (§2.3); normal fd only; argument [`PowerProfile`](crate::structs::PowerProfile).
-pub const NEURON_IOCTL_POWER_PROFILE: u32 = 0x40084e7f;
-/// `PRINTK`: nr 113, since 2.26.5.0 (§2.3); misc fd OK; argument [`Printk`](crate::structs::Printk).
-pub const NEURON_IOCTL_PRINTK: u32 = 0x40104e71;
-/// `RESOURCE_MMAP_INFO`: nr 112, since 2.26.5.0 (§2.3); normal fd only; argument [`ResourceMmapInfo`](crate::structs::ResourceMmapInfo).
-pub const NEURON_IOCTL_RESOURCE_MMAP_INFO: u32 = 0xc0204e70;
-/// `GET_PERFORMANCE_PROFILE`: nr 132, since 2.27.x (§2.6, inferred version); normal fd only; argument [`PowerProfile`](crate::structs::PowerProfile).
-pub const NEURON_IOCTL_GET_PERFORMANCE_PROFILE: u32 = 0xc0084e84;
-/// `AVAILABLE_PERF_PROFILES`: nr 134, since 2.27.x (§2.6, inferred version); normal fd only; argument [`AvailablePerfProfiles`](crate::structs::AvailablePerfProfiles).
-pub const NEURON_IOCTL_AVAILABLE_PERF_PROFILES: u32 = 0xc0244e86;
-/// `GET_ASYNC_H2T_DMA_COMPL_QUEUES`: nr 135, since 2.27.x (§2.6, inferred version); normal fd only; argument [`GetAsyncH2tDmaComplQueues`](crate::structs::GetAsyncH2tDmaComplQueues).
-pub const NEURON_IOCTL_GET_ASYNC_H2T_DMA_COMPL_QUEUES: u32 = 0xc1084e87;
-/// `MEM_ALLOC_V2MT64_PA`: nr 102, since 2.28.0.0 (§2.6); normal fd only; argument [`MemAllocV2MemType64Pa`](crate::structs::MemAllocV2MemType64Pa).
-pub const NEURON_IOCTL_MEM_ALLOC_V2MT64_PA: u32 = 0xc0404e66;
-/// `HOST_MEM_PIN`: nr 136, since 2.28.0.0 (§2.6); normal fd only; argument [`HostMemPin`](crate::structs::HostMemPin).
-pub const NEURON_IOCTL_HOST_MEM_PIN: u32 = 0xc0184e88;
-/// `HOST_MEM_UNPIN`: nr 137, since 2.28.0.0 (§2.6); normal fd only; argument [`HostMemUnpin`](crate::structs::HostMemUnpin).
-pub const NEURON_IOCTL_HOST_MEM_UNPIN: u32 = 0x40084e89;
-/// `DMABUF_FD_V2`: nr 138, since newest R header, ≥2.28 (§2.6); normal fd only; argument struct `neuron_ioctl_dmabuf_fd_v2` (layout not published).
-pub const NEURON_IOCTL_DMABUF_FD_V2: u32 = 0x80084e8a;
 
 #[cfg(test)]
 mod tests {
@@ -1467,6 +518,460 @@ mod tests {
         }
         assert!(lookup(NEURON_IOCTL_PRINTK).is_some_and(|c| c.misc_fd_ok));
         assert!(lookup(NEURON_IOCTL_MEM_COPY64).is_some_and(|c| !c.needs_attach));
+    }
+
+    /// The table as the reference documents it (driver-abi.md §2.3, §2.6), written out
+    /// literally: name, exact 32-bit value, nr, first release, misc fd OK, needs attach, and the
+    /// size of the argument the driver copies. The generated table must match it entry for entry.
+    #[test]
+    fn table_matches_reference_literally() {
+        use DriverVersion::*;
+        let want: &[(&str, u32, u8, DriverVersion, bool, bool, usize)] = &[
+            ("DEVICE_INFO", 0x80084e03, 3, V2_26, false, false, 80),
+            ("DEVICE_BASIC_INFO", 0x40084e64, 100, V2_26, true, false, 8),
+            ("DRIVER_INFO_GET", 0x80184e6e, 110, V2_26, true, false, 24),
+            ("DRIVER_INFO_SET", 0x40184e6e, 110, V2_26, true, true, 24),
+            ("COMPATIBLE_VERSION", 0x40084e5d, 93, V2_26, true, false, 8),
+            ("DEVICE_BDF", 0x80084e65, 101, V2_26, false, false, 8),
+            ("DEVICE_BDF_EXT", 0x80084e6a, 106, V2_26, true, false, 16),
+            ("HOST_DEVICE_ID", 0x80044e72, 114, V2_26, false, false, 4),
+            (
+                "HOST_DEVICE_ID_TO_RID_MAP",
+                0xc1044e73,
+                115,
+                V2_26,
+                true,
+                false,
+                260,
+            ),
+            (
+                "GET_LOGICAL_TO_PHYSICAL_NC_MAP",
+                0xc0104e78,
+                120,
+                V2_26,
+                true,
+                false,
+                16,
+            ),
+            ("POD_INFO", 0xc1044e79, 121, V2_26, true, false, 260),
+            ("POD_STATUS", 0xc10c4e7a, 122, V2_26, true, false, 268),
+            ("POD_STATUS_V2", 0xc1144e7a, 122, V2_26, true, false, 276),
+            ("POD_CTRL", 0xc0104e7b, 123, V2_26, true, false, 16),
+            ("POD_CTRL_V2", 0xc0144e7b, 123, V2_26, true, false, 20),
+            (
+                "DEVICE_GET_ALL_APPS_INFO",
+                0x80084e07,
+                7,
+                V2_26,
+                false,
+                false,
+                16,
+            ),
+            ("DEVICE_APP_PID", 0x80044e06, 6, V2_26, false, false, 4),
+            ("GET_VA_PLACEMENT", 0x40104e83, 131, V2_26, true, false, 16),
+            ("MEM_ALLOC", 0x80084e15, 21, V2_26, false, true, 32),
+            ("MEM_ALLOC_V2", 0x80084e66, 102, V2_26, false, false, 40),
+            ("MEM_ALLOC_V2MT", 0x80304e66, 102, V2_26, false, false, 48),
+            ("MEM_ALLOC_V2MT64", 0x80384e66, 102, V2_26, false, false, 56),
+            ("MEM_FREE", 0x80084e16, 22, V2_26, false, true, 8),
+            (
+                "MEM_GET_EXTENDED_INFO",
+                0x80084e1d,
+                29,
+                V2_26,
+                false,
+                false,
+                48,
+            ),
+            ("MEM_GET_PA", 0x80084e19, 25, V2_26, false, true, 16),
+            ("MEM_GET_INFO", 0x80084e1a, 26, V2_26, false, true, 24),
+            ("MEM_MC_GET_INFO", 0xc0184e6f, 111, V2_26, false, false, 24),
+            (
+                "MEM_MC_GET_INFO_V2",
+                0xc0204e6f,
+                111,
+                V2_26,
+                false,
+                false,
+                32,
+            ),
+            ("DUMP_MEM_CHUNKS", 0x80084e74, 116, V2_26, false, false, 24),
+            ("MEM_COPY", 0x80084e17, 23, V2_26, false, true, 32),
+            ("MEM_COPY64", 0x80284e17, 23, V2_26, false, false, 40),
+            ("MEM_COPY_ASYNC", 0xc0304e6c, 108, V2_26, false, true, 48),
+            ("MEM_COPY_ASYNC64", 0xc0384e6c, 108, V2_26, false, false, 56),
+            (
+                "MEM_COPY_ASYNC_WAIT",
+                0x40184e6d,
+                109,
+                V2_26,
+                false,
+                true,
+                24,
+            ),
+            ("MEM_BUF_COPY", 0xc0084e18, 24, V2_26, false, false, 32),
+            ("MEM_BUF_COPY64", 0xc0284e18, 24, V2_26, false, false, 40),
+            (
+                "MEM_BUF_ZEROCOPY64",
+                0xc0304e7c,
+                124,
+                V2_26,
+                false,
+                false,
+                48,
+            ),
+            (
+                "MEM_BUF_ZEROCOPY64_BATCHES",
+                0xc0204e81,
+                129,
+                V2_26,
+                false,
+                false,
+                32,
+            ),
+            ("MEMSET", 0x80084e1c, 28, V2_26, false, false, 24),
+            ("MEMSET64", 0x80204e1c, 28, V2_26, false, false, 32),
+            ("DMABUF_FD", 0x80084e6b, 107, V2_26, true, false, 24),
+            ("DMA_ENG_INIT", 0x80084e1e, 30, V2_26, false, true, 4),
+            ("DMA_ENG_SET_STATE", 0x80084e1f, 31, V2_26, false, true, 8),
+            ("DMA_ENG_GET_STATE", 0xc0084e20, 32, V2_26, false, false, 16),
+            ("DMA_QUEUE_INIT", 0x80084e21, 33, V2_26, false, true, 48),
+            (
+                "DMA_QUEUE_INIT_BATCH",
+                0xb0084e85,
+                133,
+                V2_26,
+                false,
+                false,
+                12296,
+            ),
+            ("DMA_QUEUE_RELEASE", 0x80084e22, 34, V2_26, false, true, 8),
+            (
+                "DMA_QUEUE_COPY_START",
+                0x80084e23,
+                35,
+                V2_26,
+                false,
+                false,
+                16,
+            ),
+            ("DMA_ACK_COMPLETED", 0x80084e24, 36, V2_26, false, true, 12),
+            (
+                "DMA_QUEUE_GET_STATE",
+                0xc0084e25,
+                37,
+                V2_26,
+                false,
+                false,
+                24,
+            ),
+            (
+                "DMA_COPY_DESCRIPTORS",
+                0x80084e26,
+                38,
+                V2_26,
+                false,
+                true,
+                32,
+            ),
+            (
+                "DMA_COPY_DESCRIPTORS64",
+                0x80284e26,
+                38,
+                V2_26,
+                false,
+                false,
+                40,
+            ),
+            (
+                "DMA_DESCRIPTOR_COPYOUT",
+                0xc0084e27,
+                39,
+                V2_26,
+                false,
+                false,
+                32,
+            ),
+            (
+                "DMA_QUIESCE_QUEUES",
+                0x80084e28,
+                40,
+                V2_26,
+                false,
+                false,
+                264,
+            ),
+            (
+                "H2T_DMA_ALLOC_QUEUES",
+                0xc0144e7d,
+                125,
+                V2_26,
+                false,
+                false,
+                20,
+            ),
+            (
+                "H2T_DMA_FREE_QUEUES",
+                0xc0084e7e,
+                126,
+                V2_26,
+                false,
+                false,
+                8,
+            ),
+            ("HBM_SCRUB_START", 0xc0104e76, 118, V2_26, false, false, 16),
+            ("HBM_SCRUB_WAIT", 0xc0084e77, 119, V2_26, false, false, 8),
+            (
+                "NOTIFICATIONS_INIT_V1",
+                0x80084e33,
+                51,
+                V2_26,
+                false,
+                true,
+                24,
+            ),
+            (
+                "NOTIFICATIONS_INIT_V2",
+                0x80084e35,
+                53,
+                V2_26,
+                false,
+                true,
+                48,
+            ),
+            (
+                "NOTIFICATIONS_INIT_WITH_REALLOC_V2",
+                0x80084e36,
+                54,
+                V2_26,
+                false,
+                true,
+                56,
+            ),
+            (
+                "NOTIFICATIONS_DESTROY_V1",
+                0x80084e34,
+                52,
+                V2_26,
+                false,
+                false,
+                8,
+            ),
+            (
+                "NOTIFICATIONS_QUEUE_INFO",
+                0x80084e3a,
+                58,
+                V2_26,
+                false,
+                false,
+                12,
+            ),
+            (
+                "THROTTLING_NOTIFICATIONS",
+                0x40044e82,
+                130,
+                V2_26,
+                false,
+                false,
+                4,
+            ),
+            (
+                "SEMAPHORE_INCREMENT",
+                0x80084e29,
+                41,
+                V2_26,
+                false,
+                false,
+                12,
+            ),
+            (
+                "SEMAPHORE_DECREMENT",
+                0x80084e2a,
+                42,
+                V2_26,
+                false,
+                false,
+                12,
+            ),
+            ("SEMAPHORE_READ", 0xc0084e2b, 43, V2_26, false, false, 12),
+            ("SEMAPHORE_WRITE", 0x80084e2c, 44, V2_26, false, false, 12),
+            ("EVENT_SET", 0x80084e2d, 45, V2_26, false, false, 12),
+            ("EVENT_GET", 0xc0084e2e, 46, V2_26, false, false, 12),
+            ("BAR_READ", 0x80084e0b, 11, V2_26, false, false, 32),
+            ("BAR_WRITE", 0x40084e0c, 12, V2_26, false, true, 32),
+            ("READ_HW_COUNTERS", 0x80084e3d, 61, V2_26, false, false, 24),
+            ("PROGRAM_ENGINE", 0xc0084e1b, 27, V2_26, false, false, 24),
+            (
+                "PROGRAM_ENGINE_NC",
+                0xc0084e69,
+                105,
+                V2_26,
+                false,
+                false,
+                32,
+            ),
+            (
+                "PROGRAM_ENGINE_NC64",
+                0xc0284e69,
+                105,
+                V2_26,
+                false,
+                false,
+                40,
+            ),
+            ("NC_RESET", 0x80084e67, 103, V2_26, false, false, 8),
+            ("NC_RESET_READY", 0x80084e68, 104, V2_26, false, false, 8),
+            ("DEVICE_RESET", 0x00004e01, 1, V2_26, false, false, 0),
+            ("DEVICE_READY", 0x80014e02, 2, V2_26, false, false, 1),
+            (
+                "DEVICE_RESET_STATUS",
+                0x80014e6a,
+                106,
+                V2_26,
+                false,
+                false,
+                1,
+            ),
+            ("DEVICE_INIT", 0x80084e04, 4, V2_26, false, false, 4),
+            ("DEVICE_RELEASE", 0x00004e05, 5, V2_26, false, false, 0),
+            ("CINIT_SET_STATE", 0x40084e5b, 91, V2_26, false, false, 12),
+            (
+                "NC_MODEL_STARTED_COUNT",
+                0x40084e5c,
+                92,
+                V2_26,
+                false,
+                false,
+                16,
+            ),
+            ("CRWL_READER_ENTER", 0x40084e51, 81, V2_26, false, false, 36),
+            ("CRWL_READER_EXIT", 0x40084e52, 82, V2_26, false, false, 36),
+            ("CRWL_WRITER_ENTER", 0x40084e53, 83, V2_26, false, false, 36),
+            (
+                "CRWL_WRITER_DOWNGRADE",
+                0x40084e54,
+                84,
+                V2_26,
+                false,
+                false,
+                36,
+            ),
+            ("CRWL_NC_RANGE_MARK", 0x40084e55, 85, V2_26, true, false, 24),
+            (
+                "CRWL_NC_RANGE_MARK_EXT0",
+                0xc0504e55,
+                85,
+                V2_26,
+                true,
+                false,
+                80,
+            ),
+            (
+                "CRWL_NC_RANGE_UNMARK",
+                0x40084e56,
+                86,
+                V2_26,
+                true,
+                false,
+                24,
+            ),
+            (
+                "CRWL_NC_RANGE_UNMARK_EXT0",
+                0x40504e56,
+                86,
+                V2_26,
+                true,
+                false,
+                80,
+            ),
+            ("ACQUIRE_NEURON_DS", 0x80084e47, 71, V2_26, false, false, 24),
+            ("RELEASE_NEURON_DS", 0x80084e48, 72, V2_26, false, false, 24),
+            ("NC_PID_STATE_DUMP", 0xc0104e75, 117, V2_26, true, false, 16),
+            ("POST_METRIC", 0x40084e0d, 13, V2_26, false, true, 16),
+            ("METRICS_CTRL", 0x40044e80, 128, V2_26, false, false, 4),
+            ("POWER_PROFILE", 0x40084e7f, 127, V2_26, false, false, 8),
+            ("PRINTK", 0x40104e71, 113, V2_26, true, false, 16),
+            (
+                "RESOURCE_MMAP_INFO",
+                0xc0204e70,
+                112,
+                V2_26,
+                false,
+                false,
+                32,
+            ),
+            (
+                "GET_PERFORMANCE_PROFILE",
+                0xc0084e84,
+                132,
+                V2_27,
+                false,
+                false,
+                8,
+            ),
+            (
+                "AVAILABLE_PERF_PROFILES",
+                0xc0244e86,
+                134,
+                V2_27,
+                false,
+                false,
+                36,
+            ),
+            (
+                "GET_ASYNC_H2T_DMA_COMPL_QUEUES",
+                0xc1084e87,
+                135,
+                V2_27,
+                false,
+                false,
+                264,
+            ),
+            (
+                "MEM_ALLOC_V2MT64_PA",
+                0xc0404e66,
+                102,
+                V2_28,
+                false,
+                false,
+                64,
+            ),
+            ("HOST_MEM_PIN", 0xc0184e88, 136, V2_28, false, false, 24),
+            ("HOST_MEM_UNPIN", 0x40084e89, 137, V2_28, false, false, 8),
+            ("DMABUF_FD_V2", 0x80084e8a, 138, Newest, false, false, 0),
+        ];
+        assert_eq!(COMMANDS.len(), want.len());
+        for (c, w) in COMMANDS.iter().zip(want) {
+            let got = (
+                c.name,
+                c.cmd,
+                c.nr,
+                c.since,
+                c.misc_fd_ok,
+                c.needs_attach,
+                c.arg_size,
+            );
+            assert_eq!(got, *w, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn marker_types_carry_value_and_argument() {
+        assert_eq!(
+            <cmd::MEM_ALLOC_V2MT as Ioctl>::CMD,
+            NEURON_IOCTL_MEM_ALLOC_V2MT
+        );
+        assert_eq!(<cmd::MEM_ALLOC_V2MT as Ioctl>::NAME, "MEM_ALLOC_V2MT");
+        assert_eq!(
+            size_of::<<cmd::MEM_ALLOC_V2MT as Ioctl>::Arg>(),
+            size_of::<structs::MemAllocV2MemType>()
+        );
+        assert_eq!(size_of::<<cmd::DMABUF_FD_V2 as Ioctl>::Arg>(), 0);
+        assert_eq!(size_of::<<cmd::DEVICE_RESET as Ioctl>::Arg>(), 0);
+        assert_eq!(
+            lookup(NEURON_IOCTL_DMABUF_FD_V2).map(|c| c.arg_type),
+            Some("Unpublished")
+        );
     }
 
     #[test]

@@ -120,9 +120,9 @@ pub fn run(
             .execute(&refs)
             .map_err(|e| Failure(1, format!("{stem}: {e}")))?;
         if host_profile {
-            emu.with_device(0, |d| d.set_host_profiling(true));
+            emu.set_host_profiling(0, true);
         }
-        let macs0 = emu.with_device(0, |d| d.stats().sgemm_macs).unwrap_or(0);
+        let macs0 = emu.stats(0).map_or(0, |s| s.sgemm_macs);
         let t = Instant::now();
         let mut dev_ps = 0;
         for _ in 0..repeat {
@@ -132,7 +132,7 @@ pub fn run(
                 .device_time_ps;
         }
         let wall = t.elapsed().as_secs_f64() / repeat as f64;
-        let macs = emu.with_device(0, |d| d.stats().sgemm_macs).unwrap_or(0) - macs0;
+        let macs = emu.stats(0).map_or(0, |s| s.sgemm_macs) - macs0;
         let floor = 2.0 * macs as f64 / repeat as f64 / rate;
         let prof_dir = profiles.map(Path::to_path_buf).unwrap_or_else(|| {
             path.parent()
@@ -159,7 +159,7 @@ pub fn run(
             floor_x
         );
         if host_profile {
-            if let Some(Some(p)) = emu.with_device(0, |d| d.host_profile().cloned()) {
+            if let Some(p) = emu.host_profile(0) {
                 print_host_profile(&p, repeat, wall);
             }
         }

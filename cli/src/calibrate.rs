@@ -216,10 +216,8 @@ fn emulated_body_ns(
     let ranges = body_ranges(neff)?;
     let bytes = std::fs::read(neff).map_err(|e| e.to_string())?;
     let (emu, dev) = crate::open_emulated(neuron_abi::arch::Arch::V3Trn2).map_err(|f| f.1)?;
-    emu.with_device(0, |d| {
-        d.set_cost(cost);
-        d.set_tracing(true);
-    });
+    emu.set_cost(0, cost);
+    emu.set_tracing(0, true);
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| e.to_string())?;
     let mut model = rt.load(&bytes, 0).map_err(|e| e.to_string())?;
     let data = crate::tensorio::builtin_inputs(model.inputs());
@@ -227,13 +225,13 @@ fn emulated_body_ns(
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
-    emu.with_device(0, |d| d.take_trace());
+    emu.take_trace(0);
     let exec_ns = model
         .execute(&refs)
         .map_err(|e| e.to_string())?
         .device_time_ps as f64
         / 1e3;
-    let trace = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
+    let trace = emu.take_trace(0);
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     for ev in trace.iter().filter(|e| e.nc == 0) {
         let Some(engine) = engine_of_track(&ev.track) else {

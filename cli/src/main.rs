@@ -279,7 +279,7 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         data.push((t.name.clone(), bytes));
     }
     if let (Some(emu), true) = (&emu, a.trace.is_some()) {
-        emu.with_device(0, |d| d.set_tracing(true));
+        emu.set_tracing(0, true);
     }
     let refs: Vec<(&str, &[u8])> = data
         .iter()
@@ -342,7 +342,7 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         wall.as_secs_f64() * 1e3
     );
     if let (Some(p), Some(emu)) = (&a.trace, &emu) {
-        let ev = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
+        let ev = emu.take_trace(0);
         trace::write_chrome_trace(p, &ev)
             .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
         println!(

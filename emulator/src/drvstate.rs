@@ -5,14 +5,17 @@
 use crate::chunks::Lifespan;
 use crate::{release_chunk_memory, DevState};
 use neuron_abi::arch::Arch;
-use neuron_abi::consts::{MemType, CINIT_STATE_INVALID, NDS_SLOTS_PER_DEVICE, NDS_SLOT_SIZE};
+use neuron_abi::consts::{
+    MemType, CINIT_STATE_INVALID, CRWL_MAX_NC_PER_DEVICE, DMA_ENG_STATE_NORMAL,
+    MAX_NEURON_DEVICE_COUNT, NDS_SLOTS_PER_DEVICE, NDS_SLOT_SIZE,
+};
 use neuron_abi::Errno;
 use std::collections::{HashMap, HashSet};
 
 /// Global NeuronCore slots of the CRWL range table: 64 devices × 8 cores.
-pub const CRWL_GLOBAL_SLOTS: usize = 64 * 8;
+pub const CRWL_GLOBAL_SLOTS: usize = (MAX_NEURON_DEVICE_COUNT * CRWL_MAX_NC_PER_DEVICE) as usize;
 /// `MAX_NC_PER_DEVICE`: the CRWL lock arrays are this long on every arch.
-pub const MAX_NC_PER_DEVICE: u32 = 8;
+pub const MAX_NC_PER_DEVICE: u32 = CRWL_MAX_NC_PER_DEVICE;
 /// Datastore header version this emulator writes after "nds\0" (project-defined).
 pub const NDS_VERSION: u32 = 1;
 
@@ -71,7 +74,7 @@ impl DrvState {
         DrvState {
             crwl: vec![Crwl::default(); MAX_NC_PER_DEVICE as usize],
             cinit: vec![CINIT_STATE_INVALID; arch.nc_count() as usize],
-            eng_state: vec![2; arch.dma_engines() as usize],
+            eng_state: vec![DMA_ENG_STATE_NORMAL; arch.dma_engines() as usize],
             ds: vec![DsEntry::default(); NDS_SLOTS_PER_DEVICE as usize],
             ds_tick: 1,
             async_last: vec![-1; arch.nc_count() as usize],

@@ -11,14 +11,14 @@
 
 mod arena;
 mod chunks;
-mod dispatch;
+mod driver;
 mod drvstate;
 pub mod envconfig;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod uaccess;
 
-pub use dispatch::{pci_bdf, BAR0_KVA, REVISION};
+pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
 
 use arena::Arena;
 use chunks::{ChunkTable, Lifespan};
@@ -328,7 +328,9 @@ impl Emulator {
         })
     }
 
-    /// Run `f` on device `index`'s model (for tools and tests: traces, statistics, faults).
+    /// Run `f` on device `index`'s model. A test hook: tools use the typed queries of
+    /// [`control`].
+    #[doc(hidden)]
     pub fn with_device<R>(&self, index: usize, f: impl FnOnce(&mut Device) -> R) -> Option<R> {
         let sh = self.devices.get(index)?;
         let mut g = sh.lock();
@@ -394,8 +396,12 @@ impl DeviceFile for EmuFile {
         if !self.misc {
             claim_mail(&self.sh);
         }
+        let caller = Caller {
+            pid: self.pid,
+            mem: &uaccess::OwnProcess,
+        };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            dispatch::ioctl(self, cmd, arg as u64)
+            driver::ioctl(&self.sh, self.misc, &caller, cmd, arg as u64)
         }))
         .unwrap_or(Err(Errno::EIO));
         let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
@@ -619,3 +625,5 @@ fn process_exit(g: &mut DevState, arch: Arch, pid: u32) {
         }
     }
 }
+
+pub mod control;
