@@ -187,11 +187,11 @@ pub fn run_once(
         }
     }
     if trace.is_some() {
-        emu.with_device(0, |d| d.set_tracing(true));
+        emu.set_tracing(0, true);
     }
     let r = load_and_execute(neff, dev, timeout, &armed);
     if let Some(p) = trace {
-        let ev = emu.with_device(0, |d| d.take_trace()).unwrap_or_default();
+        let ev = emu.take_trace(0);
         if let Err(e) = crate::trace::write_chrome_trace(p, &ev) {
             eprintln!("neuron-emu: cannot write {}: {e}", p.display());
         }

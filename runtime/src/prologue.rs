@@ -51,6 +51,7 @@ pub struct Place {
 
 /// Semaphore page of a TPB window (`abi::tpb::SEMAPHORE_PAGE`).
 const SEM_PAGE: u64 = neuron_abi::tpb::SEMAPHORE_PAGE;
+use neuron_abi::consts::{SEMA_PAGE_SEM_INC, SEMA_REG_STRIDE};
 
 /// Per-engine table block offset in a TPB window (AWS's layout, kept; these stores sit in the
 /// block `$R[3] == 0` skips and are never executed by this runtime).
@@ -295,7 +296,10 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
     a.round(e);
     if e == Engine::Pe {
         // The core-to-core handshake: +1 on the peer's $S[1], wait for the peer's +1 on ours.
-        a.w(b::write(&[(p.peer_tpb + SEM_PAGE + 0x1800 + 4, 1)]));
+        a.w(b::write(&[(
+            p.peer_tpb + SEM_PAGE + SEMA_PAGE_SEM_INC + SEMA_REG_STRIDE,
+            1,
+        )]));
         a.w(es((1, 5, 1), 0x14, 1, 1));
     }
     // The last round's closing DRAIN is NEFF word 0.

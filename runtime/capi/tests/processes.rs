@@ -111,8 +111,14 @@ fn reset_cores_at_init_unless_disabled() {
         pid: 5001,
     };
     let set_sem = || {
-        emu.with_device(0, |d| d.reg_write(0, 0x1400 + 4 * 7, 42))
-            .expect("device")
+        emu.with_device(0, |d| {
+            d.reg_write(
+                0,
+                neuron_abi::consts::SEMA_PAGE_SEM_SET + neuron_abi::consts::SEMA_REG_STRIDE * 7,
+                42,
+            )
+        })
+        .expect("device")
     };
     let sem = || {
         emu.with_device(0, |d| d.regs(0).map(|r| r.sem(7)))
