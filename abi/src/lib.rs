@@ -10,6 +10,7 @@
 //! * [`notify`]: this project's notification-queue entry format (**not** defined by the driver).
 //! * [`device`]: the [`DeviceFile`] seam between a runtime and a device.
 
+pub mod addr;
 pub mod arch;
 pub mod consts;
 pub mod device;
