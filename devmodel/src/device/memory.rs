@@ -49,7 +49,7 @@ impl Device {
         let slot = slot.unwrap_or(self.host.len());
         let dev = pa | self.host_bit();
         // A zero-length region answers no address, so it has no range.
-        if region.len() > 0 {
+        if !region.is_empty() {
             let t = Target::Host(slot as u32);
             if self
                 .map
