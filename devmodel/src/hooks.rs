@@ -13,13 +13,14 @@
 //! (poking memory, posting an error) does not call hooks again.
 
 use crate::addrmap::Target;
+use crate::arch::tpb;
 use crate::device::{Device, MemError};
 use crate::fault::FaultKind;
 use crate::time::Ps;
 use neuron_abi::notify::NotifyKind;
 use neuron_abi::udma::UdmaDesc;
 use neuron_isa::cayman::{CaymanInstr, WORD};
-use neuron_isa::{Engine, SemUpdate};
+use neuron_isa::{Engine, SemUpdate, Space};
 
 /// Where in the device a hook is called from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +217,15 @@ impl HookCtx<'_> {
         b.iter_mut().zip(mask).for_each(|(v, m)| *v ^= m);
         self.dev.write(addr, &b)
     }
+    /// The device address of byte `offset` of partition `partition` of core `nc`'s SBUF or
+    /// PSUM (to alter an instruction's result region).
+    pub fn window_addr(&self, nc: usize, space: Space, partition: u64, offset: u64) -> u64 {
+        let (base, stride) = match space {
+            Space::Sbuf => (tpb::SBUF, tpb::SBUF_PARTITION_STRIDE),
+            Space::Psum => (tpb::PSUM, tpb::PSUM_PARTITION_STRIDE),
+        };
+        self.dev.profile().tpb_base(nc) + base + partition * stride + offset
+    }
     /// Stop engine `e` of core `nc` for good (no fault; it neither issues nor completes).
     pub fn hang_engine(&mut self, nc: usize, e: Engine) {
         self.dev.hang_engine(nc, e);
@@ -260,7 +270,7 @@ impl std::fmt::Debug for Installed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::{tpb, ArchProfile};
+    use crate::arch::ArchProfile;
     use crate::device::EngineState;
     use neuron_isa::cayman::build as b;
     use std::sync::{Arc, Mutex};
@@ -292,7 +302,9 @@ mod tests {
     /// Records each call; `alter` decides what to do.
     struct Rec {
         log: Log,
-        drop_sem: Option<u8>,
+        sem: Option<(u8, SemAction)>,
+        desc: Option<DescAction>,
+        after: Option<(u64, Ps)>,
         corrupt_pc: Option<u32>,
         timer_at: Option<Ps>,
         watch: bool,
@@ -306,7 +318,9 @@ mod tests {
         fn new(log: &Log) -> Rec {
             Rec {
                 log: log.clone(),
-                drop_sem: None,
+                sem: None,
+                desc: None,
+                after: None,
                 corrupt_pc: None,
                 timer_at: None,
                 watch: false,
@@ -341,23 +355,38 @@ mod tests {
         }
         fn after_execute(&mut self, ctx: &mut HookCtx<'_>, w: &CaymanInstr) -> Ps {
             self.note(format!("done pc{} {}", ctx.site.pc, w.opcode.name()));
-            Ps::ZERO
+            match self.after {
+                // A NaN into SBUF partition `p`, and the engine held busy longer.
+                Some((p, extra)) => {
+                    let at = ctx.window_addr(ctx.site.nc, Space::Sbuf, p, 0x40);
+                    ctx.poke(at, &f32::NAN.to_le_bytes()).expect("SBUF");
+                    extra
+                }
+                None => Ps::ZERO,
+            }
         }
         fn before_descriptor(
             &mut self,
             ctx: &mut HookCtx<'_>,
             tx: &mut UdmaDesc,
-            _rx: &mut UdmaDesc,
+            rx: &mut UdmaDesc,
         ) -> DescAction {
             self.note(format!("desc {:?} {}", ctx.site.queue, tx.len()));
-            DescAction::Proceed
+            match self.desc.take() {
+                // Redirect the destination 0x100 bytes further.
+                Some(DescAction::Proceed) => {
+                    rx.buf_ptr += 0x100;
+                    DescAction::Proceed
+                }
+                Some(a) => a,
+                None => DescAction::Proceed,
+            }
         }
         fn on_sem_update(&mut self, _ctx: &mut HookCtx<'_>, u: &mut SemUpdate) -> SemAction {
             self.note(format!("sem {:?} {}", u.op, u.index));
-            if self.drop_sem == Some(u.index) {
-                SemAction::Drop
-            } else {
-                SemAction::Apply
+            match self.sem {
+                Some((i, a)) if i == u.index => a,
+                _ => SemAction::Apply,
             }
         }
         fn on_notify(&mut self, _ctx: &mut HookCtx<'_>, n: &mut Notice) -> NotifyAction {
@@ -428,14 +457,16 @@ mod tests {
         assert!(!logged(&log).iter().any(|l| l.starts_with("mem")));
     }
 
-    /// A lost semaphore update leaves the engine that waits for it blocked.
+    /// A lost semaphore update leaves the engine that waits for it blocked; a duplicated one
+    /// counts twice.
     #[test]
     fn a_dropped_semaphore_update_blocks_the_waiter() {
-        for drop in [false, true] {
+        for action in [SemAction::Apply, SemAction::Drop, SemAction::Duplicate] {
+            let drop = action == SemAction::Drop;
             let mut dev = trn2();
             let log = Log::default();
             let mut h = Rec::new(&log);
-            h.drop_sem = drop.then_some(3);
+            h.sem = Some((3, action));
             dev.set_hooks(Some(Box::new(h)));
             // Act: $S[3]++. Pool: wait $S[3] >= 1, then $S[4]++.
             feed(
@@ -456,7 +487,8 @@ mod tests {
                 assert!(matches!(pool.state, EngineState::Blocked(_)), "{pool:?}");
                 assert!(dev.waiting());
             } else {
-                assert_eq!((regs.sem(3), regs.sem(4)), (1, 1));
+                let twice = (action == SemAction::Duplicate) as i32;
+                assert_eq!((regs.sem(3), regs.sem(4)), (1 + twice, 1));
                 assert_eq!(pool.state, EngineState::Idle);
             }
         }
@@ -585,5 +617,64 @@ mod tests {
         assert_eq!(n, 1, "only pc 0's NOTIFY");
         assert!(!dev.busy() && dev.faults().is_empty());
         assert_eq!(dev.status().cores[0].engines[0].state, EngineState::Hung);
+    }
+
+    /// A descriptor can be altered (its destination moved), delayed, or turned into a queue
+    /// abort.
+    #[test]
+    fn descriptors_can_be_altered_delayed_or_aborted() {
+        let run = |a: DescAction| {
+            let mut dev = trn2();
+            let mut h = Rec::new(&Log::default());
+            h.desc = Some(a);
+            dev.set_hooks(Some(Box::new(h)));
+            dev.write(0x20_0000, &[5; 8]).expect("src");
+            dma(&mut dev, 0x20_0000, 0x30_0000, 8);
+            dev.run(100);
+            let (mut at, mut moved) = ([0u8; 8], [0u8; 8]);
+            dev.read(0x30_0000, &mut at).expect("dst");
+            dev.read(0x30_0100, &mut moved).expect("moved dst");
+            (at, moved, dev)
+        };
+        let (at, moved, dev) = run(DescAction::Proceed);
+        assert_eq!(
+            (at, moved),
+            ([0; 8], [5; 8]),
+            "the altered RX address was used"
+        );
+        assert!(dev.faults().is_empty());
+        let (at, _, dev) = run(DescAction::Delay(Ps(2_000_000)));
+        assert_eq!(at, [5; 8]);
+        assert!(dev.now() >= Ps(2_000_000), "consumed late: {}", dev.now());
+        let (at, _, dev) = run(DescAction::Abort("injected".into()));
+        assert_eq!(at, [0; 8]);
+        let f = dev.faults().first().expect("abort");
+        assert_eq!((f.kind, f.engine), (FaultKind::DmaAbort, None));
+        assert!(f.detail.contains("injected"), "{}", f.detail);
+        assert!(dev.dma_queue_state(0, 0).expect("queue").aborted);
+    }
+
+    /// After a word executes the hook may alter its results and keep the engine busy longer.
+    #[test]
+    fn after_execute_alters_results_and_timing() {
+        let words = [b::event_semaphore((0, 0, 0), 0x13, 1, 0), b::notify(1)];
+        let run = |after: Option<(u64, Ps)>| {
+            let mut dev = trn2();
+            let mut h = Rec::new(&Log::default());
+            h.after = after;
+            dev.set_hooks(Some(Box::new(h)));
+            dev.set_tracing(true);
+            feed(&mut dev, Engine::Act, &words);
+            dev.run(100);
+            let trace = dev.take_trace();
+            (trace[0].dur, trace[1].start, dev)
+        };
+        let (dur, next, _) = run(None);
+        let (dur2, next2, dev) = run(Some((9, Ps(1_000_000))));
+        assert_eq!((dur2, next2), (dur + Ps(1_000_000), next + Ps(1_000_000)));
+        let mut v = [0u8; 4];
+        let at = dev.profile().tpb_base(0) + 9 * tpb::SBUF_PARTITION_STRIDE + 0x40;
+        dev.read(at, &mut v).expect("SBUF");
+        assert!(f32::from_le_bytes(v).is_nan());
     }
 }
