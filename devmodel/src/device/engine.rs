@@ -42,7 +42,7 @@ pub(super) struct Inflight {
 }
 
 #[derive(Debug)]
-pub(super) struct EngineState {
+pub(super) struct Sequencer {
     pub(super) ibuf: Vec<u8>,
     pub(super) consumed: usize,
     pub(super) pc: u32,
@@ -63,9 +63,9 @@ pub(super) struct EngineState {
     pub(super) outstanding: u32,
 }
 
-impl EngineState {
+impl Sequencer {
     pub(super) fn new() -> Self {
-        EngineState {
+        Sequencer {
             ibuf: Vec::new(),
             consumed: 0,
             pc: 0,

@@ -102,7 +102,7 @@ impl Ev {
 struct Core {
     mem: CoreMem,
     regs: Arc<RegPage>,
-    engines: Vec<engine::EngineState>,
+    engines: Vec<engine::Sequencer>,
     nqs: HashMap<(u8, u8), notify::Nq>,
     scratch: Scratch,
     pe: crate::cayman_exec::PeState,
@@ -115,7 +115,7 @@ impl Core {
         Core {
             mem: CoreMem::new(profile),
             regs: Arc::new(RegPage::new()),
-            engines: (0..ENGINES).map(|_| engine::EngineState::new()).collect(),
+            engines: (0..ENGINES).map(|_| engine::Sequencer::new()).collect(),
             nqs: HashMap::new(),
             scratch: Scratch::default(),
             pe: Default::default(),
@@ -306,10 +306,11 @@ impl Device {
                     self.update_sem(nc, None, 0, u);
                 }
                 Ev::Update(nc, e, u) => {
+                    let mut pc = 0;
                     if let Some(st) = self.cores.get_mut(nc).and_then(|c| c.engines.get_mut(e)) {
                         st.outstanding = st.outstanding.saturating_sub(1);
+                        pc = st.pc;
                     }
-                    let pc = self.cores[nc].engines[e].pc;
                     self.update_sem(nc, Some(e), pc, u);
                 }
                 Ev::Notice(n) => self.post_notice(n),
@@ -324,7 +325,7 @@ impl Device {
         let Some(c) = self.cores.get_mut(nc) else {
             return;
         };
-        c.engines = (0..ENGINES).map(|_| engine::EngineState::new()).collect();
+        c.engines = (0..ENGINES).map(|_| engine::Sequencer::new()).collect();
         c.mem.clear();
         c.regs.reset();
         c.nqs.clear();
