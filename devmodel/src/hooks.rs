@@ -109,7 +109,10 @@ pub enum Dir {
     Write,
 }
 
-/// One memory access by a DMA or an engine instruction (`WRITE`, `TENSOR_LOAD`, DGE table).
+/// One memory access: by a DMA (descriptor data, DMA_DIRECT2D runs), by an engine's WRITE or
+/// TENSOR_LOAD, or one partition's share of a data-path word's SBUF/PSUM operand (reads
+/// reported before the word executes, writes after it; `offset`/`len` are the partition's
+/// bytes the operand spans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemAccess {
     pub dir: Dir,
@@ -160,8 +163,10 @@ pub trait DeviceHooks: Send {
     }
 
     /// A DMA or engine memory access (only while [`HookCtx::watch_memory`] is on). For a
-    /// read `data` holds what was read; for a write, what is about to be written. Either
-    /// may be altered (bit flips, stuck-at bits).
+    /// DMA or WRITE/TENSOR_LOAD read `data` holds what was read (changes affect only what
+    /// the reader gets); for their writes, what is about to be written. For a data-path
+    /// operand `data` is the memory's bytes, and changes land in memory (bit flips, stuck-at
+    /// bits).
     fn on_mem_access(
         &mut self,
         _ctx: &mut HookCtx<'_>,
@@ -171,7 +176,8 @@ pub trait DeviceHooks: Send {
         MemAction::Proceed
     }
 
-    /// A timer asked for with [`HookCtx::set_timer`] is due (at exactly the asked time).
+    /// A timer asked for with [`HookCtx::set_timer`] is due (at exactly the asked time; a
+    /// timer outlives the hook that asked for it and goes to the hook installed then).
     fn on_timer(&mut self, _ctx: &mut HookCtx<'_>, _token: u64) {}
 
     /// An ioctl `cmd` from process `pid` arrives (called by the emulator before it handles
@@ -676,5 +682,62 @@ mod tests {
         let at = dev.profile().tpb_base(0) + 9 * tpb::SBUF_PARTITION_STRIDE + 0x40;
         dev.read(at, &mut v).expect("SBUF");
         assert!(f32::from_le_bytes(v).is_nan());
+    }
+
+    /// Watching memory also reports a data-path word's SBUF/PSUM operands, one access per
+    /// partition: LDWEIGHTS reads its rows, MATMUL reads its moving tensor and writes PSUM;
+    /// a failed read faults the engine as an out-of-bounds access.
+    #[test]
+    fn memory_hooks_see_engine_operands() {
+        use neuron_isa::cayman::Namespace;
+        let hex = |s: &str| -> [u8; WORD] {
+            let v: Vec<u8> = (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+                .collect();
+            let w: [u8; WORD] = v.try_into().expect("64 bytes");
+            CaymanInstr::decode(Namespace::Neff, &w)
+                .with_namespace(Namespace::Loaded)
+                .encode()
+        };
+        // akc-fused_bf16_s512 sg00 PE pc 71/72 (as in kbuild's corpus test): a transposing
+        // LDWEIGHTS of 128 rows and the MATMUL against it.
+        let ldw = hex("01100000000000000000000000000000fe730300ffff0000e0ff2000010004000600010000008080000000000f0f000000000000000000000000000000000000");
+        let mm = hex("02100000000013050000000000000000007e03000100000000008000010001000600010000008080000000030f0f000000010002010000000000800001000100");
+        let log = Log::default();
+        let mut dev = trn2();
+        let mut h = Rec::new(&log);
+        h.watch = true;
+        dev.set_hooks(Some(Box::new(h)));
+        feed(&mut dev, Engine::Pe, &[ldw, mm]);
+        dev.run(100);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let l = logged(&log);
+        let count = |p: &str| l.iter().filter(|s| s.starts_with(p)).count();
+        assert_eq!(count("mem Read Sbuf(0) 256"), 2 * 128, "{l:?}");
+        assert!(count("mem Write Psum(0)") > 0, "{l:?}");
+        let first_write = l
+            .iter()
+            .position(|s| s.starts_with("mem Write"))
+            .expect("write");
+        let mm_done = l
+            .iter()
+            .position(|s| s == "done pc1 MATMUL")
+            .expect("matmul");
+        assert!(
+            first_write < mm_done,
+            "writes are reported before after_execute"
+        );
+
+        let mut dev = trn2();
+        let mut h = Rec::new(&Log::default());
+        h.watch = true;
+        h.fail_reads = true;
+        dev.set_hooks(Some(Box::new(h)));
+        feed(&mut dev, Engine::Pe, &[ldw, mm]);
+        dev.run(100);
+        let f = dev.faults().first().expect("fault");
+        assert_eq!((f.kind, f.pc), (FaultKind::OutOfBounds, 0));
+        assert!(f.detail.contains("uncorrectable"), "{}", f.detail);
     }
 }

@@ -15,7 +15,7 @@ use crate::gemm::View;
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, is_identity, transpose, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, f32_view, gather, offsets, scatter, span};
+use pattern::{copy_bits, extent, f32_view, gather, offsets, scatter, span};
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
 #[derive(Debug, Default, Clone)]
@@ -89,6 +89,75 @@ fn unary(ci: &CaymanInstr) -> Result<Unary, OpFault> {
         ddt: need(ci.dtype("dst_dtype"), ci, "dst_dtype")?,
         ch: need(ci.u("channels"), ci, "channels")? as usize,
     })
+}
+
+/// One SBUF/PSUM operand of a word: bytes `[lo, hi)` of each of its first `channels`
+/// partitions (for memory-access hooks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operand {
+    pub write: bool,
+    pub space: Space,
+    pub channels: usize,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// The SBUF/PSUM operands a data-path word reads and writes, as its fields name them (bias
+/// and scalar-pointer operands left out). Operands that do not decode or lie outside their
+/// memory are left out too: the word faults when it executes.
+pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
+    let pair = ci.u("dtype_pair").unwrap_or(0) as u8;
+    let nibble = |n: u8| Dtype::from_code(n);
+    let ch = ci.u("channels").map(|c| c as usize);
+    let out_dt = |dt: Option<Dtype>| match dt {
+        Some(d) if pe.transpose && d.size() == 2 => Some(d),
+        _ => Some(Dtype::F32),
+    };
+    // (field, dtype, partitions, written)
+    let list: Vec<(&str, Option<Dtype>, Option<usize>, bool)> = match ci.opcode {
+        Opcode::Ldweights => vec![(
+            "src",
+            ci.dtype("src_dtype"),
+            ci.u("rows").map(|r| r as usize),
+            false,
+        )],
+        Opcode::Matmul => vec![
+            ("src", ci.dtype("src_dtype"), Some(pe.k), false),
+            ("dst", out_dt(ci.dtype("src_dtype")), Some(pe.m), true),
+        ],
+        Opcode::Activate => vec![
+            ("src", nibble(pair & 0xf), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::Copy
+        | Opcode::Cast
+        | Opcode::Reciprocal
+        | Opcode::TensorReduce
+        | Opcode::TensorScalar => vec![
+            ("src", ci.dtype("src_dtype"), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::TensorTensor => vec![
+            ("src0", nibble(pair >> 4), ch, false),
+            ("src1", nibble(pair & 0xf), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::Memset => vec![("dst", ci.dtype("dtype"), ch, true)],
+        _ => Vec::new(),
+    };
+    list.into_iter()
+        .filter_map(|(field, dt, channels, write)| {
+            let (ap, dt, channels) = (ci.ap(field)?, dt?, channels?);
+            let (space, lo, hi) = extent(mem, &ap, dt, channels).ok()?;
+            Some(Operand {
+                write,
+                space,
+                channels,
+                lo,
+                hi,
+            })
+        })
+        .collect()
 }
 
 /// Execute one loaded word on a core.

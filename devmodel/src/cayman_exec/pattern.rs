@@ -98,6 +98,21 @@ pub(super) fn span(
     })
 }
 
+/// The bytes `[lo, hi)` of each of `channels` partitions that a pattern touches (checked as
+/// [`span`] checks them), and its memory.
+pub(super) fn extent(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<(Space, u64, u64), OpFault> {
+    let sp = span(mem, ap, dt, channels)?;
+    let lo = sp.offs.iter().min().copied().unwrap_or(0) * sp.es + sp.base;
+    let hi = sp.offs.iter().max().copied().unwrap_or(0) * sp.es + sp.base + sp.es;
+    // span() refused negative or out-of-partition bytes.
+    Ok((sp.space, lo.max(0) as u64, hi.max(0) as u64))
+}
+
 /// Read `channels` partitions of an access pattern as f32, partition-major.
 pub(super) fn gather(
     mem: &CoreMem,

@@ -209,7 +209,25 @@ impl Device {
         };
         let name = ci.opcode.static_name();
         let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
-        let (cycles, latency) = match self.execute_real(nc, e, pc, &ci) {
+        // Memory-access hooks see a data-path word's operands: reads before, writes after.
+        let ops = if self.mem_watch && self.hooks.0.is_some() {
+            let c = &self.cores[nc];
+            crate::cayman_exec::operands(&ci, &c.mem, &c.pe)
+        } else {
+            Vec::new()
+        };
+        let site = self.site(nc, Some(engine), pc, opcode);
+        let run = |dev: &mut Device| {
+            if !ops.is_empty() {
+                dev.report_operands(site, &ops, false)?;
+            }
+            let r = dev.execute_real(nc, e, pc, &ci)?;
+            if !ops.is_empty() {
+                dev.report_operands(site, &ops, true)?;
+            }
+            Ok(r)
+        };
+        let (cycles, latency) = match run(self) {
             Ok(r) => r,
             Err(f) => {
                 self.cores[nc].engines[e].status = EngStatus::Faulted;

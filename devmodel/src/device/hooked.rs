@@ -3,9 +3,13 @@
 //! hook-aware memory accesses of DMAs and engines, timers and ioctls.
 
 use super::{Device, Ev, MemError};
+use crate::addrmap::Target;
+use crate::arch::tpb;
+use crate::cayman_exec::Operand;
+use crate::fault::OpFault;
 use crate::hooks::{DeviceHooks, Dir, HookCtx, MemAccess, MemAction, Site};
 use crate::time::Ps;
-use neuron_isa::Engine;
+use neuron_isa::{Engine, Space};
 
 impl Device {
     /// Install (or, with `None`, remove) the device's hooks. An installed hook's
@@ -125,5 +129,59 @@ impl Device {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Report a data-path word's SBUF/PSUM operands of one direction to the memory hook, one
+    /// call per partition, with the memory's bytes; what the hook changes lands in memory.
+    pub(super) fn report_operands(
+        &mut self,
+        site: Site,
+        ops: &[Operand],
+        write: bool,
+    ) -> Result<(), OpFault> {
+        let nc = site.nc;
+        let mut buf = Vec::new();
+        for op in ops.iter().filter(|o| o.write == write) {
+            let (target, base, stride) = match op.space {
+                Space::Sbuf => (
+                    Target::Sbuf(nc as u8),
+                    tpb::SBUF,
+                    tpb::SBUF_PARTITION_STRIDE,
+                ),
+                Space::Psum => (
+                    Target::Psum(nc as u8),
+                    tpb::PSUM,
+                    tpb::PSUM_PARTITION_STRIDE,
+                ),
+            };
+            let window = self.profile.tpb_base(nc) + base;
+            let len = op.hi - op.lo;
+            for p in 0..op.channels as u64 {
+                let offset = p * stride + op.lo;
+                let r = offset as usize..(offset + len) as usize;
+                let Some(bytes) = self.cores[nc].mem.bytes(op.space).get(r.clone()) else {
+                    continue;
+                };
+                buf.clear();
+                buf.extend_from_slice(bytes);
+                let a = MemAccess {
+                    dir: if write { Dir::Write } else { Dir::Read },
+                    target,
+                    offset,
+                    addr: window + offset,
+                    len,
+                };
+                if self.mem_hook(site, &a, &mut buf).is_err() {
+                    return Err(OpFault::oob(format!(
+                        "{:?} partition {p} bytes {}..{}: uncorrectable memory error",
+                        op.space, op.lo, op.hi
+                    )));
+                }
+                if let Some(m) = self.cores[nc].mem.bytes_mut(op.space).get_mut(r) {
+                    m.copy_from_slice(&buf);
+                }
+            }
+        }
+        Ok(())
     }
 }
