@@ -6,7 +6,7 @@ use super::{Device, Ev, MAX_PENDING_INSTR_BYTES};
 use crate::addrmap::Target;
 use crate::arch::tpb;
 use crate::hostmem::HostRegion;
-use neuron_abi::addr::DevAddr;
+use neuron_abi::addr::{BusAddr, DevAddr};
 use neuron_isa::{Engine, Space};
 use std::fmt;
 
@@ -47,15 +47,11 @@ impl Device {
         let p = region.as_ptr();
         let slot = self.host.iter().position(Option::is_none);
         let slot = slot.unwrap_or(self.host.len());
-        let dev = pa | self.host_bit();
+        let dev = BusAddr(pa).to_dev(self.profile.arch);
         // A zero-length region answers no address, so it has no range.
         if !region.is_empty() {
             let t = Target::Host(slot as u32);
-            if self
-                .map
-                .insert(DevAddr(dev), region.len() as u64, t)
-                .is_err()
-            {
+            if self.map.insert(dev, region.len() as u64, t).is_err() {
                 return Err(region);
             }
         }
@@ -87,16 +83,12 @@ impl Device {
     pub fn remove_host_region(&mut self, pa: u64) {
         if let Some(s) = self.host_slot(pa) {
             self.host[s] = None;
-            self.map.remove(DevAddr(pa | self.host_bit()));
+            self.map.remove(BusAddr(pa).to_dev(self.profile.arch));
         }
     }
     pub fn host_region_ptr(&self, pa: u64) -> Option<*mut u8> {
         let s = self.host_slot(pa)?;
         self.host[s].as_ref().map(|(_, r)| r.as_ptr())
-    }
-
-    pub(super) fn host_bit(&self) -> u64 {
-        self.profile.arch.host_base_bit()
     }
 
     fn host_at(&self, slot: u32) -> Option<&HostRegion> {
@@ -123,7 +115,7 @@ impl Device {
 
     /// The error for an access no single target holds, named by where it points.
     fn unmapped(&self, addr: u64, len: u64, write: bool) -> MemError {
-        let reason = if addr & self.host_bit() != 0 {
+        let reason = if DevAddr(addr).is_host(self.profile.arch) {
             "no host memory chunk there"
         } else if self.profile.tpb_of(addr).is_some() {
             if write {

@@ -106,7 +106,7 @@ impl Device {
                 r.store_u32_release(off as usize, e.word0);
                 return;
             }
-        } else if addr & self.host_bit() == 0
+        } else if !neuron_abi::addr::DevAddr(addr).is_host(self.profile.arch)
             && self.write(addr + 4, &bytes[4..]).is_ok()
             && self.write(addr, &bytes[..4]).is_ok()
         {
