@@ -11,6 +11,7 @@
 //! * [`device`]: the [`DeviceFile`] seam between a runtime and a device.
 //! * [`backend`]: the C ABI of a loadable device backend (how libnrt.so reaches the emulator).
 
+pub mod addr;
 pub mod arch;
 pub mod backend;
 pub mod consts;

@@ -1,6 +1,7 @@
 //! The Neuron device model: arch profiles, memories, engines, DMA, semaphores, notification
 //! queues, and the discrete-event scheduler that runs them. No OS calls.
 
+pub mod addrmap;
 pub mod arch;
 pub mod calib;
 pub mod cayman_exec;
@@ -10,11 +11,17 @@ pub mod fastmath;
 pub mod fault;
 mod gemm;
 pub mod hbm;
+pub mod hooks;
 pub mod hostmem;
 pub mod regs;
+pub mod sched;
+pub mod stats;
 pub mod time;
 
 pub use arch::ArchProfile;
-pub use device::{Device, DmaError, HostProfile, MemError, QueueState, Stats, TraceEvent};
+pub use device::{
+    Device, DeviceStatus, DmaError, HostProfile, MemError, QueueState, Stats, TraceEvent,
+};
 pub use fault::{Fault, FaultKind};
+pub use hooks::DeviceHooks;
 pub use time::Ps;

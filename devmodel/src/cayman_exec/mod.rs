@@ -1,0 +1,507 @@
+//! Executing real trn2 ("cayman") words, as decoded by `neuron_isa::cayman`.
+//!
+//! Semantics are this project's reading of the evidence (`docs/isa/cayman.md`, the profiles,
+//! and the numbers the real kernels must produce: `fixtures/real-golden/`); each rule below says
+//! what it rests on. Access patterns: a byte offset in each partition (bit 25 = PSUM), then up
+//! to four `[step, num]` dimensions in elements, innermost first; `channels` partitions from 0
+//! (`pattern`); the arithmetic is in `alu`.
+
+mod alu;
+mod pattern;
+
+use crate::core::{CoreMem, Scratch};
+use crate::fault::OpFault;
+use crate::gemm::View;
+use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, is_identity, transpose, Alu};
+use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
+use neuron_isa::{Dtype, Space};
+use pattern::{copy_bits, extent, f32_view, gather, offsets, scatter, span};
+
+/// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
+#[derive(Debug, Default, Clone)]
+pub struct PeState {
+    pub w: Vec<f32>,
+    pub k: usize,
+    pub m: usize,
+    pub loaded: bool,
+    /// The last LDWEIGHTS was in transpose mode (bit-exact data movement).
+    pub transpose: bool,
+    /// No MATMUL has used the weights since they were loaded (the cost model charges an
+    /// LDWEIGHTS + MATMUL pair as one interval).
+    pub fresh: bool,
+}
+
+/// A DMA the instruction starts (run by the device's DMA model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dma2d {
+    pub src: DmaAddr,
+    pub src_step: [u64; 2],
+    pub src_num: [u64; 2],
+    pub src_elem: u64,
+    pub dst: DmaAddr,
+    pub dst_step: [u64; 2],
+    pub dst_num: [u64; 2],
+    pub dst_elem: u64,
+    pub in_dtype: Option<Dtype>,
+    pub out_dtype: Option<Dtype>,
+    pub semaphore: u8,
+    pub increment: u32,
+}
+
+/// What executing a word did.
+#[derive(Debug)]
+pub enum Exec {
+    /// Data path done: elements streamed per partition (for the cost model) and the
+    /// multiply-adds run through the host SGEMM (for host-cost accounting).
+    Done { elems: u64, sgemm_macs: u64 },
+    /// Start a DMA.
+    Dma(Dma2d),
+}
+
+fn need<T>(v: Option<T>, ci: &CaymanInstr, what: &str) -> Result<T, OpFault> {
+    v.ok_or_else(|| {
+        OpFault::bad(format!(
+            "{}: missing or malformed field '{what}'",
+            ci.opcode.name()
+        ))
+    })
+}
+
+/// Columns of the PE array.
+const PE_COLUMNS: usize = 128;
+/// Moving-tensor elements per partition one MATMUL may stream: one 2 KiB PSUM bank of fp32.
+const MAX_MOVING: usize = 512;
+
+/// The operands every one-source elementwise instruction names.
+struct Unary {
+    src: AccessPattern,
+    dst: AccessPattern,
+    sdt: Dtype,
+    ddt: Dtype,
+    ch: usize,
+}
+
+fn unary(ci: &CaymanInstr) -> Result<Unary, OpFault> {
+    Ok(Unary {
+        src: need(ci.ap("src"), ci, "src")?,
+        dst: need(ci.ap("dst"), ci, "dst")?,
+        sdt: need(ci.dtype("src_dtype"), ci, "src_dtype")?,
+        ddt: need(ci.dtype("dst_dtype"), ci, "dst_dtype")?,
+        ch: need(ci.u("channels"), ci, "channels")? as usize,
+    })
+}
+
+/// One SBUF/PSUM operand of a word: bytes `[lo, hi)` of each of its first `channels`
+/// partitions (for memory-access hooks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operand {
+    pub write: bool,
+    pub space: Space,
+    pub channels: usize,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// The SBUF/PSUM operands a data-path word reads and writes, as its fields name them (bias
+/// and scalar-pointer operands left out). Operands that do not decode or lie outside their
+/// memory are left out too: the word faults when it executes.
+pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
+    let pair = ci.u("dtype_pair").unwrap_or(0) as u8;
+    let nibble = |n: u8| Dtype::from_code(n);
+    let ch = ci.u("channels").map(|c| c as usize);
+    let out_dt = |dt: Option<Dtype>| match dt {
+        Some(d) if pe.transpose && d.size() == 2 => Some(d),
+        _ => Some(Dtype::F32),
+    };
+    // (field, dtype, partitions, written)
+    let list: Vec<(&str, Option<Dtype>, Option<usize>, bool)> = match ci.opcode {
+        Opcode::Ldweights => vec![(
+            "src",
+            ci.dtype("src_dtype"),
+            ci.u("rows").map(|r| r as usize),
+            false,
+        )],
+        Opcode::Matmul => vec![
+            ("src", ci.dtype("src_dtype"), Some(pe.k), false),
+            ("dst", out_dt(ci.dtype("src_dtype")), Some(pe.m), true),
+        ],
+        Opcode::Activate => vec![
+            ("src", nibble(pair & 0xf), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::Copy
+        | Opcode::Cast
+        | Opcode::Reciprocal
+        | Opcode::TensorReduce
+        | Opcode::TensorScalar => vec![
+            ("src", ci.dtype("src_dtype"), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::TensorTensor => vec![
+            ("src0", nibble(pair >> 4), ch, false),
+            ("src1", nibble(pair & 0xf), ch, false),
+            ("dst", ci.dtype("dst_dtype"), ch, true),
+        ],
+        Opcode::Memset => vec![("dst", ci.dtype("dtype"), ch, true)],
+        _ => Vec::new(),
+    };
+    list.into_iter()
+        .filter_map(|(field, dt, channels, write)| {
+            let (ap, dt, channels) = (ci.ap(field)?, dt?, channels?);
+            let (space, lo, hi) = extent(mem, &ap, dt, channels).ok()?;
+            Some(Operand {
+                write,
+                space,
+                channels,
+                lo,
+                hi,
+            })
+        })
+        .collect()
+}
+
+/// Execute one loaded word on a core.
+pub fn execute(
+    ci: &CaymanInstr,
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    scratch: &mut Scratch,
+) -> Result<Exec, OpFault> {
+    let Scratch { a, b, c, bytes } = scratch;
+    let done = |elems: usize| {
+        Ok(Exec::Done {
+            elems: elems as u64,
+            sgemm_macs: 0,
+        })
+    };
+    match ci.opcode {
+        // Ordering and table management have no data-path effect in this model.
+        Opcode::Nop
+        | Opcode::EventSemaphore
+        | Opcode::Drain
+        | Opcode::SetOrderingMode
+        | Opcode::ActTableLoad => done(0),
+        Opcode::Ldweights => {
+            let ap = need(ci.ap("src"), ci, "src")?;
+            let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
+            let rows = need(ci.u("rows"), ci, "rows")? as usize;
+            let transpose = ci.u("transpose").unwrap_or(0) == 1;
+            let mode = ci.u("fp32_mode").unwrap_or(0);
+            // The array shifts weights in, so the pattern's first element lands in the last
+            // column: the compiler emits reversed patterns (step -1) to load rows in order.
+            // Gathering the pattern and reversing each row gives w[k][j].
+            let n = gather(mem, &ap, dt, rows, a)?;
+            if n > PE_COLUMNS {
+                return Err(OpFault::bad(format!(
+                    "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
+                )));
+            }
+            pe.k = rows;
+            pe.m = n;
+            pe.w.clear();
+            pe.w.reserve(rows * n);
+            let rows_of = a[..rows * n].chunks_exact(n.max(1));
+            match (transpose, mode) {
+                (false, 1) => {
+                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| v - hi_part(*v))))
+                }
+                (false, 2) => {
+                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| hi_part(*v))))
+                }
+                _ => rows_of.for_each(|r| pe.w.extend(r.iter().rev())),
+            }
+            pe.loaded = true;
+            pe.transpose = transpose;
+            pe.fresh = true;
+            Ok(Exec::Done {
+                elems: n as u64,
+                sgemm_macs: 0,
+            })
+        }
+        Opcode::Matmul => {
+            if !pe.loaded {
+                return Err(OpFault::bad("MATMUL without LDWEIGHTS"));
+            }
+            pe.fresh = false;
+            let src = need(ci.ap("src"), ci, "src")?;
+            let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
+            let dst = need(ci.ap("dst"), ci, "dst")?;
+            let acc = ci.u("acc_flags").unwrap_or(3);
+            let (k, m) = (pe.k, pe.m);
+            // Transposes write 16-bit data as 16-bit PSUM elements (`nki-isa-and-cost-model.md`
+            // §1.4); everything else accumulates in fp32.
+            let out_dt = if pe.transpose && dt.size() == 2 {
+                dt
+            } else {
+                Dtype::F32
+            };
+            // fp32 operands that lie contiguously in each partition are used in place (no copy).
+            let mut mv = match dt {
+                Dtype::F32 => f32_view(mem, &src, k)?,
+                _ => None,
+            };
+            let dv = match out_dt {
+                Dtype::F32 => f32_view(mem, &dst, m)?,
+                _ => None,
+            };
+            if let (Some(b_), Some(c_)) = (&mv, &dv) {
+                if b_.0 == c_.0 {
+                    mv = None; // same memory: read through a copy
+                }
+            }
+            let nmov = match &mv {
+                Some((_, _, n)) => *n,
+                None => gather(mem, &src, dt, k, a)?,
+            };
+            if nmov > MAX_MOVING {
+                return Err(OpFault::bad(format!(
+                    "MATMUL moving free size {nmov} exceeds one PSUM bank ({MAX_MOVING})"
+                )));
+            }
+            let ndst = match &dv {
+                Some((_, _, n)) => *n,
+                None => span(mem, &dst, out_dt, m)?.offs.len(),
+            };
+            if ndst != nmov {
+                return Err(OpFault::bad(format!(
+                    "MATMUL writes {ndst} elements per partition for {nmov} moving columns"
+                )));
+            }
+            // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
+            let wv = View {
+                off: 0,
+                rs: 1,
+                cs: m,
+            };
+            let dense = View {
+                off: 0,
+                rs: nmov,
+                cs: 1,
+            };
+            // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
+            let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
+            // A transpose against an identity moving tensor is data movement: do it as such
+            // (bit-exact, as the hardware's transpose path is; no 0 * inf products).
+            let ident = pe.transpose && k == nmov && {
+                let (msl, view) = match &mv {
+                    Some((sp, v, _)) => (mem.f32s(*sp), *v),
+                    None => (&a[..], dense),
+                };
+                is_identity(msl, view, k)
+            };
+            if ident {
+                // out[j][c] = w[c][j]
+                b.clear();
+                b.resize(m * nmov, 0.0);
+                transpose(&pe.w[..nmov * m], nmov, m, b);
+                if let Some((dspace, cv, _)) = dv {
+                    let csl = mem.f32s_mut(dspace);
+                    for (j, row) in b.chunks_exact(nmov).enumerate() {
+                        for (c, t) in row.iter().enumerate() {
+                            let at = cv.off + j * cv.rs + c * cv.cs;
+                            csl[at] = if beta == 0.0 { *t } else { csl[at] + *t };
+                        }
+                    }
+                } else {
+                    if acc & 1 == 0 {
+                        let old = c;
+                        gather(mem, &dst, out_dt, m, old)?;
+                        for (x, y) in b.iter_mut().zip(old.iter()) {
+                            *x += *y;
+                        }
+                    }
+                    scatter(mem, &dst, out_dt, m, b)?;
+                }
+            } else if let Some((dspace, cv, _)) = dv {
+                let CoreMem { sbuf, psum, .. } = mem;
+                let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
+                    (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
+                    (Some((Space::Psum, _, _)), Space::Sbuf) => (&psum[..], &mut sbuf[..]),
+                    (_, Space::Psum) => (&a[..], &mut psum[..]),
+                    (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
+                };
+                let bv = mv.map_or(dense, |(_, v, _)| v);
+                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
+                    return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+                }
+            } else {
+                let out = c;
+                out.clear();
+                out.resize(m * nmov, 0.0);
+                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, out, dense) {
+                    return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+                }
+                if acc & 1 == 0 {
+                    gather(mem, &dst, out_dt, m, b)?;
+                    for (x, y) in out.iter_mut().zip(b.iter()) {
+                        *x += *y;
+                    }
+                }
+                scatter(mem, &dst, out_dt, m, out)?;
+            }
+            Ok(Exec::Done {
+                elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
+                sgemm_macs: if ident { 0 } else { (m * k * nmov) as u64 },
+            })
+        }
+        Opcode::Activate => {
+            let src = need(ci.ap("src"), ci, "src")?;
+            let dst = need(ci.ap("dst"), ci, "dst")?;
+            let pair = need(ci.u("dtype_pair"), ci, "dtype_pair")? as u8;
+            let sdt = need(Dtype::from_code(pair & 0xf), ci, "src dtype")?;
+            let bdt = need(Dtype::from_code(pair >> 4), ci, "bias dtype")?;
+            let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
+            let ch = need(ci.u("channels"), ci, "channels")? as usize;
+            let scale = ci.f32("scale").unwrap_or(1.0);
+            let func = need(ci.u("func"), ci, "func")?;
+            let n = gather(mem, &src, sdt, ch, a)?;
+            let bias_ap = AccessPattern {
+                addr: need(ci.u("bias_addr"), ci, "bias_addr")? as u32,
+                dims: 1,
+                step: [1, 0, 0, 0],
+                num: [1, 0, 0, 0],
+            };
+            gather(mem, &bias_ap, bdt, ch, b)?;
+            let exp = match func {
+                7 => true,
+                0 => false,
+                f => {
+                    return Err(OpFault::bad(format!(
+                        "activation function code {f} not known"
+                    )))
+                }
+            };
+            for p in 0..ch {
+                let (row, bias) = (&mut a[p * n..(p + 1) * n], b[p]);
+                if exp {
+                    row.iter_mut()
+                        .for_each(|v| *v = crate::fastmath::exp_f32(*v * scale + bias));
+                } else {
+                    row.iter_mut().for_each(|v| *v = *v * scale + bias);
+                }
+            }
+            scatter(mem, &dst, ddt, ch, a)?;
+            done(n)
+        }
+        Opcode::Copy | Opcode::Cast | Opcode::Reciprocal => {
+            let u = unary(ci)?;
+            let (src, dst, ch) = (u.src, u.dst, u.ch);
+            if ci.opcode == Opcode::Copy && u.sdt == u.ddt {
+                // A same-type copy moves bits: integer words (the compiler copies 16-bit pairs
+                // as int32) must not pass through f32.
+                return done(copy_bits(mem, &src, &dst, u.sdt, ch, bytes)?);
+            }
+            let n = gather(mem, &src, u.sdt, ch, a)?;
+            if ci.opcode == Opcode::Reciprocal {
+                for v in a.iter_mut() {
+                    *v = 1.0 / *v;
+                }
+            }
+            scatter(mem, &dst, u.ddt, ch, a)?;
+            done(n)
+        }
+        Opcode::TensorReduce => {
+            let u = unary(ci)?;
+            let (src, dst, ch) = (u.src, u.dst, u.ch);
+            let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
+            let neg = ci.u("negated").unwrap_or(0) == 1;
+            let n = gather(mem, &src, u.sdt, ch, a)?;
+            // dim=X: reduce the innermost dimension; the destination holds the rest.
+            let inner = (src.num[0].max(1) as usize).min(n.max(1));
+            let groups = n / inner.max(1);
+            b.clear();
+            for p in 0..ch {
+                for g in 0..groups {
+                    let acc = alu_reduce(op, &a[p * n + g * inner..p * n + (g + 1) * inner]);
+                    b.push(if neg { -acc } else { acc });
+                }
+            }
+            scatter(mem, &dst, u.ddt, ch, b)?;
+            done(n)
+        }
+        Opcode::TensorScalar => {
+            let u = unary(ci)?;
+            let (src, dst, ch) = (u.src, u.dst, u.ch);
+            let imm_src = ci.u("imm_src").unwrap_or(0);
+            let n = gather(mem, &src, u.sdt, ch, a)?;
+            // Operand i is a per-partition fp32 value at an SBUF address when bit i of imm_src
+            // is set, else the immediate's bits as f32.
+            let operand = |i: usize, raw: u32| -> Result<Vec<f32>, OpFault> {
+                if imm_src & (1 << i) != 0 {
+                    let ap = AccessPattern {
+                        addr: raw,
+                        dims: 1,
+                        step: [1, 0, 0, 0],
+                        num: [1, 0, 0, 0],
+                    };
+                    let mut v = Vec::new();
+                    gather(mem, &ap, Dtype::F32, ch, &mut v)?;
+                    Ok(v)
+                } else {
+                    Ok(vec![f32::from_bits(raw); ch])
+                }
+            };
+            let s0 = operand(0, need(ci.u("imm0"), ci, "imm0")? as u32)?;
+            let s1 = operand(1, ci.u("imm1").unwrap_or(0) as u32)?;
+            let op0 = Alu::of(need(ci.u("op0"), ci, "op0")?, ci, "op0")?;
+            let op1 = Alu::of(ci.u("op1").unwrap_or(0), ci, "op1")?;
+            for p in 0..ch {
+                let row = &mut a[p * n..(p + 1) * n];
+                alu_scalar(op0, row, s0[p]);
+                alu_scalar(op1, row, s1[p]);
+            }
+            scatter(mem, &dst, u.ddt, ch, a)?;
+            done(n)
+        }
+        Opcode::TensorTensor => {
+            let s0 = need(ci.ap("src0"), ci, "src0")?;
+            let s1 = need(ci.ap("src1"), ci, "src1")?;
+            let dst = need(ci.ap("dst"), ci, "dst")?;
+            let pair = need(ci.u("dtype_pair"), ci, "dtype_pair")? as u8;
+            let d0 = need(Dtype::from_code(pair >> 4), ci, "src0 dtype")?;
+            let d1 = need(Dtype::from_code(pair & 0xf), ci, "src1 dtype")?;
+            let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
+            let ch = need(ci.u("channels"), ci, "channels")? as usize;
+            let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
+            let n = gather(mem, &s0, d0, ch, a)?;
+            let n1 = gather(mem, &s1, d1, ch, b)?;
+            if n1 != n {
+                return Err(OpFault::bad("TENSOR_TENSOR operand shapes differ"));
+            }
+            alu_zip(op, a, b);
+            scatter(mem, &dst, ddt, ch, a)?;
+            done(n)
+        }
+        Opcode::Memset => {
+            let dst = need(ci.ap("dst"), ci, "dst")?;
+            let dt = need(ci.dtype("dtype"), ci, "dtype")?;
+            let ch = need(ci.u("channels"), ci, "channels")? as usize;
+            let n = offsets(&dst)?.len();
+            a.clear();
+            a.resize(ch * n, 0.0);
+            scatter(mem, &dst, dt, ch, a)?;
+            done(n)
+        }
+        Opcode::DmaDirect2d => {
+            let g = |n: &str| ci.u(n).unwrap_or(0);
+            Ok(Exec::Dma(Dma2d {
+                src: need(ci.addr("src"), ci, "src")?,
+                src_step: [g("src_step0"), g("src_step1")],
+                src_num: [g("src_num0"), g("src_num1")],
+                src_elem: g("src_elem_size"),
+                dst: need(ci.addr("dst"), ci, "dst")?,
+                dst_step: [g("dst_step0"), g("dst_step1")],
+                dst_num: [g("dst_num0"), g("dst_num1")],
+                dst_elem: g("dst_elem_size"),
+                in_dtype: ci.dtype("in_dtype"),
+                out_dtype: ci.dtype("out_dtype"),
+                semaphore: g("semaphore") as u8,
+                increment: g("sem_increment") as u32,
+            }))
+        }
+        other => Err(OpFault::bad(format!(
+            "{} is not executable by this emulator yet",
+            other.name()
+        ))),
+    }
+}

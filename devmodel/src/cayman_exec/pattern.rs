@@ -1,0 +1,460 @@
+//! Access patterns on a core's memories: the element offsets a pattern names, checked
+//! against the partition size, gathered as f32, scattered back with conversion, viewed in
+//! place as fp32 matrices, or copied bit for bit.
+
+use super::OpFault;
+use crate::core::CoreMem;
+use crate::gemm::View;
+use neuron_isa::cayman::AccessPattern;
+use neuron_isa::dtype::{load_f32, store_f32};
+use neuron_isa::{Dtype, Space};
+
+/// The element offsets (relative to the pattern's start) of an access pattern, innermost dim first.
+pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
+    let dims = (ap.dims as usize).min(4);
+    // A pattern can name at most one element per byte of a partition; refuse larger ones
+    // before walking them (the fields are 16/32-bit, so a corrupt word could ask for 2^64).
+    ap.num[..dims]
+        .iter()
+        .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
+        .filter(|t| *t <= MAX_PATTERN_ELEMS)
+        .ok_or_else(|| {
+            OpFault::oob(format!(
+                "access pattern of {:?} elements exceeds a partition",
+                &ap.num[..dims]
+            ))
+        })?;
+    let mut out = vec![0i64];
+    for d in 0..dims {
+        let (step, num) = (ap.step[d] as i64, ap.num[d].max(1) as i64);
+        // Dimension d is outside the ones before it: index = i0 + n0 * (i1 + n1 * ...).
+        let mut next = Vec::with_capacity(out.len() * num as usize);
+        for i in 0..num {
+            next.extend(out.iter().map(|o| o + i * step));
+        }
+        out = next;
+    }
+    Ok(out)
+}
+
+/// Elements one access pattern may name: a whole SBUF partition of bytes.
+const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
+
+/// Where an access pattern's elements lie, checked against the partition size.
+pub(super) struct Span {
+    /// Offsets are `offs[0], offs[0]+1, ...` (one ascending run per partition).
+    contiguous: bool,
+    /// Offsets are `offs[0], offs[0]-1, ...` (one descending run: LDWEIGHTS patterns).
+    descending: bool,
+    /// Offsets come in ascending runs of this many consecutive elements (`offs.len()` when
+    /// `contiguous`, the innermost dimension when its step is 1, else 1).
+    run: usize,
+    space: Space,
+    stride: usize,
+    pub(super) offs: Vec<i64>,
+    es: i64,
+    base: i64,
+}
+
+pub(super) fn span(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<Span, OpFault> {
+    let (space, stride, limit) = match ap.space() {
+        Space::Psum => (Space::Psum, mem.psum_stride, mem.psum_pb),
+        _ => (Space::Sbuf, mem.sbuf_stride, mem.sbuf_pb),
+    };
+    let offs = offsets(ap)?;
+    let es = dt.size() as i64;
+    let base = ap.offset() as i64;
+    let lo = offs.iter().min().copied().unwrap_or(0) * es + base;
+    let hi = offs.iter().max().copied().unwrap_or(0) * es + base + es;
+    if lo < 0 || hi > limit as i64 || channels > mem.partitions {
+        return Err(OpFault::oob(format!(
+            "{space:?} bytes {lo}..{hi} of {channels} partitions outside {limit}-byte partitions"
+        )));
+    }
+    let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
+    let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
+    let run = if contiguous {
+        offs.len()
+    } else if ap.dims > 0 && ap.step[0] == 1 && ap.num[0] > 1 {
+        // offsets() walks the innermost dimension first, so each block of num[0] is a run.
+        ap.num[0] as usize
+    } else {
+        1
+    };
+    Ok(Span {
+        contiguous,
+        descending,
+        run,
+        space,
+        stride,
+        offs,
+        es,
+        base,
+    })
+}
+
+/// The bytes `[lo, hi)` of each of `channels` partitions that a pattern touches (checked as
+/// [`span`] checks them), and its memory.
+pub(super) fn extent(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<(Space, u64, u64), OpFault> {
+    let sp = span(mem, ap, dt, channels)?;
+    let lo = sp.offs.iter().min().copied().unwrap_or(0) * sp.es + sp.base;
+    let hi = sp.offs.iter().max().copied().unwrap_or(0) * sp.es + sp.base + sp.es;
+    // span() refused negative or out-of-partition bytes.
+    Ok((sp.space, lo.max(0) as u64, hi.max(0) as u64))
+}
+
+/// Read `channels` partitions of an access pattern as f32, partition-major.
+pub(super) fn gather(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    out: &mut Vec<f32>,
+) -> Result<usize, OpFault> {
+    let sp = span(mem, ap, dt, channels)?;
+    let bytes = mem.bytes(sp.space);
+    out.clear();
+    out.reserve(channels * sp.offs.len());
+    // One loop per common dtype so the conversion is inlined, not dispatched per element.
+    let es = sp.es as usize;
+    match dt {
+        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, |b, out| {
+            use zerocopy::FromBytes;
+            // The storage is f32 words, so aligned runs are plain copies.
+            match <[f32]>::ref_from_bytes(b) {
+                Ok(w) => out.extend_from_slice(w),
+                Err(_) => out.extend(
+                    b.chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                ),
+            }
+        }),
+        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, |b, out| {
+            out.extend(
+                b.chunks_exact(2)
+                    .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
+            )
+        }),
+        Dtype::F16 => gather_with(bytes, &sp, channels, out, |b, out| {
+            use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+            use zerocopy::FromBytes;
+            match <[u16]>::ref_from_bytes(b) {
+                // Aligned runs convert as a slice (F16C, several lanes at a time).
+                Ok(bits) => {
+                    let at = out.len();
+                    out.resize(at + bits.len(), 0.0);
+                    bits.reinterpret_cast::<half::f16>()
+                        .convert_to_f32_slice(&mut out[at..]);
+                }
+                Err(_) => out.extend(
+                    b.chunks_exact(2)
+                        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()),
+                ),
+            }
+        }),
+        _ => gather_with(bytes, &sp, channels, out, |b, out| {
+            out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
+        }),
+    }
+    Ok(sp.offs.len())
+}
+
+/// Walk a checked span partition by partition, handing each run of consecutive elements (as
+/// bytes) to `seg`, which appends them converted to f32.
+#[inline(always)]
+fn gather_with(
+    bytes: &[u8],
+    sp: &Span,
+    channels: usize,
+    out: &mut Vec<f32>,
+    seg: impl Fn(&[u8], &mut Vec<f32>),
+) {
+    let es = sp.es as usize;
+    let n = sp.offs.len();
+    for p in 0..channels {
+        let pb = (p * sp.stride) as i64 + sp.base;
+        if sp.descending {
+            // One descending run: convert it ascending, then reverse in place.
+            let at = (pb + sp.offs[n - 1] * sp.es) as usize;
+            let from = out.len();
+            seg(&bytes[at..at + n * es], out);
+            out[from..].reverse();
+            continue;
+        }
+        let r = sp.run;
+        for o in sp.offs.iter().step_by(r) {
+            let at = (pb + o * sp.es) as usize;
+            seg(&bytes[at..at + r * es], out);
+        }
+    }
+}
+
+pub(super) fn scatter(
+    mem: &mut CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    vals: &[f32],
+) -> Result<(), OpFault> {
+    let sp = span(mem, ap, dt, channels)?;
+    if vals.len() < channels * sp.offs.len() {
+        return Err(OpFault::bad(
+            "shape mismatch between source and destination patterns",
+        ));
+    }
+    let bytes = mem.bytes_mut(sp.space);
+    let es = sp.es as usize;
+    match dt {
+        Dtype::F32 | Dtype::F32r => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            for (c, x) in b.chunks_exact_mut(4).zip(v) {
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+        }),
+        Dtype::Bf16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            for (c, x) in b.chunks_exact_mut(2).zip(v) {
+                c.copy_from_slice(&half::bf16::from_f32(*x).to_bits().to_le_bytes());
+            }
+        }),
+        Dtype::F16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+            use zerocopy::FromBytes;
+            match <[u16]>::mut_from_bytes(b) {
+                // Aligned runs convert as a slice (F16C, several lanes at a time).
+                Ok(bits) => bits
+                    .reinterpret_cast_mut::<half::f16>()
+                    .convert_from_f32_slice(v),
+                Err(_) => {
+                    for (c, x) in b.chunks_exact_mut(2).zip(v) {
+                        c.copy_from_slice(&half::f16::from_f32(*x).to_bits().to_le_bytes());
+                    }
+                }
+            }
+        }),
+        _ => scatter_with(bytes, &sp, channels, vals, |v, b| {
+            for (c, x) in b.chunks_exact_mut(es).zip(v) {
+                store_f32(dt, *x, c);
+            }
+        }),
+    }
+    Ok(())
+}
+
+/// Walk a checked span partition by partition, handing each run of consecutive elements (as
+/// bytes) and its values to `seg`, which stores them converted.
+#[inline(always)]
+fn scatter_with(
+    bytes: &mut [u8],
+    sp: &Span,
+    channels: usize,
+    vals: &[f32],
+    seg: impl Fn(&[f32], &mut [u8]),
+) {
+    let es = sp.es as usize;
+    let r = sp.run;
+    let mut k = 0;
+    for p in 0..channels {
+        let pb = (p * sp.stride) as i64 + sp.base;
+        for o in sp.offs.iter().step_by(r) {
+            let at = (pb + o * sp.es) as usize;
+            seg(&vals[k..k + r], &mut bytes[at..at + r * es]);
+            k += r;
+        }
+    }
+}
+
+/// A bounds-checked fp32 pattern that is one ascending run per partition, as a view into the
+/// core's f32 storage: (memory, view with rows = partitions, elements per partition).
+pub(super) fn f32_view(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    channels: usize,
+) -> Result<Option<(Space, View, usize)>, OpFault> {
+    let sp = span(mem, ap, Dtype::F32, channels)?;
+    let start = sp.base + sp.offs[0] * 4;
+    if !sp.contiguous || start % 4 != 0 || sp.stride % 4 != 0 {
+        return Ok(None);
+    }
+    let v = View {
+        off: start as usize / 4,
+        rs: sp.stride / 4,
+        cs: 1,
+    };
+    Ok(Some((sp.space, v, sp.offs.len())))
+}
+
+/// Copy `channels` partitions from one pattern to another without converting the elements.
+pub(super) fn copy_bits(
+    mem: &mut CoreMem,
+    src: &AccessPattern,
+    dst: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    tmp: &mut Vec<u8>,
+) -> Result<usize, OpFault> {
+    let s = span(mem, src, dt, channels)?;
+    let d = span(mem, dst, dt, channels)?;
+    if s.offs.len() != d.offs.len() {
+        return Err(OpFault::bad(
+            "shape mismatch between source and destination patterns",
+        ));
+    }
+    let es = s.es as usize;
+    let n = s.offs.len();
+    if s.contiguous && d.contiguous && s.space == d.space {
+        // Partitions are disjoint, so a per-partition move equals read-all-then-write-all.
+        let bytes = mem.bytes_mut(s.space);
+        for p in 0..channels {
+            let from = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
+            let to = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
+            bytes.copy_within(from..from + n * es, to);
+        }
+        return Ok(n);
+    }
+    tmp.clear();
+    let from = mem.bytes(s.space);
+    for p in 0..channels {
+        let pb = (p * s.stride) as i64 + s.base;
+        for o in s.offs.iter().step_by(s.run) {
+            let at = (pb + o * s.es) as usize;
+            tmp.extend_from_slice(&from[at..at + s.run * es]);
+        }
+    }
+    let to = mem.bytes_mut(d.space);
+    let mut k = 0;
+    for p in 0..channels {
+        let pb = (p * d.stride) as i64 + d.base;
+        for o in d.offs.iter().step_by(d.run) {
+            let at = (pb + o * d.es) as usize;
+            let len = d.run * es;
+            to[at..at + len].copy_from_slice(&tmp[k..k + len]);
+            k += len;
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathers_ascending_descending_and_strided_patterns_alike() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        for p in 0..2usize {
+            for i in 0..8usize {
+                let at = p * mem.sbuf_stride + 0x40 + 4 * i;
+                let v = (10 * p + i) as f32;
+                mem.bytes_mut(Space::Sbuf)[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let ap = |addr, step, num| AccessPattern {
+            addr,
+            dims: 1,
+            step: [step, 0, 0, 0],
+            num: [num, 0, 0, 0],
+        };
+        let mut out = Vec::new();
+        gather(&mem, &ap(0x40, 1, 8), Dtype::F32, 2, &mut out).expect("ascending");
+        assert_eq!(out[..8], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(out[8], 10.0);
+        gather(&mem, &ap(0x40 + 28, -1, 8), Dtype::F32, 2, &mut out).expect("descending");
+        assert_eq!(out[..8], [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
+        assert_eq!(out[8..], [17.0, 16.0, 15.0, 14.0, 13.0, 12.0, 11.0, 10.0]);
+        gather(&mem, &ap(0x40, 2, 4), Dtype::F32, 1, &mut out).expect("strided");
+        assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
+        assert!(gather(&mem, &ap(0, -1, 2), Dtype::F32, 1, &mut out).is_err());
+    }
+
+    #[test]
+    fn same_type_integer_copy_keeps_every_bit() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // Two fp16 values packed in an int32 word: 0x4d3e_c0a1 is not exact in f32.
+        let word = 0x4d3e_c0a1u32.to_le_bytes();
+        mem.bytes_mut(Space::Sbuf)[0x100..0x104].copy_from_slice(&word);
+        let ap = |addr| AccessPattern {
+            addr,
+            dims: 1,
+            step: [1, 0, 0, 0],
+            num: [1, 0, 0, 0],
+        };
+        let mut tmp = Vec::new();
+        let n = copy_bits(&mut mem, &ap(0x100), &ap(0x200), Dtype::I32, 1, &mut tmp).expect("copy");
+        assert_eq!(n, 1);
+        assert_eq!(&mem.bytes(Space::Sbuf)[0x200..0x204], &word);
+        assert!(copy_bits(
+            &mut mem,
+            &ap(0x100),
+            &ap(0x40_0000),
+            Dtype::I32,
+            1,
+            &mut tmp
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn offsets_walk_innermost_first() {
+        let ap = AccessPattern {
+            addr: 0,
+            dims: 3,
+            step: [-1, 0, -32, 0],
+            num: [32, 1, 4, 0],
+        };
+        let o = offsets(&ap).expect("small pattern");
+        assert_eq!(o.len(), 128);
+        assert_eq!(&o[..3], &[0, -1, -2]);
+        assert_eq!(o[32], -32);
+        assert_eq!(o[127], -127);
+        let ap = AccessPattern {
+            addr: 0,
+            dims: 2,
+            step: [1, 10, 0, 0],
+            num: [3, 2, 0, 0],
+        };
+        assert_eq!(offsets(&ap).expect("small"), vec![0, 1, 2, 10, 11, 12]);
+        let huge = AccessPattern {
+            addr: 0,
+            dims: 4,
+            step: [1, 1, 1, 1],
+            num: [65535, 65535, 65535, 65535],
+        };
+        assert!(offsets(&huge).is_err());
+    }
+
+    #[test]
+    fn runs_of_an_inner_unit_step_gather_and_scatter_alike() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // 3 runs of 4 bf16 elements, 10 elements apart, in 2 partitions.
+        let ap = AccessPattern {
+            addr: 0x200,
+            dims: 2,
+            step: [1, 10, 0, 0],
+            num: [4, 3, 0, 0],
+        };
+        let vals: Vec<f32> = (0..24).map(|i| i as f32 - 7.5).collect();
+        scatter(&mut mem, &ap, Dtype::Bf16, 2, &vals).expect("scatter");
+        let mut out = Vec::new();
+        assert_eq!(
+            gather(&mem, &ap, Dtype::Bf16, 2, &mut out).expect("gather"),
+            12
+        );
+        assert_eq!(out, vals);
+        // Element 5 of partition 1 is run 1, index 1: byte 0x200 + 2 * (10 + 1).
+        let at = mem.sbuf_stride + 0x200 + 2 * 11;
+        let b = &mem.bytes(Space::Sbuf)[at..at + 2];
+        assert_eq!(
+            half::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+            vals[12 + 5]
+        );
+    }
+}

@@ -1,0 +1,453 @@
+//! The five sequencers of a core: the instruction stream at each port, decoding a trn2 word,
+//! waiting on its semaphore conditions, issuing it (the data path is `exec`), and completing
+//! it (pc, branch, the completion update, NOTIFY).
+
+use super::{Device, Ev};
+use crate::fault::OpFault;
+use crate::hooks::IssueAction;
+use crate::regs::RegPage;
+use crate::time::Ps;
+use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
+use neuron_isa::{Engine, SemOp, SemUpdate, SemWait, Sync, WaitCond};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EngStatus {
+    Idle,
+    Blocked,
+    Busy,
+    Faulted,
+    /// Stopped by a hook: never issues or completes again (until the core is reset).
+    Hung,
+}
+
+/// A decoded word waiting for its semaphores.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) sync: Sync,
+    pub(super) opcode: u8,
+    /// The second wait an EVENT_SEMAPHORE body names, decoded once here.
+    pub(super) ext_wait: Option<SemWait>,
+    /// The decoded word (taken when it issues).
+    pub(super) word: Option<Box<CaymanInstr>>,
+    /// A DRAIN: also waits for the engine's outstanding completion signals.
+    pub(super) drain: bool,
+}
+
+/// The word being executed: what its completion does.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Inflight {
+    pub(super) update: Option<SemUpdate>,
+    /// A NOTIFY's hint, posted at completion.
+    pub(super) notify: Option<u16>,
+}
+
+#[derive(Debug)]
+pub(super) struct Sequencer {
+    pub(super) ibuf: Vec<u8>,
+    pub(super) consumed: usize,
+    pub(super) pc: u32,
+    pub(super) status: EngStatus,
+    /// The decoded word waiting to issue.
+    pub(super) pending: Option<Pending>,
+    pub(super) inflight: Option<Inflight>,
+    pub(super) scheduled: bool,
+    /// `ibuf` offset of pc 0 of the program being run (a program that loops with
+    /// COMPARE_BRANCH keeps it, and its words stay in `ibuf`).
+    pub(super) origin: usize,
+    /// A taken COMPARE_BRANCH's target pc, applied when the word completes.
+    pub(super) branch: Option<u32>,
+    /// The engine's registers `$R[n]` (loaded by TENSOR_LOAD, read by COMPARE_BRANCH).
+    pub(super) regs: Box<[u32; 256]>,
+    /// Completion signals of words this engine has moved past that have not landed yet
+    /// (calibrated latencies); a DRAIN waits for them.
+    pub(super) outstanding: u32,
+}
+
+impl Sequencer {
+    pub(super) fn new() -> Self {
+        Sequencer {
+            ibuf: Vec::new(),
+            consumed: 0,
+            pc: 0,
+            status: EngStatus::Idle,
+            pending: None,
+            inflight: None,
+            scheduled: false,
+            origin: 0,
+            branch: None,
+            regs: Box::new([0; 256]),
+            outstanding: 0,
+        }
+    }
+
+    pub(super) fn is_idle(&self) -> bool {
+        self.status == EngStatus::Idle
+    }
+}
+
+/// Whether semaphore/event wait `w` holds on `regs`.
+pub(super) fn wait_holds(regs: &RegPage, w: &SemWait) -> bool {
+    match w.cond {
+        WaitCond::Eq => regs.sem(w.index) == w.value,
+        WaitCond::Ge => regs.sem(w.index) >= w.value,
+        WaitCond::Gt => regs.sem(w.index) > w.value,
+        WaitCond::EventSetThenClear => regs.event(w.index) != 0,
+    }
+}
+
+impl Device {
+    /// Take the next word of engine `e` off its stream and decode it into `pending`.
+    /// Returns false when the engine cannot go on (no word yet, a fault, a hook's hang or
+    /// delay).
+    fn fetch(&mut self, nc: usize, e: usize, engine: Engine) -> bool {
+        let st = &mut self.cores[nc].engines[e];
+        // A forward branch may point past the words fetched so far: wait for them.
+        let Some(w) = st.ibuf.get(st.consumed..st.consumed + WORD) else {
+            st.status = EngStatus::Idle;
+            return false;
+        };
+        let mut word: [u8; WORD] = w.try_into().unwrap_or([0; WORD]);
+        let pc = st.pc;
+        let mut delay = None;
+        if self.hooks.0.is_some() {
+            let site = self.site(nc, Some(engine), pc, word[0]);
+            match self.call_hook(site, |h, c| h.before_issue(c, &mut word)) {
+                Some(IssueAction::Hang) => {
+                    self.cores[nc].engines[e].status = EngStatus::Hung;
+                    return false;
+                }
+                Some(IssueAction::Delay(d)) => delay = Some(d),
+                _ => {}
+            }
+        }
+        let opcode = word[0];
+        match decode_real(&word) {
+            Ok((sync, ci)) => {
+                let st = &mut self.cores[nc].engines[e];
+                st.pending = Some(Pending {
+                    sync,
+                    opcode,
+                    ext_wait: ext_wait_of(&ci),
+                    drain: ci.opcode == Opcode::Drain,
+                    word: Some(ci),
+                });
+                st.consumed += WORD;
+                // Words before the running program's pc 0 are done with.
+                if st.origin >= 1 << 16 {
+                    st.ibuf.drain(..st.origin);
+                    st.consumed -= st.origin;
+                    st.origin = 0;
+                }
+                if let Some(d) = delay {
+                    st.scheduled = true;
+                    st.status = EngStatus::Idle;
+                    let at = self.now + d;
+                    self.schedule(at, Ev::Step(nc, e));
+                    return false;
+                }
+                true
+            }
+            Err(err) => {
+                self.cores[nc].engines[e].status = EngStatus::Faulted;
+                self.fault(
+                    nc,
+                    Some(engine),
+                    pc,
+                    opcode,
+                    OpFault::bad(format!("cannot decode instruction: {err}")),
+                );
+                false
+            }
+        }
+    }
+
+    pub(super) fn engine_step(&mut self, nc: usize, e: usize) {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        let st = &mut self.cores[nc].engines[e];
+        st.scheduled = false;
+        if matches!(
+            st.status,
+            EngStatus::Busy | EngStatus::Faulted | EngStatus::Hung
+        ) {
+            return;
+        }
+        if st.pending.is_none() && !self.fetch(nc, e, engine) {
+            return;
+        }
+        let st = &self.cores[nc].engines[e];
+        let Some(p) = st.pending.as_ref() else {
+            return;
+        };
+        let (sync, opcode, ext_wait) = (p.sync, p.opcode, p.ext_wait);
+        // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body. A
+        // DRAIN also waits until the engine's own completion signals have all landed.
+        let draining = p.drain && st.outstanding > 0;
+        let regs = &self.cores[nc].regs;
+        if draining
+            || !sync
+                .wait
+                .iter()
+                .chain(ext_wait.iter())
+                .all(|w| wait_holds(regs, w))
+        {
+            self.cores[nc].engines[e].status = EngStatus::Blocked;
+            return;
+        }
+        if let Some(w) = sync.wait {
+            if w.cond == WaitCond::EventSetThenClear {
+                regs.set_event(w.index, 0);
+            }
+        }
+        let pc = self.cores[nc].engines[e].pc;
+        // The wait is satisfied: the word issues now.
+        let Some(ci) = self.cores[nc].engines[e]
+            .pending
+            .as_mut()
+            .and_then(|p| p.word.take())
+        else {
+            return;
+        };
+        let name = ci.opcode.static_name();
+        let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
+        // Memory-access hooks see a data-path word's operands: reads before, writes after.
+        let ops = if self.mem_watch && self.hooks.0.is_some() {
+            let c = &self.cores[nc];
+            crate::cayman_exec::operands(&ci, &c.mem, &c.pe)
+        } else {
+            Vec::new()
+        };
+        let site = self.site(nc, Some(engine), pc, opcode);
+        let run = |dev: &mut Device| {
+            if !ops.is_empty() {
+                dev.report_operands(site, &ops, false)?;
+            }
+            let r = dev.execute_real(nc, e, pc, &ci)?;
+            if !ops.is_empty() {
+                dev.report_operands(site, &ops, true)?;
+            }
+            Ok(r)
+        };
+        let (cycles, latency) = match run(self) {
+            Ok(r) => r,
+            Err(f) => {
+                self.cores[nc].engines[e].status = EngStatus::Faulted;
+                return self.fault(nc, Some(engine), pc, opcode, f);
+            }
+        };
+        if let (Some(t0), Some(hp)) = (host_t0, self.host_profile.as_mut()) {
+            hp.record(name, t0.elapsed());
+        }
+        let mut extra = Ps::ZERO;
+        if self.hooks.0.is_some() {
+            let site = self.site(nc, Some(engine), pc, opcode);
+            extra = self
+                .call_hook(site, |h, c| h.after_execute(c, &ci))
+                .unwrap_or(Ps::ZERO);
+            // The hook may have stopped the engine (a hang, a posted error).
+            if matches!(
+                self.cores[nc].engines[e].status,
+                EngStatus::Hung | EngStatus::Faulted
+            ) {
+                return;
+            }
+        }
+        self.stats.instructions += 1;
+        let mhz = self.profile.cost.engine_mhz[e];
+        let dur = Ps::from_cycles(cycles, mhz) + extra;
+        let mut update = sync.update;
+        // Silicon signals a word's completion (its semaphore update) after its latency, which
+        // for a MATMUL is longer than the interval before PE takes the next word.
+        if let (Some(lat), Some(u)) = (latency, update) {
+            if lat > dur {
+                update = None;
+                let at = self.now + lat;
+                self.cores[nc].engines[e].outstanding += 1;
+                self.schedule(at, Ev::Update(nc, e, u));
+            }
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.push(crate::stats::TraceEvent {
+                nc,
+                track: engine.profiler_name().to_string(),
+                name,
+                pc,
+                start: self.now,
+                dur,
+            });
+        }
+        let notify = (ci.opcode == Opcode::Notify).then(|| ci.u("hint").unwrap_or(0) as u16);
+        let st = &mut self.cores[nc].engines[e];
+        st.pending = None;
+        st.inflight = Some(Inflight { update, notify });
+        st.status = EngStatus::Busy;
+        st.scheduled = true;
+        let at = self.now + dur;
+        self.schedule(at, Ev::Complete(nc, e));
+    }
+
+    pub(super) fn engine_complete(&mut self, nc: usize, e: usize) {
+        let st = &mut self.cores[nc].engines[e];
+        if matches!(st.status, EngStatus::Hung | EngStatus::Faulted) {
+            return;
+        }
+        st.scheduled = false;
+        let Some(done) = st.inflight.take() else {
+            return;
+        };
+        st.status = EngStatus::Idle;
+        let pc = st.pc;
+        if let Some(t) = st.branch.take() {
+            st.pc = t;
+            st.consumed = st.origin + t as usize * WORD;
+        } else {
+            st.pc += 1;
+        }
+        if let Some(u) = done.update {
+            self.update_sem(nc, Some(e), pc, u);
+        }
+        if let Some(id) = done.notify {
+            use neuron_abi::notify::NotifyKind;
+            let ei = e as u8;
+            self.post(
+                nc,
+                super::NQ_NOTIFY,
+                ei,
+                NotifyKind::Notify,
+                ei,
+                id as u32,
+                pc,
+            );
+        }
+        let st = &mut self.cores[nc].engines[e];
+        if !st.scheduled {
+            st.scheduled = true;
+            let now = self.now;
+            self.schedule(now, Ev::Step(nc, e));
+        }
+    }
+
+    /// The pc of engine `e` of core `nc` (of the word waiting to issue, when it waits).
+    pub fn engine_pc(&self, nc: usize, e: Engine) -> Option<u32> {
+        Some(self.cores.get(nc)?.engines.get(e.index())?.pc)
+    }
+
+    /// Whether some engine waits on a semaphore or event (so host writes may unblock it).
+    pub fn waiting(&self) -> bool {
+        self.cores
+            .iter()
+            .any(|c| c.engines.iter().any(|e| e.status == EngStatus::Blocked))
+    }
+
+    /// Stop an engine for good (a hook's engine hang).
+    pub(crate) fn hang_engine(&mut self, nc: usize, e: Engine) {
+        if let Some(st) = self
+            .cores
+            .get_mut(nc)
+            .and_then(|c| c.engines.get_mut(e.index()))
+        {
+            st.status = EngStatus::Hung;
+        }
+    }
+}
+
+/// Decode a real trn2 word (loaded namespace) for execution: its sync header (the body's
+/// update of an EVENT_SEMAPHORE folded in) and the word itself.
+pub(super) fn decode_real(w: &[u8; WORD]) -> Result<(Sync, Box<CaymanInstr>), String> {
+    let ci = CaymanInstr::decode(Namespace::Loaded, w);
+    if !ci.opcode.is_known() {
+        return Err(format!("unknown opcode 0x{:02x}", w[0]));
+    }
+    let mut sync = ci
+        .header
+        .sync()
+        .ok_or_else(|| format!("{}: unsupported semaphore header codes", ci.opcode.name()))?;
+    if ci.opcode == Opcode::EventSemaphore {
+        if let Some(c) = ci.u("ext_cond").filter(|c| *c != 0) {
+            if !matches!(c, 0x01 | 0x04 | 0x05) {
+                return Err(format!(
+                    "EVENT_SEMAPHORE: extended wait condition 0x{c:02x} not known"
+                ));
+            }
+        }
+        // The body's update ("$S[i]++@complete" ...) completes like the header's.
+        if let Some(op) = ci.u("ext_op").filter(|o| *o != 0) {
+            let op = SemOp::from_code(op as u8)
+                .ok_or_else(|| format!("EVENT_SEMAPHORE: extended update 0x{op:02x} not known"))?;
+            if sync.update.is_some() {
+                return Err("EVENT_SEMAPHORE with two semaphore updates is not modelled".into());
+            }
+            sync.update = Some(SemUpdate {
+                op,
+                index: ci.u("ext_index").unwrap_or(0) as u8,
+                value: ci.u("ext_operand").unwrap_or(0) as u32 as i32,
+            });
+        }
+    }
+    Ok((sync, Box::new(ci)))
+}
+
+/// The second wait an EVENT_SEMAPHORE word carries in its body, if any.
+fn ext_wait_of(ci: &CaymanInstr) -> Option<SemWait> {
+    if ci.opcode != Opcode::EventSemaphore {
+        return None;
+    }
+    let c = ci.u("ext_cond").filter(|c| *c != 0)? as u8;
+    Some(SemWait {
+        cond: WaitCond::from_code(c)?,
+        index: ci.u("ext_wait_index").unwrap_or(0) as u8,
+        value: ci.u("ext_wait_value").unwrap_or(0) as u32 as i32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn word(hex: &str) -> [u8; WORD] {
+        let v: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect();
+        v.try_into().expect("64 bytes")
+    }
+
+    /// nkipy-matmul_large sg00 Pool pc 6919 (loaded form): `S[32]>=4112 $S[6]>=603`. The body's
+    /// wait guards the output DMA that follows; ignoring it let the DMA read two column blocks
+    /// before the Vector engine had written them.
+    #[test]
+    fn event_semaphore_carries_a_second_wait() {
+        let w = word("a010000005200000101000000000000000000000000000000000000000000000050600005b020000000000000000000000000000000000000000000000000000");
+        let (sync, ci) = decode_real(&w).expect("decodes");
+        assert_eq!(
+            sync.wait.map(|w| (w.cond, w.index, w.value)),
+            Some((WaitCond::Ge, 32, 4112))
+        );
+        let ext = ext_wait_of(&ci).expect("second wait");
+        assert_eq!((ext.cond, ext.index, ext.value), (WaitCond::Ge, 6, 603));
+        // A body update becomes the word's update; an unknown body condition is refused.
+        let mut u = w;
+        u[34] = 0x13;
+        u[35] = 9;
+        let (sync, _) = decode_real(&u).expect("decodes");
+        assert_eq!(sync.update.map(|u| (u.op, u.index)), Some((SemOp::Inc, 9)));
+        let mut bad = w;
+        bad[32] = 0x07;
+        assert!(decode_real(&bad).is_err());
+    }
+
+    /// Bytes of the retired project test encoding (0xE0-0xE9) are not trn2 words: the engine
+    /// faults on them like on any unknown opcode.
+    #[test]
+    fn project_test_encoding_is_refused() {
+        let mut dev = Device::new(crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut w = [0u8; WORD];
+        w[0] = 0xE9; // the old END
+        w[1] = 0x10;
+        let port = dev.instr_port(0, Engine::Pool);
+        dev.write(port, &w).expect("port");
+        dev.run(100);
+        let f = dev.faults().first().expect("fault");
+        assert_eq!((f.engine, f.opcode), (Some(Engine::Pool), 0xE9));
+        assert!(f.detail.contains("cannot decode"), "{}", f.detail);
+    }
+}

@@ -1,0 +1,412 @@
+//! The trn2 executor glue: running one issued word. Control words (WRITE, TENSOR_LOAD,
+//! COMPARE_BRANCH, EVENT_SEMAPHORE_RANGE_CLEAR, NOTIFY) act on the device here; data-path
+//! words run in `cayman_exec` on the core's memories; DMA_DIRECT2D goes to `dma`. Also the
+//! cost of each word (the table, or its calibrated class).
+
+use super::{Device, MAX_PENDING_INSTR_BYTES};
+use crate::fault::{FaultKind, OpFault};
+use crate::time::Ps;
+use neuron_isa::cayman::{CaymanInstr, Opcode, WORD};
+use neuron_isa::Engine;
+
+impl Device {
+    /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included)
+    /// and, for a calibrated class, the time from its issue to its completion signal.
+    pub(super) fn execute_real(
+        &mut self,
+        nc: usize,
+        e: usize,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(u64, Option<Ps>), OpFault> {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
+        // the first MATMUL after it shares the pair's calibrated interval with it.
+        let pe = &self.cores[nc].pe;
+        let (transpose, ldw_cols, fresh) = (pe.transpose, pe.m as u64, pe.fresh);
+        // Elements streamed per partition, for the uncalibrated table.
+        let streamed = match ci.opcode {
+            Opcode::Write => self.exec_write(nc, engine, pc, ci).map(|_| 0)?,
+            Opcode::TensorLoad => self.exec_tensor_load(nc, engine, pc, ci).map(|_| 0)?,
+            Opcode::CompareBranch => self.exec_branch(nc, e, pc, ci).map(|_| 0)?,
+            Opcode::EventSemaphoreRangeClear => {
+                let (mode, first, last) = (
+                    ci.u("mode").unwrap_or(0),
+                    ci.u("first").unwrap_or(0),
+                    ci.u("last").unwrap_or(0),
+                );
+                if mode != 1 || first > last || last > 255 {
+                    return Err(OpFault::bad(format!(
+                        "EVENT_SEMAPHORE_RANGE_CLEAR mode {mode} over {first}..={last}: only mode 1 (SEMAPHORE_ZERO) over an ascending range is known"
+                    )));
+                }
+                let regs = &self.cores[nc].regs;
+                for s in first..=last {
+                    regs.set_sem(s as u8, 0);
+                }
+                self.wake_blocked(nc);
+                0
+            }
+            // NOTIFY posts when it completes (`decode_real` gives it `Op::Notify`); the three
+            // unnamed runtime opcodes are treated as no-ops (LOW: `docs/isa/cayman.md` §9).
+            Opcode::Notify | Opcode::Unnamed(_) => 0,
+            _ => {
+                let core = &mut self.cores[nc];
+                let r = crate::cayman_exec::execute(
+                    ci,
+                    &mut core.mem,
+                    &mut core.pe,
+                    &mut core.scratch,
+                )?;
+                match r {
+                    crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {
+                        self.stats.sgemm_macs += sgemm_macs;
+                        elems
+                    }
+                    crate::cayman_exec::Exec::Dma(d) => {
+                        self.dma2d(nc, &d)?;
+                        0
+                    }
+                }
+            }
+        };
+        let cost = &self.profile.cost;
+        let stream = cost.stream_elems_per_cycle.max(1);
+        let table = cost.instr_overhead_cycles + streamed / stream;
+        if cost.real.is_empty() {
+            return Ok((table, None));
+        }
+        // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
+        // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
+        // already charged the table's cost.
+        let (elems, wide) = crate::calib::word_features(ci);
+        let is_mm = ci.opcode == Opcode::Matmul;
+        let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
+        else {
+            return Ok((table, None));
+        };
+        let mhz = cost.engine_mhz[engine.index()] as u64;
+        // The LDWEIGHTS before a fresh MATMUL was charged this much of the pair's interval.
+        let ldw = if is_mm && fresh {
+            cost.instr_overhead_cycles + ldw_cols / stream
+        } else {
+            0
+        };
+        let (interval, lat) = (c.cost(elems), c.latency(elems));
+        let cycles = (interval.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
+        // Only a latency longer than the fitted interval defers the completion signal (the
+        // comparison is on the fitted values, before cycle rounding).
+        let latency = (lat > interval).then(|| {
+            Ps(lat
+                .0
+                .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)))
+        });
+        Ok((cycles, latency))
+    }
+
+    /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
+    /// this or another core, an event register, memory). The stores happen at issue.
+    fn exec_write(
+        &mut self,
+        nc: usize,
+        engine: Engine,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(), OpFault> {
+        let site = |d: &Device| d.site(nc, Some(engine), pc, ci.opcode_byte);
+        for k in 0..2 {
+            let size = ci.u(&format!("size{k}")).unwrap_or(0);
+            if size == 0 {
+                continue;
+            }
+            if size > 4 {
+                return Err(OpFault::bad(format!(
+                    "WRITE slot {k}: size {size}, at most 4 bytes are known"
+                )));
+            }
+            let dst = ci.u(&format!("dst{k}")).unwrap_or(0);
+            let data = ci.u(&format!("data{k}")).unwrap_or(0) as u32;
+            let mut bytes = data.to_le_bytes();
+            self.hooked_write(dst, &mut bytes[..size as usize], site)
+                .map_err(|err| OpFault {
+                    kind: FaultKind::OutOfBounds,
+                    detail: format!("WRITE slot {k}: {err}"),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// TENSOR_LOAD: `num0 x num1` 32-bit values (`step0` elements apart) from a device
+    /// address into the engine's registers named by the word's `regs` bytes.
+    fn exec_tensor_load(
+        &mut self,
+        nc: usize,
+        engine: Engine,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(), OpFault> {
+        let site = |d: &Device| d.site(nc, Some(engine), pc, ci.opcode_byte);
+        let dtype = ci.u("dtype").unwrap_or(0);
+        let n = ci.u("num0").unwrap_or(0).max(1) * ci.u("num1").unwrap_or(0).max(1);
+        let step = ci
+            .i("step0")
+            .or_else(|| ci.u("step0").map(|v| v as i64))
+            .unwrap_or(0);
+        let regs: Vec<u8> = match ci.get("regs") {
+            Some(neuron_isa::cayman::Value::Bytes(b)) => b.clone(),
+            _ => Vec::new(),
+        };
+        if dtype != 9 || n as usize > regs.len() {
+            return Err(OpFault::bad(format!(
+                "TENSOR_LOAD of {n} values of dtype code {dtype}: only uint32 (9) into at most {} registers is known",
+                regs.len()
+            )));
+        }
+        let addr = ci.u("addr").unwrap_or(0);
+        for (i, r) in regs.iter().take(n as usize).enumerate() {
+            let at = addr.wrapping_add((i as i64 * step * 4) as u64);
+            let mut b = [0u8; 4];
+            self.hooked_read(at, &mut b, site).map_err(|err| OpFault {
+                kind: FaultKind::OutOfBounds,
+                detail: format!("TENSOR_LOAD: {err}"),
+            })?;
+            self.cores[nc].engines[engine.index()].regs[*r as usize] = u32::from_le_bytes(b);
+        }
+        Ok(())
+    }
+
+    /// COMPARE_BRANCH: ALWAYS, or EQ (`$R[cmp0] == 0`); a taken branch moves the pc by
+    /// `label / 64` words when the word completes. A target before pc 0 or beyond what the
+    /// instruction port may hold faults; a target the fetch has not reached yet waits for it.
+    fn exec_branch(
+        &mut self,
+        nc: usize,
+        e: usize,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(), OpFault> {
+        let raw14 = ci
+            .unknown
+            .iter()
+            .find_map(|r| (14u8.checked_sub(r.off)).and_then(|i| r.bytes.get(i as usize)))
+            .copied()
+            .unwrap_or(0);
+        if raw14 == 1 {
+            return Err(OpFault::bad(
+                "COMPARE_BRANCH register-indirect form (byte 14 = 1) is not modelled",
+            ));
+        }
+        let st = &mut self.cores[nc].engines[e];
+        let taken = match ci.u("cmp_op").unwrap_or(0) {
+            0 => true,
+            3 => st.regs[ci.u("cmp0").unwrap_or(0) as usize & 0xff] == 0,
+            op => {
+                return Err(OpFault::bad(format!(
+                    "COMPARE_BRANCH comparison {op} is not known (0 ALWAYS, 3 EQ)"
+                )))
+            }
+        };
+        if !taken {
+            return Ok(());
+        }
+        let label = ci.i("label").unwrap_or(0);
+        let max_words = (MAX_PENDING_INSTR_BYTES / WORD) as i64;
+        let target = pc as i64 + label / 64;
+        if label % 64 != 0 || target < 0 || target >= max_words {
+            return Err(OpFault::bad(format!(
+                "COMPARE_BRANCH label {label}: target pc {target} is outside the program"
+            )));
+        }
+        st.branch = Some(target as u32);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::arch::{tpb, ArchProfile};
+
+    /// Feed `words` to engine `e` of core `nc` and run the device until it is quiet (or
+    /// `budget` events ran).
+    pub(crate) fn run_words(
+        dev: &mut Device,
+        nc: usize,
+        e: Engine,
+        words: &[[u8; 64]],
+        budget: usize,
+    ) {
+        let port = dev.instr_port(nc, e);
+        dev.write(port, &words.concat()).expect("instruction port");
+        dev.run(budget);
+    }
+
+    /// The runtime prologue's words: TENSOR_LOAD into a register, COMPARE_BRANCH on it, a
+    /// WRITE to another core's semaphore increment register, EVENT_SEMAPHORE_RANGE_CLEAR and
+    /// NOTIFY (posted when it completes).
+    #[test]
+    fn prologue_words_execute() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        dev.write(hbm, &[0, 0, 0, 0, 7, 0, 0, 0]).expect("hbm");
+        let (page0, page1) = (dev_sem_page(&dev, 0), dev_sem_page(&dev, 1));
+        let (set5, peer_inc1) = (page0 + 0x1400 + 4 * 5, page1 + 0x1800 + 4);
+        // Core 0's semaphores 3..=10 hold 9 before the range clear.
+        for i in 3..=10 {
+            assert!(dev.reg_write(0, 0x1400 + 4 * i, 9));
+        }
+        let words = [
+            b::tensor_load(&[0, 1], hbm, 1), // $R[0] = 0, $R[1] = 7
+            b::branch_eq(1, 2),              // $R[1] != 0: not taken
+            b::branch_eq(0, 2),              // taken: skips the next word
+            b::write(&[(set5, 0x55)]),
+            b::write(&[(peer_inc1, 1), (peer_inc1, 2)]),
+            b::range_clear(3, 10),
+            b::notify(2),
+        ];
+        run_words(&mut dev, 0, Engine::Pe, &words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let regs0 = dev.regs(0).expect("core 0");
+        let regs1 = dev.regs(1).expect("core 1");
+        assert_eq!(
+            regs0.sem(5),
+            0,
+            "the skipped WRITE did not run; the range clear zeroed 3..=10"
+        );
+        assert_eq!(regs0.sem(11), 0);
+        assert_eq!(
+            regs1.sem(1),
+            3,
+            "both stores reached core 1's increment register"
+        );
+        let st = &dev.cores[0].engines[0];
+        assert_eq!((st.regs[0], st.regs[1]), (0, 7));
+        assert_eq!(st.pc, 6 + 1, "pc after the NOTIFY");
+        assert_eq!(
+            dev.stats().dropped_notifications,
+            1,
+            "the NOTIFY posted (no queue set up)"
+        );
+        // A WRITE to an address no core, memory or register decodes faults as out of bounds.
+        run_words(
+            &mut dev,
+            0,
+            Engine::Sp,
+            &[b::write(&[(0x7f00_0000_0000, 1)])],
+            1000,
+        );
+        let f = dev.faults().first().expect("fault");
+        assert_eq!(
+            (f.kind, f.engine, f.pc, f.opcode),
+            (FaultKind::OutOfBounds, Some(Engine::Sp), 0, 0xa5)
+        );
+    }
+
+    /// A branch before pc 0 (or past what an instruction port may hold) faults with the
+    /// engine, pc and opcode; a branch to itself spins but never stalls the event loop.
+    #[test]
+    fn branches_are_bounded() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(
+            &mut dev,
+            0,
+            Engine::Act,
+            &[b::set_ordering(true), b::branch_always(-5, 0)],
+            1000,
+        );
+        let f = dev.faults().first().expect("fault");
+        assert_eq!(
+            (f.kind, f.engine, f.pc, f.opcode),
+            (FaultKind::BadInstruction, Some(Engine::Act), 1, 0xa9)
+        );
+        assert!(f.detail.contains("outside the program"), "{}", f.detail);
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(&mut dev, 0, Engine::Act, &[b::branch_always(0, 0)], 1000);
+        assert!(dev.faults().is_empty());
+        assert!(dev.run(1000), "still spinning: only a timeout ends it");
+        // The register-indirect form is refused.
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        run_words(&mut dev, 0, Engine::Sp, &[b::branch_indirect()], 1000);
+        assert!(dev.faults()[0].detail.contains("register-indirect"));
+    }
+
+    /// The `$S[2]` ticket barrier of the prologue, `$S[0] > 0` start wait included.
+    #[test]
+    fn ticket_barrier_and_start_wait() {
+        use neuron_isa::cayman::build::event_semaphore as es;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // Tensor: wait $S[0] > 0 and take it, then +=1 and wait ==2, =0. Sync: ==1 ++.
+        run_words(
+            &mut dev,
+            0,
+            Engine::Pe,
+            &[
+                es((0, 4, 0), 0x14, 0, 1),
+                es((0, 0, 0), 0x15, 2, 1),
+                es((2, 1, 2), 0x19, 2, 0),
+            ],
+            1000,
+        );
+        run_words(&mut dev, 0, Engine::Sp, &[es((2, 1, 1), 0x13, 2, 1)], 1000);
+        let regs = dev.regs(0).expect("core 0");
+        assert_eq!(dev.cores[0].engines[0].pc, 0, "Tensor waits for the start");
+        assert!(dev.reg_write(0, 0x1800, 1));
+        dev.run(10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        assert_eq!((regs.sem(0), regs.sem(2)), (0, 0));
+        assert_eq!(dev.cores[0].engines[0].pc, 3);
+        assert_eq!(dev.cores[0].engines[4].pc, 1);
+    }
+
+    fn dev_sem_page(dev: &Device, nc: usize) -> u64 {
+        dev.profile.tpb_base(nc) + tpb::SEMAPHORE_PAGE
+    }
+
+    /// A calibrated word whose latency exceeds its interval: the engine moves on after the
+    /// interval, its semaphore update lands at the latency, and a DRAIN waits for it.
+    #[test]
+    fn late_completion_signal_and_drain() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut cost = dev.profile().cost.clone();
+        // EVENT_SEMAPHORE on PE: 10 ns to issue, signalled 5 us later.
+        cost.real = vec![crate::calib::OpCost {
+            engine: Engine::Pe,
+            opcode: Opcode::EventSemaphore,
+            wide: false,
+            transpose: false,
+            fixed: Ps(10_000),
+            per_elem_fs: 0,
+            lat_fixed: Ps(5_000_000),
+            lat_per_elem_fs: 0,
+        }];
+        dev.set_cost(cost);
+        dev.set_tracing(true);
+        // $S[7]++ at completion, then a DRAIN, then $S[8]++.
+        let words = [
+            b::event_semaphore((0, 0, 0), 0x13, 7, 0),
+            b::drain(1),
+            b::event_semaphore((0, 0, 0), 0x13, 8, 0),
+        ];
+        let port = dev.instr_port(0, Engine::Pe);
+        dev.write(port, &words.concat()).expect("instruction port");
+        dev.run(10_000);
+        let regs = dev.regs(0).expect("core 0");
+        assert_eq!((regs.sem(7), regs.sem(8)), (1, 1));
+        let trace = dev.take_trace();
+        let span = |pc: u32| {
+            trace
+                .iter()
+                .find(|t| t.pc == pc && t.nc == 0 && t.track == "Tensor")
+                .map(|t| (t.start, t.dur))
+                .expect("traced")
+        };
+        // The engine was free after the 10 ns interval, but the DRAIN issued only once the
+        // update had landed, 5 us after the word's issue.
+        assert!(span(0).1 <= Ps(10_500), "{:?}", span(0));
+        assert!(span(1).0 >= span(0).0 + Ps(5_000_000), "{:?}", span(1));
+        assert!(span(2).0 >= span(1).0);
+    }
+}

@@ -1,0 +1,366 @@
+//! The device: cores, DMA engines, memories, notification queues and the discrete-event
+//! scheduler that runs them. [`Device`] is the facade; each concern lives in a submodule.
+//!
+//! One global clock in picoseconds; events are ordered by (time, insertion sequence), so a run
+//! is bit-for-bit deterministic for the same inputs. The device runs only when asked
+//! ([`Device::run`]) and touches no OS facilities; the emulator drives it from a thread.
+//!
+//! - `memory`: the address map's targets (HBM, host regions, TPB windows) read/write/fill;
+//! - `dma`: DMA queues, descriptor consumption, DMA_DIRECT2D runs;
+//! - `engine`: sequencer state, decode, waits, issue and completion;
+//! - `exec`: the trn2 executor glue (control words, the data path in `cayman_exec`);
+//! - `sem`: semaphore/event updates, register writes, wake-ups;
+//! - `notify`: notification queues, posting, faults;
+//! - `hooked`: calling the installed [`DeviceHooks`](crate::hooks::DeviceHooks);
+//! - `status`: the typed snapshot [`Device::status`].
+
+mod dma;
+mod engine;
+mod exec;
+mod hooked;
+mod memory;
+mod notify;
+mod sem;
+mod status;
+
+pub use crate::stats::{HostProfile, Stats, TraceEvent};
+pub use dma::QueueState;
+pub use memory::MemError;
+pub use status::{
+    CoreStatus, DeviceStatus, EngineState, EngineStatus, NqStatus, QueueStatus, WaitingOn,
+};
+
+use crate::addrmap::{AddrMap, Target};
+use crate::arch::{tpb, ArchProfile};
+use crate::core::{CoreMem, Scratch};
+use crate::fault::Fault;
+use crate::hbm::SparseMem;
+use crate::hooks::{Installed, Notice};
+use crate::hostmem::HostRegion;
+use crate::regs::RegPage;
+use crate::sched::EventQueue;
+use crate::time::Ps;
+use neuron_abi::addr::DevAddr;
+use neuron_isa::SemUpdate;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// DMA engines per NeuronCore and queues per DMA engine (`driver-abi.md` §3.1).
+pub const DMA_ENGINES_PER_NC: usize = 16;
+pub const DMA_QUEUES: usize = 16;
+/// Notification-queue types used by the device (`driver-abi.md` §4).
+pub const NQ_NOTIFY: u8 = 1;
+pub const NQ_ERROR: u8 = 3;
+/// Most instruction bytes waiting at one engine's port.
+pub const MAX_PENDING_INSTR_BYTES: usize = 64 << 20;
+/// Compute engines (sequencers) per core.
+const ENGINES: usize = 5;
+
+/// Why a DMA queue operation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaError {
+    NoSuchQueue,
+    NotInitialised,
+    Overrun,
+}
+
+/// What the scheduler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    /// Engine (nc, e) looks at its next word.
+    Step(usize, usize),
+    /// Engine (nc, e)'s word completes.
+    Complete(usize, usize),
+    /// DMA queue (engine, queue) consumes its head descriptor.
+    Dma(usize, usize),
+    /// A DMA_DIRECT2D finished: add to a semaphore of a core.
+    SemAdd(usize, u8, u32),
+    /// A word's semaphore/event update landing after the engine moved on (its calibrated
+    /// latency is longer than its issue interval).
+    Update(usize, usize, SemUpdate),
+    /// A notification a hook delayed.
+    Notice(Notice),
+    /// A timer a hook asked for.
+    Timer(u64),
+}
+
+impl Ev {
+    /// The core an event belongs to (`None`: the device's).
+    fn core(&self) -> Option<usize> {
+        match *self {
+            Ev::Step(n, _) | Ev::Complete(n, _) | Ev::SemAdd(n, _, _) | Ev::Update(n, _, _) => {
+                Some(n)
+            }
+            Ev::Dma(eng, _) => Some(eng / DMA_ENGINES_PER_NC),
+            Ev::Notice(n) => Some(n.nc),
+            Ev::Timer(_) => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Core {
+    mem: CoreMem,
+    regs: Arc<RegPage>,
+    engines: Vec<engine::Sequencer>,
+    nqs: HashMap<(u8, u8), notify::Nq>,
+    scratch: Scratch,
+    pe: crate::cayman_exec::PeState,
+    /// Base of the core's DGE table (`abi::tpb::DGE_TABLE`), set by the runtime.
+    dge_table: Option<u64>,
+}
+
+impl Core {
+    fn new(profile: &ArchProfile) -> Core {
+        Core {
+            mem: CoreMem::new(profile),
+            regs: Arc::new(RegPage::new()),
+            engines: (0..ENGINES).map(|_| engine::Sequencer::new()).collect(),
+            nqs: HashMap::new(),
+            scratch: Scratch::default(),
+            pe: Default::default(),
+            dge_table: None,
+        }
+    }
+}
+
+/// The whole device.
+#[derive(Debug)]
+pub struct Device {
+    profile: ArchProfile,
+    now: Ps,
+    events: EventQueue<Ev>,
+    cores: Vec<Core>,
+    dma: Vec<Vec<dma::DmaQueue>>,
+    hbm: SparseMem,
+    /// Host regions by slot (`Target::Host(slot)`), with their bus address.
+    host: Vec<Option<(u64, HostRegion)>>,
+    /// Every range of device addresses that answers.
+    map: AddrMap,
+    faults: Vec<Fault>,
+    stats: Stats,
+    trace: Option<Vec<TraceEvent>>,
+    host_profile: Option<HostProfile>,
+    copybuf: Vec<u8>,
+    /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
+    dma2d_free: Vec<Ps>,
+    dmaout: Vec<u8>,
+    hooks: Installed,
+    /// Memory-access hooks are on (set by the hook).
+    mem_watch: bool,
+}
+
+/// The fixed ranges of an architecture's address map: each HBM and each core's TPB window.
+fn fixed_map(profile: &ArchProfile) -> AddrMap {
+    let a = profile.arch;
+    let mut m = AddrMap::default();
+    let mut add = |start: u64, len: u64, t: Target| {
+        // The layout is the architecture's; an overlap is a bug in its numbers (tested for
+        // every architecture), and the later range is left out rather than panicking.
+        if let Err(e) = m.insert(DevAddr(start), len, t) {
+            tracing::error!(target: "devmodel", "address map: {e}");
+        }
+    };
+    for k in 0..a.hbm_count() {
+        if let Some(base) = a.hbm_base(k) {
+            add(base, a.hbm_size(), Target::Hbm(k as u8));
+        }
+    }
+    let p = profile.partitions as u64;
+    for nc in 0..profile.nc_count {
+        let (b, n) = (profile.tpb_base(nc), nc as u8);
+        add(
+            b + tpb::SBUF,
+            p * tpb::SBUF_PARTITION_STRIDE,
+            Target::Sbuf(n),
+        );
+        add(
+            b + tpb::PSUM,
+            p * tpb::PSUM_PARTITION_STRIDE,
+            Target::Psum(n),
+        );
+        add(
+            b + tpb::SEMAPHORE_PAGE,
+            tpb::SEMAPHORE_PAGE_SIZE,
+            Target::Regs(n),
+        );
+        for e in 0..ENGINES as u64 {
+            add(
+                b + tpb::INSTR_PORT + e * tpb::INSTR_PORT_STRIDE,
+                tpb::INSTR_PORT_STRIDE,
+                Target::InstrPort(n, e as u8),
+            );
+        }
+        add(b + tpb::DGE_TABLE, 8, Target::DgeTable(n));
+    }
+    m
+}
+
+impl Device {
+    pub fn new(profile: ArchProfile) -> Device {
+        let cores_n = profile.nc_count;
+        let cores = (0..cores_n).map(|_| Core::new(&profile)).collect();
+        let dma = (0..profile.dma_engines)
+            .map(|_| (0..DMA_QUEUES).map(|_| dma::DmaQueue::default()).collect())
+            .collect();
+        Device {
+            map: fixed_map(&profile),
+            profile,
+            now: Ps::ZERO,
+            events: EventQueue::default(),
+            cores,
+            dma,
+            hbm: SparseMem::new(),
+            host: Vec::new(),
+            faults: Vec::new(),
+            stats: Stats::default(),
+            trace: None,
+            host_profile: None,
+            copybuf: Vec::new(),
+            dma2d_free: vec![Ps(0); cores_n],
+            dmaout: Vec::new(),
+            hooks: Installed::default(),
+            mem_watch: false,
+        }
+    }
+
+    pub fn profile(&self) -> &ArchProfile {
+        &self.profile
+    }
+    pub fn now(&self) -> Ps {
+        self.now
+    }
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+    pub fn hbm_resident_bytes(&self) -> u64 {
+        self.hbm.resident_bytes()
+    }
+    /// The address map: every range of device addresses that answers, ascending.
+    pub fn address_map(&self) -> &AddrMap {
+        &self.map
+    }
+
+    /// Start (or stop, with `false`) recording a timeline.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.trace = on.then(Vec::new);
+    }
+    /// Take the recorded timeline.
+    pub fn take_trace(&mut self) -> Vec<TraceEvent> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Replace the cost table (calibration experiments: `neuron-emu calibrate`). Costs only
+    /// change timing, never data.
+    pub fn set_cost(&mut self, cost: crate::arch::CostTable) {
+        self.profile.cost = cost;
+    }
+
+    /// Start (or stop, with `false`) measuring host time per instruction kind; starting
+    /// clears what was measured.
+    pub fn set_host_profiling(&mut self, on: bool) {
+        self.host_profile = on.then(HostProfile::default);
+    }
+    /// What was measured since profiling started.
+    pub fn host_profile(&self) -> Option<&HostProfile> {
+        self.host_profile.as_ref()
+    }
+
+    /// The register page of core `nc` (shared with user-space mappings).
+    pub fn regs(&self, nc: usize) -> Option<Arc<RegPage>> {
+        self.cores.get(nc).map(|c| c.regs.clone())
+    }
+
+    fn schedule(&mut self, at: Ps, ev: Ev) {
+        self.events.push(at, ev);
+    }
+
+    /// Whether events are pending.
+    pub fn busy(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Run up to `budget` events. Returns whether events remain.
+    pub fn run(&mut self, budget: usize) -> bool {
+        for _ in 0..budget {
+            let Some((t, ev)) = self.events.pop() else {
+                return false;
+            };
+            if t > self.now {
+                self.now = t;
+            }
+            self.stats.events += 1;
+            match ev {
+                Ev::Step(nc, e) => self.engine_step(nc, e),
+                Ev::Complete(nc, e) => self.engine_complete(nc, e),
+                Ev::Dma(eng, q) => self.dma_step(eng, q),
+                Ev::SemAdd(nc, sem, v) => {
+                    let u = SemUpdate {
+                        op: neuron_isa::SemOp::Add,
+                        index: sem,
+                        value: v as i32,
+                    };
+                    self.update_sem(nc, None, 0, u);
+                }
+                Ev::Update(nc, e, u) => {
+                    let mut pc = 0;
+                    if let Some(st) = self.cores.get_mut(nc).and_then(|c| c.engines.get_mut(e)) {
+                        st.outstanding = st.outstanding.saturating_sub(1);
+                        pc = st.pc;
+                    }
+                    self.update_sem(nc, Some(e), pc, u);
+                }
+                Ev::Notice(n) => self.post_notice(n),
+                Ev::Timer(token) => self.deliver_timer(token),
+            }
+        }
+        !self.events.is_empty()
+    }
+
+    /// Reset one core: engines, memories, registers, its DMA queues and notification queues.
+    pub fn reset_nc(&mut self, nc: usize) {
+        let Some(c) = self.cores.get_mut(nc) else {
+            return;
+        };
+        c.engines = (0..ENGINES).map(|_| engine::Sequencer::new()).collect();
+        c.mem.clear();
+        c.regs.reset();
+        c.nqs.clear();
+        c.pe = Default::default();
+        c.dge_table = None;
+        if let Some(f) = self.dma2d_free.get_mut(nc) {
+            *f = Ps(0);
+        }
+        for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {
+            if let Some(qs) = self.dma.get_mut(eng) {
+                for dq in qs.iter_mut() {
+                    *dq = dma::DmaQueue::default();
+                }
+            }
+        }
+        self.events.retain(|ev| ev.core() != Some(nc));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every architecture's fixed ranges fit without overlap: each HBM, and per core five
+    /// window ranges plus five instruction ports.
+    #[test]
+    fn every_architecture_has_a_consistent_address_map() {
+        for arch in neuron_abi::Arch::ALL {
+            let p = ArchProfile::new(arch);
+            let m = fixed_map(&p);
+            assert_eq!(
+                m.len(),
+                arch.hbm_count() as usize + p.nc_count * (4 + ENGINES),
+                "{arch:?}"
+            );
+        }
+    }
+}
