@@ -277,11 +277,17 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
 
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
+        Self::with_memory(profile, &crate::hostmem::heap_source)
+    }
+
+    /// A device whose SBUF, PSUM and register pages come from `memory` (memory user space
+    /// may map; the heap where it gives none).
+    pub fn with_memory(profile: ArchProfile, memory: crate::hostmem::MemSource) -> Device {
         let cores_n = profile.nc_count;
         let cores = (0..profile.nc_count)
             .map(|_| Core {
-                mem: CoreMem::new(&profile),
-                regs: Arc::new(RegPage::new()),
+                mem: CoreMem::with_memory(&profile, memory),
+                regs: Arc::new(RegPage::with_memory(memory)),
                 engines: (0..5).map(|_| EngineState::new()).collect(),
                 nqs: HashMap::new(),
                 scratch: Scratch::default(),

@@ -543,7 +543,7 @@ impl Model {
         // Open every core's start gate through its mapped register page: `$S[0]`, which the
         // loop head of each resident program waits on.
         for c in &self.cores {
-            if !c.sem_page.fetch_add_u32(0x1800, 1) {
+            if !c.sem_page.store_u32(0x1800, 1) {
                 return Err(NrtError::new(
                     NrtStatus::Failure,
                     "semaphore page mapping too small",
