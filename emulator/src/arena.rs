@@ -123,6 +123,10 @@ impl Arena {
     }
 
     fn region(&self, off: u64, len: u64, dev: bool) -> Option<HostRegion> {
+        if std::process::id() != self.inner.pid {
+            // A forked child's copy must not hand out memory its parent may hand out too.
+            return None;
+        }
         let end = off.checked_add(len)?;
         if len == 0 || end > self.inner.size || !off.is_multiple_of(4096) {
             return None;
