@@ -7,10 +7,10 @@ use neuron_abi::consts::{
     MemType, CINIT_STATE_COMPLETED, CINIT_STATE_STARTED, MMAP_BLOCK_TPB, MMAP_RESOURCE_SBUF,
     MMAP_RESOURCE_SEMAPHORE, POD_STATE_SINGLE_NODE,
 };
+use neuron_abi::device::PROT_RW;
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::udma::{UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY};
-use neuron_abi::device::PROT_RW;
 use neuron_abi::{DeviceFile, Errno};
 use neuron_e2e_tests::call::{ioctl, ioctl_raw, map_read_u32, map_write_u32};
 use neuron_emulator::{Emulator, OpenOptions};
@@ -185,7 +185,11 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         "bad buffer pointer"
     );
     // Device memory maps whole chunks, coherently with the ioctls.
-    assert_eq!(dev.mmap(8192, info.pa, PROT_RW), Err(Errno::EINVAL), "wrong length");
+    assert_eq!(
+        dev.mmap(8192, info.pa, PROT_RW),
+        Err(Errno::EINVAL),
+        "wrong length"
+    );
     let dp = dev.mmap(4096, info.pa, PROT_RW).expect("mmap device chunk");
     assert_eq!(map_read_u32(dp, 0), u32::from_le_bytes([0, 7, 14, 21]));
     map_write_u32(dp, 8, 0x1234_5678);
@@ -214,7 +218,9 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         Err(Errno::EINVAL),
         "partial mappings are refused"
     );
-    let p = dev.mmap(8192, hinfo.mmap_offset, PROT_RW).expect("mmap host chunk");
+    let p = dev
+        .mmap(8192, hinfo.mmap_offset, PROT_RW)
+        .expect("mmap host chunk");
     map_write_u32(p, 100 * 4, 0xfeed_f00d);
     let mut w = [0u8; 4];
     buf_copy(dev, hh, 400, &mut w, false).expect("read back");
@@ -402,7 +408,9 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         (ri.offset, ri.size),
         (arch.tpb_semaphore_mmap_offset(0).expect("nc0"), 0x2000)
     );
-    let page = dev.mmap(0x2000, ri.offset, PROT_RW).expect("map semaphore page");
+    let page = dev
+        .mmap(0x2000, ri.offset, PROT_RW)
+        .expect("map semaphore page");
     assert_eq!(map_read_u32(page, 0x1000 + 4 * 3), 6, "value register");
     assert_eq!(map_read_u32(page, 4 * 9), 1, "event register");
     map_write_u32(page, 0x1800 + 4 * 3, 4);
@@ -705,7 +713,9 @@ fn conformance_more(dev: &dyn DeviceFile, arch: Arch) {
     let mut ds = NeuronDsInfo::new_zeroed();
     ioctl(dev, NEURON_IOCTL_ACQUIRE_NEURON_DS, &mut ds).expect("acquire ds");
     assert_eq!(ds.size, 256 << 10);
-    let dsp = dev.mmap(256 << 10, ds.mmap_offset, PROT_RW).expect("map ds");
+    let dsp = dev
+        .mmap(256 << 10, ds.mmap_offset, PROT_RW)
+        .expect("map ds");
     dev.munmap(dsp, 256 << 10).expect("unmap ds");
     let mut ds2 = NeuronDsInfo {
         pid: 0x3fff_fff0,
@@ -1217,7 +1227,10 @@ fn misc_fd_accepts_only_misc_commands() {
         ioctl(&misc, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a),
         Err(Errno::EINVAL)
     );
-    assert_eq!(misc.mmap(0x2000, 0x20_0270_0000, PROT_RW), Err(Errno::EINVAL));
+    assert_eq!(
+        misc.mmap(0x2000, 0x20_0270_0000, PROT_RW),
+        Err(Errno::EINVAL)
+    );
 }
 
 #[test]

@@ -117,7 +117,11 @@ fn a_chunk_mapped_twice_survives_both_unmaps() {
     let b = dev.mmap(8192, off, PROT_RW).expect("map 2");
     assert_ne!(a, b, "each mmap is a mapping of its own");
     map_write_u32(a, 100, 0xA5A5_0001);
-    assert_eq!(map_read_u32(b, 100), 0xA5A5_0001, "both views show the same memory");
+    assert_eq!(
+        map_read_u32(b, 100),
+        0xA5A5_0001,
+        "both views show the same memory"
+    );
     dev.munmap(a, 8192).expect("unmap 1");
     dev.munmap(b, 8192).expect("unmap 2");
     assert_eq!(dev.munmap(b, 8192), Err(Errno::EINVAL), "already unmapped");
@@ -127,7 +131,11 @@ fn a_chunk_mapped_twice_survives_both_unmaps() {
     assert_eq!(unsafe { libc::munmap(c.cast(), 8192) }, 0);
     let mut data = vec![7u8; 8192];
     device_write(&*dev, h, 0, &mut data);
-    assert_eq!(device_read(&*dev, h, 0, 8192), data, "the device's memory is intact");
+    assert_eq!(
+        device_read(&*dev, h, 0, 8192),
+        data,
+        "the device's memory is intact"
+    );
 }
 
 #[test]
@@ -141,7 +149,11 @@ fn the_semaphore_page_mapped_twice_survives_both_unmaps() {
     let c = sem_page(&*dev, PROT_RW);
     map_write_u32(c, SEM_INC + 4 * 3, 5);
     assert_eq!(sem_read(&*dev, 3), 5, "the live page still works");
-    assert_eq!(map_read_u32(c, 0x1000 + 4 * 3), 5, "and reads through the view are live");
+    assert_eq!(
+        map_read_u32(c, 0x1000 + 4 * 3),
+        5,
+        "and reads through the view are live"
+    );
     // SAFETY: plain munmap(2) of the view just made.
     assert_eq!(unsafe { libc::munmap(c.cast(), 0x2000) }, 0);
     assert_eq!(sem_read(&*dev, 3), 5);
@@ -155,7 +167,11 @@ fn partial_munmap_keeps_the_rest_of_the_mapping() {
     // SAFETY: the middle page of the mapping just made.
     let mid = unsafe { p.add(4096) };
     dev.munmap(mid, 4096).expect("unmap the middle page");
-    assert_eq!(dev.munmap(mid, 4096), Err(Errno::EINVAL), "not mapped any more");
+    assert_eq!(
+        dev.munmap(mid, 4096),
+        Err(Errno::EINVAL),
+        "not mapped any more"
+    );
     map_write_u32(p, 8, 11);
     // SAFETY: the last page, still mapped.
     let last = unsafe { p.add(2 * 4096) };
@@ -168,7 +184,8 @@ fn partial_munmap_keeps_the_rest_of_the_mapping() {
         "a range with a hole is not all ours"
     );
     dev.munmap(p, 4096).expect("unmap the first page");
-    dev.munmap(last, 100).expect("unmap the last page (length rounded up)");
+    dev.munmap(last, 100)
+        .expect("unmap the last page (length rounded up)");
     assert_eq!(dev.munmap(last, 4096), Err(Errno::EINVAL));
     let mut data = vec![3u8; 3 * 4096];
     device_write(&*dev, h, 0, &mut data);
@@ -181,10 +198,17 @@ fn mprotect_read_only_leaves_the_device_writing() {
     let (h, off) = host_chunk(&*dev, 4096).expect("chunk");
     let p = dev.mmap(4096, off, PROT_RW).expect("map");
     // SAFETY: changing the protection of the user's own view, as a program may.
-    assert_eq!(unsafe { libc::mprotect(p.cast(), 4096, libc::PROT_READ) }, 0);
+    assert_eq!(
+        unsafe { libc::mprotect(p.cast(), 4096, libc::PROT_READ) },
+        0
+    );
     let mut data = (0..4096).map(|i| i as u8).collect::<Vec<u8>>();
     device_write(&*dev, h, 0, &mut data);
-    assert_eq!(map_read_u32(p, 4), u32::from_le_bytes([4, 5, 6, 7]), "user sees device writes");
+    assert_eq!(
+        map_read_u32(p, 4),
+        u32::from_le_bytes([4, 5, 6, 7]),
+        "user sees device writes"
+    );
     dev.munmap(p, 4096).expect("unmap");
 }
 
@@ -194,7 +218,9 @@ fn the_sbuf_mapping_is_page_aligned() {
     let w = ARCH
         .resource_mmap(MMAP_BLOCK_TPB, 0, MMAP_RESOURCE_SBUF)
         .expect("SBUF row");
-    let p = dev.mmap(w.size as usize, w.offset, PROT_RW).expect("map SBUF");
+    let p = dev
+        .mmap(w.size as usize, w.offset, PROT_RW)
+        .expect("map SBUF");
     assert_eq!(p as usize % 4096, 0, "SBUF mapping at {p:?}");
     dev.munmap(p, w.size as usize).expect("unmap");
 }
@@ -210,13 +236,19 @@ fn a_prot_read_mapping_is_really_read_only() {
         map_write_u32(pa as *mut u8, 0, 1);
         0
     });
-    assert!(died_of_sigsegv(st), "a store to a PROT_READ chunk mapping: status {st:#x}");
+    assert!(
+        died_of_sigsegv(st),
+        "a store to a PROT_READ chunk mapping: status {st:#x}"
+    );
     let regs = sem_page(&*dev, PROT_READ) as usize;
     let st = in_child(move || {
         map_write_u32(regs as *mut u8, SEM_INC, 1);
         0
     });
-    assert!(died_of_sigsegv(st), "a store to a PROT_READ register page: status {st:#x}");
+    assert!(
+        died_of_sigsegv(st),
+        "a store to a PROT_READ register page: status {st:#x}"
+    );
     assert_eq!(sem_read(&*dev, 0), 0);
 }
 
@@ -263,8 +295,15 @@ fn a_forked_child_is_not_attached_and_its_close_leaves_the_parent_intact() {
     });
     assert!(libc::WIFEXITED(st), "child status {st:#x}");
     assert_eq!(libc::WEXITSTATUS(st), 0, "child check failed");
-    assert_eq!(device_read(&*dev, h, 0, 4096), data, "the parent's chunk is intact");
-    assert!(host_chunk(&*dev, 4096).is_ok(), "the parent is still attached");
+    assert_eq!(
+        device_read(&*dev, h, 0, 4096),
+        data,
+        "the parent's chunk is intact"
+    );
+    assert!(
+        host_chunk(&*dev, 4096).is_ok(),
+        "the parent is still attached"
+    );
     drop(child_emu);
 }
 
@@ -281,7 +320,11 @@ fn every_store_to_the_increment_register_counts() {
             want += n;
         }
         let got = sem_read(&*dev, idx);
-        assert_eq!(got, if idx == 4 { want } else { n }, "{n} stores of 1 to $S[{idx}]");
+        assert_eq!(
+            got,
+            if idx == 4 { want } else { n },
+            "{n} stores of 1 to $S[{idx}]"
+        );
     }
     // Atomic read-modify-write forms a C client may use (lock add, lock xadd) count too.
     // SAFETY: a 4-byte aligned word inside the live 8 KiB view.

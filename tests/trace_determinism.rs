@@ -31,10 +31,7 @@ fn mlp_traces_are_identical_under_host_load() {
         m.execute(&[("x", &x)]).expect("execute");
         let trace = s.emu.with_device(0, |d| d.take_trace()).expect("device 0");
         assert!(!trace.is_empty());
-        let bytes = format!("{trace:#?}");
-        if std::env::var("TRACE_DUMP").is_ok() {
-            std::fs::write(format!("/tmp/trace_run{run}.txt"), &bytes).expect("dump");
-        }
+        let bytes = format!("{trace:?}");
         match &first {
             None => first = Some(bytes),
             Some(f) => assert!(*f == bytes, "run {run}: the trace differs from run 0"),

@@ -347,7 +347,11 @@ mod tests {
         assert!(p.has_mail());
         assert_eq!(p.sem(5), 0, "not applied before the drain");
         assert!(p.drain_mailboxes());
-        assert_eq!((p.sem(5), p.sem(6)), (3, 10), "set then increment, in order");
+        assert_eq!(
+            (p.sem(5), p.sem(6)),
+            (3, 10),
+            "set then increment, in order"
+        );
         assert!(!p.has_mail());
     }
 

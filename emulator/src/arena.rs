@@ -176,8 +176,7 @@ impl Arena {
     /// mapping).
     pub fn map_user(&self, rw: *const u8, len: usize, prot: i32) -> Option<*mut u8> {
         let off = (rw as usize).checked_sub(self.inner.base)? as u64;
-        if off.checked_add(len as u64)? > self.inner.size || len == 0 || !off.is_multiple_of(4096)
-        {
+        if off.checked_add(len as u64)? > self.inner.size || len == 0 || !off.is_multiple_of(4096) {
             return None;
         }
         // SAFETY: a fresh shared mapping of our own memfd at an address the kernel picks; no

@@ -161,6 +161,8 @@ pub(crate) struct DevState {
     /// An ioctl found stores in the register mailboxes while the device was running: apply
     /// them at its next quiescent point.
     pub(crate) drain_pending: bool,
+    /// Ioctls waiting for the device to reach a quiescent point (`claim_mail`).
+    ioctls_waiting: u32,
 }
 
 impl DevState {
@@ -206,6 +208,8 @@ struct DevShared {
     global: Arc<Global>,
     state: Mutex<DevState>,
     kick: Condvar,
+    /// Signalled by the worker when the device is quiescent and an ioctl waits for that.
+    quiet: Condvar,
     stop: AtomicBool,
     /// The OS process that created the device (and runs its worker thread).
     os_pid: u32,
@@ -241,6 +245,9 @@ fn worker(sh: Arc<DevShared>) {
             return;
         }
         if !g.dev.busy() {
+            if g.ioctls_waiting > 0 {
+                sh.quiet.notify_all();
+            }
             let posted = mmio::posted();
             if g.drain_pending || (posted != applied && posted == last) {
                 g.drain_pending = false;
@@ -278,13 +285,38 @@ fn worker(sh: Arc<DevShared>) {
     }
 }
 
-/// On entry to an ioctl: apply the stores user space made through register mappings before
-/// it (see `worker`). Not in a forked child (its copy of the device runs nowhere).
+/// Longest an ioctl waits for a running device to reach a quiescent point. Only a device that
+/// keeps running this long (a program in an endless loop, or an ioctl from another thread
+/// during a long execution) sees an ioctl take effect at a point host timing chooses.
+const QUIESCE_WAIT: Duration = Duration::from_millis(100);
+
+/// On entry to an ioctl: let a running device reach its next quiescent point first (so what
+/// the ioctl does takes effect at a point fixed by the device's own progress, not by host
+/// thread timing: runs and their traces are deterministic), then apply the stores user space
+/// made through register mappings before it (see `worker`). Not in a forked child (its copy of
+/// the device runs nowhere).
 fn claim_mail(sh: &DevShared) {
     if sh.forked() {
         return;
     }
     let mut g = sh.lock();
+    if g.dev.busy() {
+        let deadline = std::time::Instant::now() + QUIESCE_WAIT;
+        g.ioctls_waiting += 1;
+        sh.kick.notify_all();
+        while g.dev.busy() && !sh.stop.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = sh
+                .quiet
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        g.ioctls_waiting -= 1;
+    }
     if !g.dev.has_mail() {
         return;
     }
@@ -346,6 +378,7 @@ impl Emulator {
                 arena,
                 drv: DrvState::new(arch),
                 drain_pending: false,
+                ioctls_waiting: 0,
             };
             let sh = Arc::new(DevShared {
                 index,
@@ -353,6 +386,7 @@ impl Emulator {
                 global: global.clone(),
                 state: Mutex::new(st),
                 kick: Condvar::new(),
+                quiet: Condvar::new(),
                 stop: AtomicBool::new(false),
                 os_pid: std::process::id(),
             });
@@ -562,12 +596,8 @@ impl DeviceFile for EmuFile {
                 let mut traps = Vec::new();
                 if mmio::SUPPORTED && vprot != 0 {
                     for k in (0..len).step_by(PAGE) {
-                        let t = mmio::register(
-                            p as usize + k,
-                            &page,
-                            k as u32,
-                            prot & PROT_WRITE != 0,
-                        );
+                        let t =
+                            mmio::register(p as usize + k, &page, k as u32, prot & PROT_WRITE != 0);
                         match t {
                             Some(t) => traps.push(t),
                             None => {

@@ -13,8 +13,8 @@
 #![allow(unsafe_code)]
 
 use neuron_devmodel::regs::{RegPage, PAGE_BYTES};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::Arc;
 
 /// Whether stores can be trapped on this target.
@@ -71,7 +71,8 @@ pub fn register(va: usize, page: &Arc<RegPage>, base: u32, writable: bool) -> Op
         .position(|s| s.state.compare_exchange(FREE, BUSY, SeqCst, SeqCst).is_ok())?;
     let s = &TRAPS[i];
     s.start.store(va, SeqCst);
-    s.page.store(Arc::into_raw(page.clone()) as *mut RegPage, SeqCst);
+    s.page
+        .store(Arc::into_raw(page.clone()) as *mut RegPage, SeqCst);
     s.base.store(base, SeqCst);
     s.writable.store(writable, SeqCst);
     s.state.store(LIVE, SeqCst);
@@ -248,7 +249,11 @@ mod imp {
         }
         if let (Kind::Xadd | Kind::Xchg, Src::Reg(r)) = (ins.kind, ins.src) {
             // The old memory value goes to the register (a 32-bit write zero-extends).
-            let v = if ins.width == 8 { old } else { old & 0xffff_ffff };
+            let v = if ins.width == 8 {
+                old
+            } else {
+                old & 0xffff_ffff
+            };
             g[GREGS[r]] = v as i64;
         }
         POSTED.fetch_add(1, SeqCst);
@@ -438,7 +443,10 @@ mod tests {
     fn decodes_the_store_forms() {
         // mov [rdi+0x1800], esi: 89 b7 00 18 00 00
         let i = d(&[0x89, 0xb7, 0x00, 0x18, 0, 0]).expect("mov");
-        assert_eq!((i.len, i.kind, i.src, i.width), (6, Kind::Mov, Src::Reg(6), 4));
+        assert_eq!(
+            (i.len, i.kind, i.src, i.width),
+            (6, Kind::Mov, Src::Reg(6), 4)
+        );
         // mov dword [rax], 1: c7 00 01 00 00 00
         let i = d(&[0xc7, 0x00, 1, 0, 0, 0]).expect("mov imm");
         assert_eq!((i.len, i.src), (6, Src::Imm(1)));
@@ -467,7 +475,10 @@ mod tests {
         // lock inc dword [rax+0x100]: f0 ff 80 00 01 00 00
         assert_eq!(d(&[0xf0, 0xff, 0x80, 0, 1, 0, 0]).map(|i| i.len), Some(7));
         // SIB with no base: mov [rcx*4+0x1800], eax: 89 04 8d 00 18 00 00
-        assert_eq!(d(&[0x89, 0x04, 0x8d, 0, 0x18, 0, 0]).map(|i| i.len), Some(7));
+        assert_eq!(
+            d(&[0x89, 0x04, 0x8d, 0, 0x18, 0, 0]).map(|i| i.len),
+            Some(7)
+        );
     }
 
     #[test]
