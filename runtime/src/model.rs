@@ -550,10 +550,10 @@ impl Model {
                 ));
             }
         }
-        // A store to a mapped page raises no interrupt: the device applies such stores on
-        // entry to the next ioctl (`emulator` crate, `MAIL_FALLBACK`). Ring it with an increment
-        // of 0, which changes no semaphore: every core's start store is applied at that one
-        // point, so all cores start at the same device time whatever the host threads do.
+        // The device applies stores to mapped pages at its quiescent points, first of all on
+        // entry to the next ioctl (`emulator` crate, `worker`). Ring it with an increment of 0,
+        // which changes no semaphore: every core's start store is applied at that one point, so
+        // all cores start at the same device time whatever the host threads do.
         if let Some(c) = self.cores.first() {
             self.drv
                 .sem_increment(c.nc, 0, 0)
