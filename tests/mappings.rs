@@ -105,10 +105,6 @@ fn in_child(f: impl FnOnce() -> i32) -> i32 {
     status
 }
 
-fn died_of_sigsegv(status: i32) -> bool {
-    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV
-}
-
 #[test]
 fn a_chunk_mapped_twice_survives_both_unmaps() {
     let (_emu, dev) = open();
@@ -225,31 +221,90 @@ fn the_sbuf_mapping_is_page_aligned() {
     dev.munmap(p, w.size as usize).expect("unmap");
 }
 
+/// Run this test binary again on test `child_scenario` with scenario `which`; how it ended.
+fn run_scenario(which: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "child_scenario",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("NEURON_MAPPINGS_SCENARIO", which)
+        .output()
+        .expect("spawn the test binary")
+}
+
+fn signal_of(out: &std::process::Output) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    out.status.signal()
+}
+
+/// Scenarios that must kill their process, run by the tests below in a child process.
+#[test]
+fn child_scenario() {
+    let Ok(which) = std::env::var("NEURON_MAPPINGS_SCENARIO") else {
+        return;
+    };
+    let (_emu, dev) = open();
+    match which.as_str() {
+        "chunk" => {
+            let (_, off) = host_chunk(&*dev, 4096).expect("chunk");
+            let p = dev.mmap(4096, off, PROT_READ).expect("map read-only");
+            assert_eq!(map_read_u32(p, 0), 0, "readable");
+            map_write_u32(p, 0, 1);
+        }
+        "regs" => {
+            let p = sem_page(&*dev, PROT_READ);
+            map_write_u32(p, SEM_INC, 1);
+        }
+        "overflow" => {
+            // The store trap is installed; Rust's stack-overflow report must still work.
+            let _p = sem_page(&*dev, PROT_RW);
+            fn deep(n: u64) -> u64 {
+                let a = std::hint::black_box([n; 64]);
+                if a[1] == u64::MAX {
+                    return 0;
+                }
+                deep(a[3] + 1) + a[7]
+            }
+            let t = std::thread::Builder::new()
+                .stack_size(64 << 10)
+                .spawn(|| deep(0))
+                .expect("thread");
+            let _ = t.join();
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+    // Reaching here means the store (or the overflow) went unnoticed.
+    std::process::exit(3);
+}
+
 #[test]
 fn a_prot_read_mapping_is_really_read_only() {
-    let (_emu, dev) = open();
-    let (_, off) = host_chunk(&*dev, 4096).expect("chunk");
-    let p = dev.mmap(4096, off, PROT_READ).expect("map read-only");
-    assert_eq!(map_read_u32(p, 0), 0, "readable");
-    let pa = p as usize;
-    let st = in_child(move || {
-        map_write_u32(pa as *mut u8, 0, 1);
-        0
-    });
-    assert!(
-        died_of_sigsegv(st),
-        "a store to a PROT_READ chunk mapping: status {st:#x}"
+    for which in ["chunk", "regs"] {
+        let out = run_scenario(which);
+        assert_eq!(
+            signal_of(&out),
+            Some(libc::SIGSEGV),
+            "{which}: a store through a PROT_READ mapping must crash: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn rusts_stack_overflow_report_survives_the_store_trap() {
+    let out = run_scenario("overflow");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        signal_of(&out),
+        Some(libc::SIGABRT),
+        "{:?} {err}",
+        out.status
     );
-    let regs = sem_page(&*dev, PROT_READ) as usize;
-    let st = in_child(move || {
-        map_write_u32(regs as *mut u8, SEM_INC, 1);
-        0
-    });
-    assert!(
-        died_of_sigsegv(st),
-        "a store to a PROT_READ register page: status {st:#x}"
-    );
-    assert_eq!(sem_read(&*dev, 0), 0);
+    assert!(err.contains("has overflowed its stack"), "{err}");
 }
 
 #[test]

@@ -126,6 +126,9 @@ mod imp {
     use std::sync::OnceLock;
 
     static PREV: OnceLock<libc::sigaction> = OnceLock::new();
+    /// The process whose views the traps describe (a forked child has none of them: they are
+    /// DONTFORK, so its stores there must fault as on Linux).
+    static OWNER: AtomicU32 = AtomicU32::new(0);
 
     pub(super) fn install() {
         static ONCE: std::sync::Once = std::sync::Once::new();
@@ -138,6 +141,7 @@ mod imp {
                     return;
                 }
                 let _ = PREV.set(old);
+                OWNER.store(std::process::id(), SeqCst);
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_segv as *const () as usize;
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
@@ -190,6 +194,10 @@ mod imp {
         let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
         if code <= 0 {
             return false; // sent by kill/raise, not a fault
+        }
+        // SAFETY: getpid is async-signal-safe.
+        if unsafe { libc::getpid() } as u32 != OWNER.load(SeqCst) {
+            return false;
         }
         let Some(s) = TRAPS.iter().find(|s| {
             s.state.load(SeqCst) == LIVE && {
