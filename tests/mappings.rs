@@ -409,3 +409,21 @@ fn four_threads_of_increments_lose_none() {
     assert_eq!(sem_read(&*dev, 9), 400_000);
     dev.munmap(p as *mut u8, 0x2000).expect("unmap");
 }
+
+/// With no ioctl after it, a trapped store is still applied (by the device thread, at a
+/// quiescent point), and reads through the view see the live value.
+#[test]
+fn a_store_with_no_ioctl_after_it_still_takes_effect() {
+    let (_emu, dev) = open();
+    let p = sem_page(&*dev, PROT_RW);
+    map_write_u32(p, SEM_INC + 4 * 20, 6);
+    let t = std::time::Instant::now();
+    while map_read_u32(p, 0x1000 + 4 * 20) != 6 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "never applied"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    dev.munmap(p, 0x2000).expect("unmap");
+}

@@ -230,11 +230,14 @@ impl DevShared {
 /// by what user space does, never by host thread timing: on entry to the next ioctl of any kind
 /// (at once if the device is quiescent, else at its next quiescent point). Trapped stores
 /// (`mmio`) that no ioctl claims are applied by this thread at a quiescent point once they
-/// have stood through one of its polls with no newer store (so a burst of stores followed by
-/// an ioctl, such as the runtime's start of both cores of an LNC=2 model, is applied as one).
+/// have stood through one of its idle polls with no newer store, after at least `SETTLE` of
+/// idling (so a burst of stores followed by an ioctl, such as the runtime's start of both cores
+/// of an LNC=2 model, is applied as one by that ioctl; only a program that stores and makes no
+/// ioctl relies on this thread, and sees its stores within a few milliseconds).
 fn worker(sh: Arc<DevShared>) {
     const MIN: Duration = Duration::from_micros(50);
     const MAX: Duration = Duration::from_millis(5);
+    const SETTLE: Duration = Duration::from_millis(1);
     let mut backoff = MIN;
     // Trapped-store count covered by this thread's last drain, and seen at its last poll.
     let mut applied = mmio::posted();
@@ -249,7 +252,8 @@ fn worker(sh: Arc<DevShared>) {
                 sh.quiet.notify_all();
             }
             let posted = mmio::posted();
-            if g.drain_pending || (posted != applied && posted == last) {
+            let settled = posted != applied && posted == last && backoff >= SETTLE;
+            if g.drain_pending || settled {
                 g.drain_pending = false;
                 g.dev.drain_mailboxes();
                 applied = posted;
