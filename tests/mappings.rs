@@ -381,6 +381,11 @@ fn every_store_to_the_increment_register_counts() {
             "{n} stores of 1 to $S[{idx}]"
         );
     }
+    // In order, across registers: set 10, +1, set 3, +2 gives 5 (mailboxes would give 6).
+    for (reg, v) in [(0x1400, 10), (SEM_INC, 1), (0x1400, 3), (SEM_INC, 2)] {
+        map_write_u32(p, reg + 4 * 8, v);
+    }
+    assert_eq!(sem_read(&*dev, 8), 5, "stores applied in program order");
     // Atomic read-modify-write forms a C client may use (lock add, lock xadd) count too.
     // SAFETY: a 4-byte aligned word inside the live 8 KiB view.
     let w = unsafe { &*(p.add(SEM_INC + 4 * 7) as *const std::sync::atomic::AtomicU32) };

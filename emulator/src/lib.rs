@@ -419,7 +419,6 @@ impl Emulator {
     pub fn open(&self, index: usize, opts: OpenOptions) -> Result<EmuFile, Errno> {
         let sh = self.devices.get(index).ok_or(Errno::ENODEV)?.clone();
         if sh.forked() {
-            std::mem::forget(sh);
             return Err(Errno::ENODEV);
         }
         {
@@ -589,7 +588,8 @@ impl DeviceFile for EmuFile {
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SEMAPHORE {
                 let page = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
                 // With traps, the view is read-only and each store faults into `mmio`.
-                let vprot = match (mmio::SUPPORTED, prot) {
+                let trapped = mmio::available();
+                let vprot = match (trapped, prot) {
                     (_, 0) => 0,
                     (true, _) => PROT_READ,
                     (false, p) => p,
@@ -598,7 +598,7 @@ impl DeviceFile for EmuFile {
                     .map_user(page.as_ptr(), len, vprot)
                     .ok_or(Errno::ENOMEM)?;
                 let mut traps = Vec::new();
-                if mmio::SUPPORTED && vprot != 0 {
+                if trapped && vprot != 0 {
                     for k in (0..len).step_by(PAGE) {
                         let t =
                             mmio::register(p as usize + k, &page, k as u32, prot & PROT_WRITE != 0);

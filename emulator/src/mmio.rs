@@ -57,6 +57,13 @@ pub fn posted() -> u64 {
     POSTED.load(SeqCst)
 }
 
+/// Whether stores can be trapped here: the target supports it and the handler is installed
+/// (installing it on first use). Where not, register views are mapped writable and stores land
+/// in the page's mailbox words.
+pub fn available() -> bool {
+    SUPPORTED && install()
+}
+
 /// A registered trap; unregistered on drop.
 #[derive(Debug)]
 pub struct Trap(usize);
@@ -65,7 +72,9 @@ pub struct Trap(usize);
 /// `base`. `writable`: the user asked for `PROT_WRITE` (else stores crash as on a read-only
 /// mapping). `None` when every slot is taken.
 pub fn register(va: usize, page: &Arc<RegPage>, base: u32, writable: bool) -> Option<Trap> {
-    install();
+    if !available() {
+        return None;
+    }
     let i = TRAPS
         .iter()
         .position(|s| s.state.compare_exchange(FREE, BUSY, SeqCst, SeqCst).is_ok())?;
@@ -130,15 +139,16 @@ mod imp {
     /// DONTFORK, so its stores there must fault as on Linux).
     static OWNER: AtomicU32 = AtomicU32::new(0);
 
-    pub(super) fn install() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
+    /// Install the handler once; whether it is installed.
+    pub(super) fn install() -> bool {
+        static INSTALLED: OnceLock<bool> = OnceLock::new();
+        *INSTALLED.get_or_init(|| {
             // SAFETY: reading the current SIGSEGV action, then installing ours; both structs
             // are fully initialised (zeroed, then the fields the kernel reads are set).
             unsafe {
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
-                    return;
+                    return false;
                 }
                 let _ = PREV.set(old);
                 OWNER.store(std::process::id(), SeqCst);
@@ -146,9 +156,9 @@ mod imp {
                 sa.sa_sigaction = on_segv as *const () as usize;
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
                 libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
+                libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) == 0
             }
-        });
+        })
     }
 
     extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -293,7 +303,9 @@ mod imp {
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
-    pub(super) fn install() {}
+    pub(super) fn install() -> bool {
+        false
+    }
 }
 
 use imp::install;
