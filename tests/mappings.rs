@@ -432,3 +432,61 @@ fn a_store_with_no_ioctl_after_it_still_takes_effect() {
     }
     dev.munmap(p, 0x2000).expect("unmap");
 }
+
+/// A fork while the device thread is busy running a model: the child's ioctls still answer
+/// (no lock is left held in the child), every time.
+#[test]
+fn forking_while_the_device_runs_never_hangs_the_child() {
+    use neuron_e2e_tests::{builtin_input, repo_path, setup};
+    let s = setup(std::time::Duration::from_secs(60));
+    let file = s.emu.open(0, OpenOptions::default()).expect("second file");
+    let neff = std::fs::read(repo_path("fixtures/neff/mlp.neff")).expect("fixture");
+    let x = builtin_input(neuron_isa::Dtype::Bf16, 128 * 512, 0);
+    let mut m = s.rt.load(&neff, 0).expect("load");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let failure = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                m.execute(&[("x", &x)]).expect("execute");
+            }
+        });
+        let failure = (0..20).find_map(|round| {
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            // SAFETY: the child makes ioctls and leaves with _exit.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                let mut handle = 0u64;
+                let mut a = MemAlloc {
+                    size: 4096,
+                    host_memory: 1,
+                    mem_handle: &mut handle as *mut u64 as u64,
+                    ..FromZeros::new_zeroed()
+                };
+                let ok = ioctl(&file, NEURON_IOCTL_MEM_ALLOC, &mut a) == Err(Errno::EACCES);
+                // SAFETY: ends the child at once.
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            }
+            let t = std::time::Instant::now();
+            let mut status = 0;
+            loop {
+                // SAFETY: polling the child just forked.
+                let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+                if r == pid {
+                    break;
+                }
+                if t.elapsed() > std::time::Duration::from_secs(10) {
+                    // SAFETY: killing our own stuck child before failing.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return Some(format!("round {round}: the child hangs"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            (!ok).then(|| format!("round {round}: child status {status:#x}"))
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        failure
+    });
+    assert_eq!(failure, None);
+}

@@ -18,6 +18,7 @@ mod arena;
 mod chunks;
 mod dispatch;
 mod drvstate;
+mod forks;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod mmio;
@@ -394,6 +395,7 @@ impl Emulator {
                 stop: AtomicBool::new(false),
                 os_pid: std::process::id(),
             });
+            forks::register(&sh);
             let w = sh.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("neuron{index}-device"))
