@@ -2,8 +2,8 @@
 //!
 //! The runtime talks to a device only through [`DeviceFile`]. The bytes that cross it are
 //! the real driver ABI's bytes: a 32-bit ioctl command value plus a pointer to the argument
-//! struct (which may itself embed user pointers), and `mmap(len, offset)` with the driver's
-//! offset rules. Two implementations exist: real syscalls on an open `/dev/neuronN`
+//! struct (which may itself embed user pointers), and `mmap(len, offset, prot)` with the
+//! driver's offset rules. Two implementations exist: real syscalls on an open `/dev/neuronN`
 //! (runtime crate), and the emulator's in-process file (emulator crate).
 
 use std::fmt;
