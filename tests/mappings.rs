@@ -189,6 +189,20 @@ fn partial_munmap_keeps_the_rest_of_the_mapping() {
 }
 
 #[test]
+fn a_partly_unmapped_register_view_still_counts_stores_in_the_rest() {
+    let (_emu, dev) = open();
+    let p = sem_page(&*dev, PROT_RW);
+    dev.munmap(p, 4096).expect("unmap the event half");
+    map_write_u32(p, SEM_INC + 4 * 2, 1);
+    map_write_u32(p, SEM_INC + 4 * 2, 1);
+    assert_eq!(sem_read(&*dev, 2), 2);
+    // SAFETY: the second page of the view, still mapped.
+    dev.munmap(unsafe { p.add(4096) }, 4096)
+        .expect("unmap the rest");
+    assert_eq!(sem_read(&*dev, 2), 2);
+}
+
+#[test]
 fn mprotect_read_only_leaves_the_device_writing() {
     let (_emu, dev) = open();
     let (h, off) = host_chunk(&*dev, 4096).expect("chunk");
