@@ -7,6 +7,7 @@ use neuron_abi::consts::{
     MemType, CINIT_STATE_COMPLETED, CINIT_STATE_STARTED, MMAP_BLOCK_TPB, MMAP_RESOURCE_SBUF,
     MMAP_RESOURCE_SEMAPHORE, POD_STATE_SINGLE_NODE,
 };
+use neuron_abi::device::PROT_RW;
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::udma::{UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY};
@@ -184,8 +185,12 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         "bad buffer pointer"
     );
     // Device memory maps whole chunks, coherently with the ioctls.
-    assert_eq!(dev.mmap(8192, info.pa), Err(Errno::EINVAL), "wrong length");
-    let dp = dev.mmap(4096, info.pa).expect("mmap device chunk");
+    assert_eq!(
+        dev.mmap(8192, info.pa, PROT_RW),
+        Err(Errno::EINVAL),
+        "wrong length"
+    );
+    let dp = dev.mmap(4096, info.pa, PROT_RW).expect("mmap device chunk");
     assert_eq!(map_read_u32(dp, 0), u32::from_le_bytes([0, 7, 14, 21]));
     map_write_u32(dp, 8, 0x1234_5678);
     let mut w8 = [0u8; 4];
@@ -209,11 +214,13 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         "host PAs carry the host bit"
     );
     assert_eq!(
-        dev.mmap(4096, hinfo.mmap_offset),
+        dev.mmap(4096, hinfo.mmap_offset, PROT_RW),
         Err(Errno::EINVAL),
         "partial mappings are refused"
     );
-    let p = dev.mmap(8192, hinfo.mmap_offset).expect("mmap host chunk");
+    let p = dev
+        .mmap(8192, hinfo.mmap_offset, PROT_RW)
+        .expect("mmap host chunk");
     map_write_u32(p, 100 * 4, 0xfeed_f00d);
     let mut w = [0u8; 4];
     buf_copy(dev, hh, 400, &mut w, false).expect("read back");
@@ -401,7 +408,9 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
         (ri.offset, ri.size),
         (arch.tpb_semaphore_mmap_offset(0).expect("nc0"), 0x2000)
     );
-    let page = dev.mmap(0x2000, ri.offset).expect("map semaphore page");
+    let page = dev
+        .mmap(0x2000, ri.offset, PROT_RW)
+        .expect("map semaphore page");
     assert_eq!(map_read_u32(page, 0x1000 + 4 * 3), 6, "value register");
     assert_eq!(map_read_u32(page, 4 * 9), 1, "event register");
     map_write_u32(page, 0x1800 + 4 * 3, 4);
@@ -439,7 +448,7 @@ fn conformance_core(dev: &dyn DeviceFile, arch: Arch) {
     );
     nq.nq_type = 1;
     ioctl(dev, NEURON_IOCTL_NOTIFICATIONS_INIT_V2, &mut nq).expect("nq init");
-    let m = dev.mmap(4096, nq.mmap_offset).expect("map nq");
+    let m = dev.mmap(4096, nq.mmap_offset, PROT_RW).expect("map nq");
     dev.munmap(m, 4096).expect("unmap nq");
 
     // Freeing.
@@ -704,7 +713,9 @@ fn conformance_more(dev: &dyn DeviceFile, arch: Arch) {
     let mut ds = NeuronDsInfo::new_zeroed();
     ioctl(dev, NEURON_IOCTL_ACQUIRE_NEURON_DS, &mut ds).expect("acquire ds");
     assert_eq!(ds.size, 256 << 10);
-    let dsp = dev.mmap(256 << 10, ds.mmap_offset).expect("map ds");
+    let dsp = dev
+        .mmap(256 << 10, ds.mmap_offset, PROT_RW)
+        .expect("map ds");
     dev.munmap(dsp, 256 << 10).expect("unmap ds");
     let mut ds2 = NeuronDsInfo {
         pid: 0x3fff_fff0,
@@ -1008,7 +1019,7 @@ fn queues_of_a_process_stop_on_its_last_close_and_device_nqs_survive() {
     ioctl(&watcher, NEURON_IOCTL_NOTIFICATIONS_INIT_V2, &mut again).expect("nq again");
     assert_eq!(again.mmap_offset, nq.mmap_offset);
     let m = watcher
-        .mmap(4096, nq.mmap_offset)
+        .mmap(4096, nq.mmap_offset, PROT_RW)
         .expect("map the surviving NQ");
     watcher.munmap(m, 4096).expect("unmap");
 }
@@ -1020,7 +1031,7 @@ fn datastore_entries_are_per_process() {
     let mon = proc(&emu, 61);
     let mut ds = NeuronDsInfo::new_zeroed();
     ioctl(&app, NEURON_IOCTL_ACQUIRE_NEURON_DS, &mut ds).expect("acquire");
-    let p = app.mmap(256 << 10, ds.mmap_offset).expect("map");
+    let p = app.mmap(256 << 10, ds.mmap_offset, PROT_RW).expect("map");
     assert_eq!(map_read_u32(p, 0), u32::from_le_bytes(*b"nds\0"));
     assert_eq!(map_read_u32(p, 4), 1, "header version");
     map_write_u32(p, 8, 99);
@@ -1031,7 +1042,7 @@ fn datastore_entries_are_per_process() {
     ioctl(&mon, NEURON_IOCTL_ACQUIRE_NEURON_DS, &mut ds_mon).expect("monitor");
     assert_eq!(ds_mon.mmap_offset, ds.mmap_offset);
     let q = mon
-        .mmap(256 << 10, ds_mon.mmap_offset)
+        .mmap(256 << 10, ds_mon.mmap_offset, PROT_RW)
         .expect("monitor map");
     assert_eq!(
         map_read_u32(q, 8),
@@ -1056,8 +1067,8 @@ fn another_process_maps_a_chunk_read_only() {
     let (h, info) = alloc(&a, 4096, false).expect("alloc");
     let mut data = vec![3u8; 4096];
     buf_copy(&a, h, 0, &mut data, true).expect("write");
-    let pa = a.mmap(4096, info.pa).expect("owner map");
-    let pb = b.mmap(4096, info.pa).expect("reader map");
+    let pa = a.mmap(4096, info.pa, PROT_RW).expect("owner map");
+    let pb = b.mmap(4096, info.pa, PROT_RW).expect("reader map");
     assert_ne!(pa, pb, "a separate, read-only view");
     map_write_u32(pa, 0, 0xabcd);
     assert_eq!(
@@ -1161,12 +1172,12 @@ fn core_init_token_and_scrub() {
     ioctl(&a, NEURON_IOCTL_RESOURCE_MMAP_INFO, &mut ri).expect("sbuf info");
     assert_eq!(ri.size, 0x200_0000);
     assert_eq!(
-        a.mmap(4096, ri.offset),
+        a.mmap(4096, ri.offset, PROT_RW),
         Err(Errno::EINVAL),
         "whole window only"
     );
     let p = a
-        .mmap(ri.size as usize, ri.offset)
+        .mmap(ri.size as usize, ri.offset, PROT_RW)
         .expect("map the SBUF window");
     let at = 3 * 0x4_0000 + 16;
     map_write_u32(p, at, 0xabad_cafe);
@@ -1216,7 +1227,10 @@ fn misc_fd_accepts_only_misc_commands() {
         ioctl(&misc, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a),
         Err(Errno::EINVAL)
     );
-    assert_eq!(misc.mmap(0x2000, 0x20_0270_0000), Err(Errno::EINVAL));
+    assert_eq!(
+        misc.mmap(0x2000, 0x20_0270_0000, PROT_RW),
+        Err(Errno::EINVAL)
+    );
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //!
 //! The runtime talks to a device only through [`DeviceFile`]. The bytes that cross it are
 //! the real driver ABI's bytes: a 32-bit ioctl command value plus a pointer to the argument
-//! struct (which may itself embed user pointers), and `mmap(len, offset)` with the driver's
-//! offset rules. Two implementations exist: real syscalls on an open `/dev/neuronN`
+//! struct (which may itself embed user pointers), and `mmap(len, offset, prot)` with the
+//! driver's offset rules. Two implementations exist: real syscalls on an open `/dev/neuronN`
 //! (runtime crate), and the emulator's in-process file (emulator crate).
 
 use std::fmt;
@@ -87,6 +87,13 @@ impl fmt::Display for Errno {
 
 impl std::error::Error for Errno {}
 
+/// `mmap(2)` protection bit: readable (Linux value).
+pub const PROT_READ: i32 = 1;
+/// `mmap(2)` protection bit: writable (Linux value).
+pub const PROT_WRITE: i32 = 2;
+/// Read-write, what a runtime normally asks for.
+pub const PROT_RW: i32 = PROT_READ | PROT_WRITE;
+
 /// A file-descriptor-like handle on one Neuron device node (`/dev/neuronN`).
 ///
 /// Semantics follow the real driver: `ioctl` dispatches on the full 32-bit command value;
@@ -103,10 +110,13 @@ pub trait DeviceFile: Send + Sync {
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno>;
 
-    /// Map `len` bytes at device offset `offset` (shared, read-write where the driver allows).
-    /// Returns the address of the mapping in this process.
-    fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno>;
+    /// Map `len` bytes at device offset `offset`, shared, with protection `prot` (the
+    /// `PROT_*` bits of `mmap(2)`: [`PROT_READ`], [`PROT_WRITE`]; the driver may grant less,
+    /// e.g. another process's chunk is always read-only). Returns the address of the mapping
+    /// in this process.
+    fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno>;
 
-    /// Remove a mapping made by [`DeviceFile::mmap`].
+    /// Remove all or part of a mapping made by [`DeviceFile::mmap`] (page-granular, as
+    /// `munmap(2)`).
     fn munmap(&self, addr: *mut u8, len: usize) -> Result<(), Errno>;
 }

@@ -125,11 +125,11 @@ impl DeviceFile for FailingFile {
         // SAFETY: forwarded unchanged; the caller upholds the seam's contract.
         unsafe { self.inner.ioctl(cmd, arg) }
     }
-    fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno> {
+    fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
         if self.hit(MMAP) {
             return Err(self.errno);
         }
-        self.inner.mmap(len, offset)
+        self.inner.mmap(len, offset, prot)
     }
     fn munmap(&self, addr: *mut u8, len: usize) -> Result<(), Errno> {
         self.inner.munmap(addr, len)

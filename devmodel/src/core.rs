@@ -4,6 +4,7 @@
 use crate::arch::ArchProfile;
 use crate::fault::OpFault;
 use crate::gemm::{self, View};
+use crate::hostmem::{F32Mem, MemSource};
 use crate::regs::RegPage;
 use neuron_isa::dtype::{load_f32, store_f32};
 use neuron_isa::{ActFunc, Dtype, Op, Space, TensorRef};
@@ -21,22 +22,31 @@ pub struct CoreMem {
     pub sbuf_stride: usize,
     pub psum_stride: usize,
     /// SBUF, partition-major, `partitions * sbuf_pb` bytes, stored as f32 words so fp32 tiles
-    /// can feed the GEMM without copies.
-    pub sbuf: Vec<f32>,
-    pub psum: Vec<f32>,
+    /// can feed the GEMM without copies; page-aligned, possibly in memory user space maps.
+    pub sbuf: F32Mem,
+    pub psum: F32Mem,
 }
 
 impl CoreMem {
     pub fn new(p: &ArchProfile) -> Self {
+        Self::with_memory(p, &crate::hostmem::heap_source)
+    }
+
+    /// SBUF and PSUM storage from `src` (the heap where it gives none). Allocation failure of
+    /// this fixed-size, lazily-touched memory is fatal, like any allocation failure.
+    pub fn with_memory(p: &ArchProfile, src: MemSource) -> Self {
+        let words = |stride: u64| p.partitions * stride as usize / 4;
+        let alloc = |n: usize| F32Mem::zeroed(n, src).expect("SBUF/PSUM storage");
         CoreMem {
             partitions: p.partitions,
             sbuf_pb: p.sbuf_partition_bytes,
             psum_pb: p.psum_partition_bytes,
             sbuf_stride: crate::arch::tpb::SBUF_PARTITION_STRIDE as usize,
             psum_stride: crate::arch::tpb::PSUM_PARTITION_STRIDE as usize,
-            // Zeroed allocations this large come straight from the OS: untouched pages cost nothing.
-            sbuf: vec![0.0; p.partitions * crate::arch::tpb::SBUF_PARTITION_STRIDE as usize / 4],
-            psum: vec![0.0; p.partitions * crate::arch::tpb::PSUM_PARTITION_STRIDE as usize / 4],
+            // Zeroed allocations this large come straight from the OS (or a sparse memfd):
+            // untouched pages cost nothing.
+            sbuf: alloc(words(crate::arch::tpb::SBUF_PARTITION_STRIDE)),
+            psum: alloc(words(crate::arch::tpb::PSUM_PARTITION_STRIDE)),
         }
     }
 

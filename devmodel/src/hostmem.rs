@@ -145,3 +145,85 @@ impl Drop for HostRegion {
         }
     }
 }
+
+/// Where a device gets memory that user space may map (SBUF, PSUM, register pages): a
+/// page-aligned, zeroed region of the asked length, or `None` to fall back to the heap.
+pub type MemSource<'a> = &'a dyn Fn(usize) -> Option<HostRegion>;
+
+/// The heap as a [`MemSource`] that always defers to the fallback.
+pub fn heap_source(_: usize) -> Option<HostRegion> {
+    None
+}
+
+/// A zeroed region of `len` bytes from `src`, else from the heap.
+pub fn region_from(src: MemSource, len: usize) -> Option<HostRegion> {
+    src(len)
+        .filter(|r| r.len() >= len)
+        .or_else(|| HostRegion::new(len))
+}
+
+/// Page-aligned f32 storage (a core's SBUF or PSUM) in a [`HostRegion`]: derefs to `[f32]`,
+/// so the data paths index it like a `Vec<f32>`, while the bytes may live in memory that user
+/// space maps.
+pub struct F32Mem {
+    region: HostRegion,
+    words: usize,
+}
+
+impl std::fmt::Debug for F32Mem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("F32Mem")
+            .field("region", &self.region)
+            .field("words", &self.words)
+            .finish()
+    }
+}
+
+impl F32Mem {
+    /// `words` zeroed f32 words from `src` (the heap if it gives none). `None` only if the
+    /// size overflows or the allocator refuses.
+    pub fn zeroed(words: usize, src: MemSource) -> Option<F32Mem> {
+        let len = words.checked_mul(4)?;
+        let region = region_from(src, len)?;
+        Some(F32Mem { region, words })
+    }
+
+    /// The storage's first byte (page aligned).
+    pub fn as_byte_ptr(&self) -> *mut u8 {
+        self.region.as_ptr()
+    }
+}
+
+impl std::ops::Deref for F32Mem {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        // SAFETY: the region holds `words * 4` initialised (zeroed or written) bytes, page
+        // aligned, alive as long as `self`; every bit pattern is a valid f32. Accesses racing
+        // with user mappings of the same bytes are unordered, as with hardware SRAM.
+        unsafe { std::slice::from_raw_parts(self.region.as_ptr() as *const f32, self.words) }
+    }
+}
+
+impl std::ops::DerefMut for F32Mem {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        // SAFETY: as `deref`; `&mut self` makes this the only Rust reference to the storage.
+        unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr() as *mut f32, self.words) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f32_mem_is_page_aligned_zeroed_and_indexable() {
+        let mut m = F32Mem::zeroed(1 << 20, &heap_source).expect("alloc");
+        assert_eq!(m.as_byte_ptr() as usize % 4096, 0);
+        assert!(m.iter().all(|v| *v == 0.0));
+        m[12345] = 2.5;
+        assert_eq!(m[12345], 2.5);
+        let ext = |n: usize| HostRegion::new(n);
+        let e = F32Mem::zeroed(1024, &ext).expect("external");
+        assert_eq!(e.len(), 1024);
+    }
+}

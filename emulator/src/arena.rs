@@ -3,9 +3,12 @@
 //! One `memfd` per device, mapped once read-write (the "kernel" view the device model reads and
 //! writes). Host chunks live at their bus address inside it (bus addresses are below 4 GiB,
 //! `driver-abi.md` §8); device chunks that get mapped receive a backing range above 4 GiB.
-//! Because the memory is a file, a second mapping of the same range can be made read-only:
-//! that is how a chunk of another process is mapped read-only (`driver-abi.md` §2.4) while it
-//! stays coherent with the device. Freed ranges are hole-punched, so the arena stays sparse.
+//! Each core's SBUF, PSUM and register page live there too. Because the memory is a file,
+//! every user `mmap` is a NEW mapping of the same bytes with the user's protection
+//! ([`Arena::map_user`]): user `munmap`/`mprotect` change only the user's view, a chunk of
+//! another process is mapped read-only (`driver-abi.md` §2.4), and the view is excluded from
+//! fork and core dumps like the driver's DONTCOPY|DONTDUMP. Freed ranges are hole-punched, so
+//! the arena stays sparse; a forked child never punches (the memory is shared with its parent).
 #![allow(unsafe_code)]
 
 use crate::chunks::RangeAlloc;
@@ -20,6 +23,8 @@ const DEV_LEN: u64 = 512 << 30;
 
 #[derive(Debug)]
 struct Inner {
+    /// The process that made the arena: only it frees arena memory.
+    pid: u32,
     fd: libc::c_int,
     base: usize,
     size: u64,
@@ -48,6 +53,10 @@ struct Keep {
 
 impl Drop for Keep {
     fn drop(&mut self) {
+        if std::process::id() != self.inner.pid {
+            // A forked child's copy of the emulator: the bytes belong to the parent.
+            return;
+        }
         // SAFETY: fallocate on our own memfd; releases the pages of a range nobody uses any more.
         unsafe {
             libc::fallocate(
@@ -103,6 +112,7 @@ impl Arena {
             }
             Some(Arena {
                 inner: Arc::new(Inner {
+                    pid: std::process::id(),
                     fd,
                     base: p as usize,
                     size,
@@ -113,6 +123,10 @@ impl Arena {
     }
 
     fn region(&self, off: u64, len: u64, dev: bool) -> Option<HostRegion> {
+        if std::process::id() != self.inner.pid {
+            // A forked child's copy must not hand out memory its parent may hand out too.
+            return None;
+        }
         let end = off.checked_add(len)?;
         if len == 0 || end > self.inner.size || !off.is_multiple_of(4096) {
             return None;
@@ -156,32 +170,49 @@ impl Arena {
         r
     }
 
-    /// A new read-only mapping of the arena bytes at read-write address `rw` (from one of this
-    /// arena's regions), `len` bytes. Remove it with [`Arena::unmap_alias`].
-    pub fn readonly_alias(&self, rw: *mut u8, len: usize) -> Option<*mut u8> {
+    /// A new shared mapping, with protection `prot`, of the `len` arena bytes the device
+    /// sees at `rw` (inside one of this arena's regions; page aligned). Excluded from fork
+    /// and core dumps. Remove it with [`Arena::unmap_user`] (or part of it: it is an ordinary
+    /// mapping).
+    pub fn map_user(&self, rw: *const u8, len: usize, prot: i32) -> Option<*mut u8> {
         let off = (rw as usize).checked_sub(self.inner.base)? as u64;
-        if off.checked_add(len as u64)? > self.inner.size || len == 0 {
+        if off.checked_add(len as u64)? > self.inner.size || len == 0 || !off.is_multiple_of(4096) {
             return None;
         }
-        // SAFETY: a fresh shared read-only mapping of our own memfd; no existing memory moves.
+        // SAFETY: a fresh shared mapping of our own memfd at an address the kernel picks; no
+        // existing memory moves.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
+                prot & (libc::PROT_READ | libc::PROT_WRITE),
                 libc::MAP_SHARED,
                 self.inner.fd,
                 off as libc::off_t,
             )
         };
-        (p != libc::MAP_FAILED).then_some(p as *mut u8)
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: advice on the mapping just made. A failure leaves an ordinary mapping.
+        unsafe {
+            libc::madvise(p, len, libc::MADV_DONTFORK);
+            libc::madvise(p, len, libc::MADV_DONTDUMP);
+        }
+        Some(p as *mut u8)
     }
 
-    /// Remove a mapping made by [`Arena::readonly_alias`].
-    pub fn unmap_alias(&self, p: *mut u8, len: usize) {
-        // SAFETY: `p`/`len` describe an alias this arena created (checked by the caller's
+    /// Remove (part of) a mapping made by [`Arena::map_user`].
+    pub fn unmap_user(&self, p: *mut u8, len: usize) {
+        // SAFETY: `p`/`len` lie in a user mapping this arena created (checked by the caller's
         // bookkeeping); unmapping it affects nothing else.
         unsafe { libc::munmap(p.cast(), len) };
+    }
+
+    /// A region for device-internal memory user space may map (SBUF, PSUM, register pages):
+    /// a [`neuron_devmodel::hostmem::MemSource`].
+    pub fn internal_region(&self, len: usize) -> Option<HostRegion> {
+        self.device_region(len.checked_next_multiple_of(4096)? as u64)
     }
 }
 
@@ -197,11 +228,13 @@ mod tests {
         };
         let r = a.host_region(0x1000_0000, 8192).expect("host region");
         assert!(r.write(100, &[1, 2, 3]));
-        let alias = a.readonly_alias(r.as_ptr(), 8192).expect("alias");
+        let alias = a
+            .map_user(r.as_ptr(), 8192, libc::PROT_READ)
+            .expect("alias");
         // SAFETY: reading inside a live read-only mapping of 8 KiB.
         let v = unsafe { std::ptr::read_volatile(alias.add(101)) };
         assert_eq!(v, 2);
-        a.unmap_alias(alias, 8192);
+        a.unmap_user(alias, 8192);
         let d = a.device_region(1 << 20).expect("device region");
         assert!(d.write(0, &[7]));
         drop(d);

@@ -8,14 +8,21 @@
 //!
 //! Each device runs on a worker thread that advances the device model whenever it has work,
 //! and applies user-space stores to mapped register pages at quiescent points.
+//!
+//! Every user mapping is a new mapping of the device's memfd arena (`arena`), so user
+//! `munmap`/`mprotect` (whole or partial) touch only the user's view; register-page views trap
+//! each store (`mmio`). A forked child inherits open files but is not attached and has no
+//! device thread: it gets errors, and its close touches nothing shared.
 
 mod arena;
 mod chunks;
 mod driver;
 mod drvstate;
 pub mod envconfig;
+mod forks;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod mmio;
 pub mod uaccess;
 
 pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
@@ -32,6 +39,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+const PAGE: usize = 4096;
 
 /// Most processes that may have one device open at once (`driver-abi.md` §1).
 pub const MAX_PROCESSES_PER_DEVICE: usize = 16;
@@ -54,23 +63,72 @@ impl Default for OpenOptions {
     }
 }
 
+/// What one user `mmap` shows.
 #[derive(Debug)]
 enum MapKind {
-    /// The chunk's own memory (shared with the device), `refs` mappings at this address.
-    Chunk { pa: u64 },
-    /// A read-only alias of another process's chunk (one per mmap call).
-    Alias { pa: u64 },
-    /// A register page.
-    Regs(#[allow(dead_code)] Arc<RegPage>),
-    /// A core's SBUF window (the core's live SBUF storage; lives as long as the device).
+    /// A mem chunk (read-only if another process's); `hbm`: a device chunk, listed in the
+    /// global VA table.
+    Chunk { pa: u64, hbm: bool },
+    /// A register page, its views' stores trapped by `traps` (empty where traps are not
+    /// supported: the view is then writable and stores land in the mailboxes).
+    Regs {
+        _page: Arc<RegPage>,
+        traps: Vec<mmio::Trap>,
+    },
+    /// A core's SBUF window (storage that lives as long as the device).
     Sbuf,
 }
 
+/// One user `mmap` call: what it maps and how many of its bytes are still mapped.
 #[derive(Debug)]
-struct Mapping {
-    len: usize,
-    refs: u32,
+struct Origin {
+    va: usize,
+    live: usize,
     kind: MapKind,
+}
+
+/// Remove `[addr, addr + len)` from `pieces` (start -> (tag, length)), splitting the pieces
+/// it cuts, as `munmap` does to mappings. The range must be covered by pieces without a gap,
+/// else nothing changes and the answer is `None`; otherwise the removed parts
+/// (start, length, tag) in address order.
+pub fn carve<T: Copy>(
+    pieces: &mut BTreeMap<usize, (T, usize)>,
+    addr: usize,
+    len: usize,
+) -> Option<Vec<(usize, usize, T)>> {
+    let end = addr.checked_add(len).filter(|_| len > 0)?;
+    let (&first, _) = pieces
+        .range(..=addr)
+        .next_back()
+        .filter(|(s, (_, l))| **s + *l > addr)?;
+    let mut cover = first;
+    let mut hits = Vec::new();
+    for (&s, &(t, l)) in pieces.range(first..) {
+        if s >= end {
+            break;
+        }
+        if s != cover {
+            return None;
+        }
+        hits.push((s, t, l));
+        cover = s + l;
+    }
+    if cover < end {
+        return None;
+    }
+    let mut out = Vec::with_capacity(hits.len());
+    for (s, t, l) in hits {
+        pieces.remove(&s);
+        let (cs, ce) = (s.max(addr), (s + l).min(end));
+        if s < cs {
+            pieces.insert(s, (t, cs - s));
+        }
+        if ce < s + l {
+            pieces.insert(ce, (t, s + l - ce));
+        }
+        out.push((cs, ce - cs, t));
+    }
+    Some(out)
 }
 
 /// One attach slot (`attached_processes[16]`, `driver-abi.md` §1).
@@ -91,8 +149,13 @@ pub(crate) struct DevState {
     pub(crate) queue_owner: HashMap<(u32, u32), u32>,
     /// (nc, nq_type, engine_index) -> chunk handle of a notification queue.
     pub(crate) nqs: HashMap<(u32, u32, u32), u64>,
-    maps: HashMap<usize, Mapping>,
+    /// User mappings: pieces by start address -> (origin id, length), and the origins.
+    maps: BTreeMap<usize, (u64, usize)>,
+    origins: HashMap<u64, Origin>,
+    next_origin: u64,
     node_open_count: u32,
+    /// The OS process that created the emulator (a forked child has another id).
+    os_pid: u32,
     /// Shared-memory arena for mappable memory (None: heap fallback, no read-only aliases).
     pub(crate) arena: Option<Arena>,
     /// The rest of the driver's per-device state (CRWL, core init, datastore, ...).
@@ -100,19 +163,21 @@ pub(crate) struct DevState {
     /// An ioctl found stores in the register mailboxes while the device was running: apply
     /// them at its next quiescent point.
     pub(crate) drain_pending: bool,
+    /// Ioctls waiting for the device to reach a quiescent point (`claim_mail`).
+    ioctls_waiting: u32,
 }
 
 impl DevState {
     pub(crate) fn attached(&self, pid: u32) -> bool {
-        self.procs.iter().flatten().any(|p| p.pid == pid)
+        // In a forked child nobody is attached: the child inherited the fds, not the slots.
+        std::process::id() == self.os_pid && self.procs.iter().flatten().any(|p| p.pid == pid)
     }
 
     /// Register host memory for a new host chunk at device address `pa`.
     pub(crate) fn add_host_memory(&mut self, pa: u64, size: u64) -> bool {
         let bus = pa & !self.dev.profile().arch.host_base_bit();
         if let Some(r) = self.arena.as_ref().and_then(|a| a.host_region(bus, size)) {
-            self.dev.add_host_region_external(bus, r);
-            return true;
+            return self.dev.add_host_region_external(bus, r).is_some();
         }
         self.dev.add_host_region(bus, size as usize).is_some()
     }
@@ -144,47 +209,57 @@ struct DevShared {
     global: Arc<Global>,
     state: Mutex<DevState>,
     kick: Condvar,
+    /// Signalled by the worker when the device is quiescent and an ioctl waits for that.
+    quiet: Condvar,
     stop: AtomicBool,
+    /// The OS process that created the device (and runs its worker thread).
+    os_pid: u32,
 }
 
 impl DevShared {
     fn lock(&self) -> MutexGuard<'_, DevState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Whether this is a forked child's copy: no device thread, nothing here is the child's.
+    fn forked(&self) -> bool {
+        std::process::id() != self.os_pid
+    }
 }
 
-/// Stores to mapped register pages cannot trap, so the device applies them at points fixed by
-/// what user space does, never by host thread timing: on entry to the next ioctl of any kind
-/// (at once if the device is quiescent, else at its next quiescent point). A program that
-/// stores and then makes no ioctl still sees its stores applied after they have stood
-/// unchanged for `MAIL_FALLBACK`.
-const MAIL_FALLBACK: Duration = Duration::from_millis(100);
-
+/// The device thread. User-space stores to mapped register pages take effect at points fixed
+/// by what user space does, never by host thread timing: on entry to the next ioctl of any kind
+/// (at once if the device is quiescent, else at its next quiescent point). Trapped stores
+/// (`mmio`) that no ioctl claims are applied by this thread at a quiescent point once they
+/// have stood through one of its idle polls with no newer store, after at least `SETTLE` of
+/// idling (so a burst of stores followed by an ioctl, such as the runtime's start of both cores
+/// of an LNC=2 model, is applied as one by that ioctl; only a program that stores and makes no
+/// ioctl relies on this thread, and sees its stores within a few milliseconds).
 fn worker(sh: Arc<DevShared>) {
     const MIN: Duration = Duration::from_micros(50);
     const MAX: Duration = Duration::from_millis(5);
+    const SETTLE: Duration = Duration::from_millis(1);
     let mut backoff = MIN;
-    // When the worker first saw mail that no ioctl has claimed yet.
-    let mut mail_since: Option<std::time::Instant> = None;
+    // Trapped-store count covered by this thread's last drain, and seen at its last poll.
+    let mut applied = mmio::posted();
+    let mut last = applied;
     let mut g = sh.lock();
     loop {
         if sh.stop.load(Ordering::Acquire) {
             return;
         }
         if !g.dev.busy() {
-            if g.drain_pending {
+            if g.ioctls_waiting > 0 {
+                sh.quiet.notify_all();
+            }
+            let posted = mmio::posted();
+            let settled = posted != applied && posted == last && backoff >= SETTLE;
+            if g.drain_pending || settled {
                 g.drain_pending = false;
                 g.dev.drain_mailboxes();
-                mail_since = None;
-            } else if g.dev.has_mail() {
-                let since = *mail_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() >= MAIL_FALLBACK {
-                    g.dev.drain_mailboxes();
-                    mail_since = None;
-                }
-            } else {
-                mail_since = None;
+                applied = posted;
             }
+            last = posted;
         }
         if g.dev.busy() {
             // A bug in the model must not take the device thread down with it: report it and
@@ -215,10 +290,38 @@ fn worker(sh: Arc<DevShared>) {
     }
 }
 
-/// On entry to an ioctl: apply the mailbox stores user space made before it (see
-/// `MAIL_FALLBACK`).
+/// Longest an ioctl waits for a running device to reach a quiescent point. Only a device that
+/// keeps running this long (a program in an endless loop, or an ioctl from another thread
+/// during a long execution) sees an ioctl take effect at a point host timing chooses.
+const QUIESCE_WAIT: Duration = Duration::from_millis(100);
+
+/// On entry to an ioctl: let a running device reach its next quiescent point first (so what
+/// the ioctl does takes effect at a point fixed by the device's own progress, not by host
+/// thread timing: runs and their traces are deterministic), then apply the stores user space
+/// made through register mappings before it (see `worker`). Not in a forked child (its copy of
+/// the device runs nowhere).
 fn claim_mail(sh: &DevShared) {
+    if sh.forked() {
+        return;
+    }
     let mut g = sh.lock();
+    if g.dev.busy() {
+        let deadline = std::time::Instant::now() + QUIESCE_WAIT;
+        g.ioctls_waiting += 1;
+        sh.kick.notify_all();
+        while g.dev.busy() && !sh.stop.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = sh
+                .quiet
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        g.ioctls_waiting -= 1;
+    }
     if !g.dev.has_mail() {
         return;
     }
@@ -260,17 +363,27 @@ impl Emulator {
                     )
                 })
                 .collect();
+            let arena = Arena::new(index);
+            // SBUF, PSUM and register pages live in the arena, so user space can map them.
+            let dev = match &arena {
+                Some(a) => Device::with_memory(profile, &|n| a.internal_region(n)),
+                None => Device::new(profile),
+            };
             let st = DevState {
-                dev: Device::new(profile),
+                dev,
                 chunks: ChunkTable::new(&hbm, arch.host_base_bit()),
                 procs: vec![None; MAX_PROCESSES_PER_DEVICE],
                 queue_owner: HashMap::new(),
                 nqs: HashMap::new(),
-                maps: HashMap::new(),
+                maps: BTreeMap::new(),
+                origins: HashMap::new(),
+                next_origin: 0,
                 node_open_count: 0,
-                arena: Arena::new(index),
+                os_pid: std::process::id(),
+                arena,
                 drv: DrvState::new(arch),
                 drain_pending: false,
+                ioctls_waiting: 0,
             };
             let sh = Arc::new(DevShared {
                 index,
@@ -278,8 +391,11 @@ impl Emulator {
                 global: global.clone(),
                 state: Mutex::new(st),
                 kick: Condvar::new(),
+                quiet: Condvar::new(),
                 stop: AtomicBool::new(false),
+                os_pid: std::process::id(),
             });
+            forks::register(&sh);
             let w = sh.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("neuron{index}-device"))
@@ -300,9 +416,13 @@ impl Emulator {
         self.devices.first().map(|d| d.arch)
     }
 
-    /// `open("/dev/neuron<index>")`.
+    /// `open("/dev/neuron<index>")`. In a forked child of the process that created the
+    /// emulator the device is unreachable (its thread and memory are the parent's): `ENODEV`.
     pub fn open(&self, index: usize, opts: OpenOptions) -> Result<EmuFile, Errno> {
         let sh = self.devices.get(index).ok_or(Errno::ENODEV)?.clone();
+        if sh.forked() {
+            return Err(Errno::ENODEV);
+        }
         {
             let mut g = sh.lock();
             if !opts.write_only {
@@ -329,7 +449,7 @@ impl Emulator {
     }
 
     /// Run `f` on device `index`'s model. A test hook: tools use the typed queries of
-    /// [`control`].
+    /// [`control`]. Must not be called in a forked child.
     #[doc(hidden)]
     pub fn with_device<R>(&self, index: usize, f: impl FnOnce(&mut Device) -> R) -> Option<R> {
         let sh = self.devices.get(index)?;
@@ -340,6 +460,13 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
+        if self.devices.first().is_some_and(|d| d.forked()) {
+            // A forked child's copy: the worker threads are not here to join, and freeing the
+            // devices would touch memory shared with the parent. Leave it all to _exit.
+            std::mem::forget(std::mem::take(&mut self.devices));
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
         for d in &self.devices {
             d.stop.store(true, Ordering::Release);
             d.kick.notify_all();
@@ -416,11 +543,18 @@ impl DeviceFile for EmuFile {
         r
     }
 
-    fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno> {
-        if self.misc {
+    fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
+        use neuron_abi::device::{PROT_READ, PROT_RW, PROT_WRITE};
+        if self.misc || prot & !PROT_RW != 0 {
             return Err(Errno::EINVAL);
         }
+        if self.sh.forked() {
+            // Not attached (and the device's memory is not the child's to map).
+            return Err(Errno::EACCES);
+        }
         let mut g = self.sh.lock();
+        // Every user mapping is a new view of the arena; without one nothing is mappable.
+        let arena = g.arena.clone().ok_or(Errno::ENODEV)?;
         let host_bit = self.sh.arch.host_base_bit();
         if let Some(c) = g.chunks.find_pa(offset).cloned() {
             // Whole chunks only, from their first byte (`driver-abi.md` §2.4).
@@ -435,32 +569,19 @@ impl DeviceFile for EmuFile {
                 match g.dev.hbm_backing(c.pa) {
                     Some((p, _)) => p,
                     None => {
-                        let region = match g.arena.as_ref() {
-                            Some(a) => a.device_region(c.size),
-                            None => neuron_devmodel::hostmem::HostRegion::new(c.size as usize),
-                        }
-                        .ok_or(Errno::ENOMEM)?;
+                        let region = arena.device_region(c.size).ok_or(Errno::ENOMEM)?;
                         g.dev.back_hbm(c.pa, region).map_err(|_| Errno::ENODEV)?
                     }
                 }
             };
             // Another process's chunk (not device-lifespan) is mapped read-only.
             let read_only = c.pid != self.pid && c.lifespan != Lifespan::Device;
-            let (p, kind) = if read_only {
-                let a = g.arena.as_ref().ok_or(Errno::ENODEV)?;
-                let p = a.readonly_alias(rw, len).ok_or(Errno::ENOMEM)?;
-                (p, MapKind::Alias { pa: c.pa })
-            } else {
-                (rw, MapKind::Chunk { pa: c.pa })
-            };
+            let uprot = if read_only { prot & !PROT_WRITE } else { prot };
+            let p = arena.map_user(rw, len, uprot).ok_or(Errno::ENOMEM)?;
             g.chunks.map_ref(c.pa, 1);
-            match g.maps.get_mut(&(p as usize)) {
-                Some(m) => m.refs += 1,
-                None => {
-                    g.maps.insert(p as usize, Mapping { len, refs: 1, kind });
-                }
-            }
-            if !c.host {
+            let hbm = !c.host;
+            add_mapping(&mut g, p, len, MapKind::Chunk { pa: c.pa, hbm });
+            if hbm {
                 self.sh
                     .global
                     .lock_va()
@@ -470,45 +591,46 @@ impl DeviceFile for EmuFile {
             return Ok(p);
         }
         if let Some(w) = self.sh.arch.find_resource(offset, len as u64) {
-            use neuron_abi::consts::{MMAP_BLOCK_TPB, MMAP_RESOURCE_SEMAPHORE};
+            use neuron_abi::consts::{MMAP_BLOCK_TPB, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE};
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SEMAPHORE {
-                let regs = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
-                let p = regs.as_ptr();
-                tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
-                match g.maps.get_mut(&(p as usize)) {
-                    Some(m) => m.refs += 1,
-                    None => {
-                        g.maps.insert(
-                            p as usize,
-                            Mapping {
-                                len,
-                                refs: 1,
-                                kind: MapKind::Regs(regs),
-                            },
-                        );
+                let page = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
+                // With traps, the view is read-only and each store faults into `mmio`.
+                let trapped = mmio::available();
+                let vprot = match (trapped, prot) {
+                    (_, 0) => 0,
+                    (true, _) => PROT_READ,
+                    (false, p) => p,
+                };
+                let p = arena
+                    .map_user(page.as_ptr(), len, vprot)
+                    .ok_or(Errno::ENOMEM)?;
+                let mut traps = Vec::new();
+                if trapped && vprot != 0 {
+                    for k in (0..len).step_by(PAGE) {
+                        let t =
+                            mmio::register(p as usize + k, &page, k as u32, prot & PROT_WRITE != 0);
+                        match t {
+                            Some(t) => traps.push(t),
+                            None => {
+                                drop(traps);
+                                arena.unmap_user(p, len);
+                                return Err(Errno::ENOMEM);
+                            }
+                        }
                     }
                 }
+                tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
+                add_mapping(&mut g, p, len, MapKind::Regs { _page: page, traps });
                 return Ok(p);
             }
-            if w.block == MMAP_BLOCK_TPB && w.resource == neuron_abi::consts::MMAP_RESOURCE_SBUF {
-                let p = g
+            if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SBUF {
+                let rw = g
                     .dev
                     .sbuf_window_ptr(w.block_id as usize)
                     .ok_or(Errno::EINVAL)?;
+                let p = arena.map_user(rw, len, prot).ok_or(Errno::ENOMEM)?;
                 tracing::debug!(target: "KDRV", "mmap TPB {} SBUF window (offset 0x{offset:x})", w.block_id);
-                match g.maps.get_mut(&(p as usize)) {
-                    Some(m) => m.refs += 1,
-                    None => {
-                        g.maps.insert(
-                            p as usize,
-                            Mapping {
-                                len,
-                                refs: 1,
-                                kind: MapKind::Sbuf,
-                            },
-                        );
-                    }
-                }
+                add_mapping(&mut g, p, len, MapKind::Sbuf);
                 return Ok(p);
             }
             // TOP_SP pages and whole-HBM DMEM rows are not backed by a consistent host memory
@@ -518,33 +640,66 @@ impl DeviceFile for EmuFile {
         Err(Errno::EINVAL)
     }
 
+    /// Whole or partial, as `munmap(2)`: page-aligned `addr`, `len` rounded up to pages, and
+    /// the range must lie in mappings made here (else `EINVAL`). A mapping's chunk reference
+    /// drops when its last byte is unmapped.
     fn munmap(&self, addr: *mut u8, len: usize) -> Result<(), Errno> {
-        let mut g = self.sh.lock();
-        let m = g.maps.get_mut(&(addr as usize)).ok_or(Errno::EINVAL)?;
-        if m.len != len {
+        let addr = addr as usize;
+        let len = len.checked_next_multiple_of(PAGE).ok_or(Errno::EINVAL)?;
+        if self.sh.forked() || !addr.is_multiple_of(PAGE) || len == 0 {
+            // A forked child has none of the parent's mappings (they are DONTFORK).
             return Err(Errno::EINVAL);
         }
-        m.refs -= 1;
-        let pa = match m.kind {
-            MapKind::Chunk { pa } | MapKind::Alias { pa } => Some(pa),
-            MapKind::Regs(_) | MapKind::Sbuf => None,
-        };
-        let alias = matches!(m.kind, MapKind::Alias { .. });
-        if m.refs == 0 {
-            g.maps.remove(&(addr as usize));
-            self.sh.global.lock_va().remove(&(addr as usize));
-        }
-        if alias {
-            if let Some(a) = g.arena.as_ref() {
-                a.unmap_alias(addr, len);
+        let mut g = self.sh.lock();
+        let parts = carve(&mut g.maps, addr, len).ok_or(Errno::EINVAL)?;
+        for (start, n, id) in parts {
+            let Some(o) = g.origins.get_mut(&id) else {
+                continue;
+            };
+            if let MapKind::Regs { traps, .. } = &mut o.kind {
+                // Stop trapping before the view goes, so a racing store cannot be misread.
+                traps.retain(|t| !(start..start + n).contains(&t.start()));
             }
-        }
-        if let Some(pa) = pa {
-            if let Some(c) = g.chunks.map_ref(pa, -1) {
-                release_chunk_memory(&mut g, &c);
+            o.live = o.live.saturating_sub(n);
+            let done = o.live == 0;
+            if let Some(a) = g.arena.as_ref() {
+                a.unmap_user(start as *mut u8, n);
+            }
+            if done {
+                if let Some(o) = g.origins.remove(&id) {
+                    finish_mapping(&mut g, &self.sh.global, o);
+                }
             }
         }
         Ok(())
+    }
+}
+
+/// Record a new user mapping of `len` bytes at `p`.
+fn add_mapping(g: &mut DevState, p: *mut u8, len: usize, kind: MapKind) {
+    let len = len.next_multiple_of(PAGE);
+    let id = g.next_origin;
+    g.next_origin += 1;
+    g.maps.insert(p as usize, (id, len));
+    g.origins.insert(
+        id,
+        Origin {
+            va: p as usize,
+            live: len,
+            kind,
+        },
+    );
+}
+
+/// The last byte of a user mapping is gone: drop what it held.
+fn finish_mapping(g: &mut DevState, global: &Global, o: Origin) {
+    if let MapKind::Chunk { pa, hbm } = o.kind {
+        if hbm {
+            global.lock_va().remove(&o.va);
+        }
+        if let Some(c) = g.chunks.map_ref(pa, -1) {
+            release_chunk_memory(g, &c);
+        }
     }
 }
 
@@ -563,6 +718,12 @@ impl Drop for EmuFile {
     /// CRWL locks, datastore entry and process-lifespan chunks; the node's last close clears the
     /// datastore.
     fn drop(&mut self) {
+        if self.sh.forked() {
+            // A forked child's close: no cleanup, nothing shared touched, and the device must
+            // never be freed here (its memory is the parent's).
+            std::mem::forget(self.sh.clone());
+            return;
+        }
         let pid = self.pid;
         if self.misc {
             for o in self.sh.global.lock_range().iter_mut() {

@@ -34,7 +34,7 @@ impl std::fmt::Debug for Mapped {
 
 impl Mapped {
     pub fn new(dev: Arc<dyn DeviceFile>, len: usize, offset: u64) -> Result<Mapped, Errno> {
-        let p = dev.mmap(len, offset)?;
+        let p = dev.mmap(len, offset, neuron_abi::device::PROT_RW)?;
         if p.is_null() || !(p as usize).is_multiple_of(8) {
             let _ = dev.munmap(p, len);
             return Err(Errno::EFAULT);
@@ -59,10 +59,15 @@ impl Mapped {
         self.word(off).map(|w| w.load(Ordering::Acquire))
     }
 
-    pub fn fetch_add_u32(&self, off: usize, v: u32) -> bool {
-        self.word(off)
-            .map(|w| w.fetch_add(v, Ordering::SeqCst))
-            .is_some()
+    /// One plain 32-bit volatile store (a register write through a mapped register page,
+    /// as libnrt makes it).
+    pub fn store_u32(&self, off: usize, v: u32) -> bool {
+        let Some(w) = self.word(off) else {
+            return false;
+        };
+        // SAFETY: `word` checked bounds and alignment; a volatile store to a live mapping.
+        unsafe { std::ptr::write_volatile(w.as_ptr(), v) };
+        true
     }
 
     /// Copy bytes out with volatile reads (the device may write concurrently; the caller

@@ -543,17 +543,17 @@ impl Model {
         // Open every core's start gate through its mapped register page: `$S[0]`, which the
         // loop head of each resident program waits on.
         for c in &self.cores {
-            if !c.sem_page.fetch_add_u32(0x1800, 1) {
+            if !c.sem_page.store_u32(0x1800, 1) {
                 return Err(NrtError::new(
                     NrtStatus::Failure,
                     "semaphore page mapping too small",
                 ));
             }
         }
-        // A store to a mapped page raises no interrupt: the device applies such stores on
-        // entry to the next ioctl (`emulator` crate, `MAIL_FALLBACK`). Ring it with an increment
-        // of 0, which changes no semaphore: every core's start store is applied at that one
-        // point, so all cores start at the same device time whatever the host threads do.
+        // The device applies stores to mapped pages at its quiescent points, first of all on
+        // entry to the next ioctl (`emulator` crate, `worker`). Ring it with an increment of 0,
+        // which changes no semaphore: every core's start store is applied at that one point, so
+        // all cores start at the same device time whatever the host threads do.
         if let Some(c) = self.cores.first() {
             self.drv
                 .sem_increment(c.nc, 0, 0)

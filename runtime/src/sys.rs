@@ -68,14 +68,14 @@ impl DeviceFile for SysDevice {
         }
     }
 
-    fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno> {
+    fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
         let off = libc::off_t::try_from(offset).map_err(|_| Errno::EINVAL)?;
         // SAFETY: a fresh shared mapping chosen by the kernel; no existing memory is affected.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 libc::MAP_SHARED,
                 self.fd,
                 off,

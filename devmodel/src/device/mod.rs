@@ -111,10 +111,10 @@ struct Core {
 }
 
 impl Core {
-    fn new(profile: &ArchProfile) -> Core {
+    fn new(profile: &ArchProfile, memory: crate::hostmem::MemSource) -> Core {
         Core {
-            mem: CoreMem::new(profile),
-            regs: Arc::new(RegPage::new()),
+            mem: CoreMem::with_memory(profile, memory),
+            regs: Arc::new(RegPage::with_memory(memory)),
             engines: (0..ENGINES).map(|_| engine::Sequencer::new()).collect(),
             nqs: HashMap::new(),
             scratch: Scratch::default(),
@@ -198,8 +198,14 @@ fn fixed_map(profile: &ArchProfile) -> AddrMap {
 
 impl Device {
     pub fn new(profile: ArchProfile) -> Device {
+        Self::with_memory(profile, &crate::hostmem::heap_source)
+    }
+
+    /// A device whose SBUF, PSUM and register pages come from `memory` (memory user space
+    /// may map; the heap where it gives none).
+    pub fn with_memory(profile: ArchProfile, memory: crate::hostmem::MemSource) -> Device {
         let cores_n = profile.nc_count;
-        let cores = (0..cores_n).map(|_| Core::new(&profile)).collect();
+        let cores = (0..cores_n).map(|_| Core::new(&profile, memory)).collect();
         let dma = (0..profile.dma_engines)
             .map(|_| (0..DMA_QUEUES).map(|_| dma::DmaQueue::default()).collect())
             .collect();

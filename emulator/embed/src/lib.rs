@@ -173,8 +173,7 @@ unsafe extern "C" fn mmap(
                 return Err(Errno::EFAULT);
             }
             let f = file(handle)?;
-            let _ = prot;
-            let p = f.mmap(len, offset)?;
+            let p = f.mmap(len, offset, prot)?;
             // SAFETY: checked non-null; the caller passes a writable pointer slot.
             unsafe { *out = p };
             Ok(0)

@@ -1,7 +1,10 @@
 //! `libneuron_emu_preload.so`: run unmodified programs against an emulated Neuron device.
 //!
 //! `LD_PRELOAD=libneuron_emu_preload.so program` interposes `open`, `open64`, `openat`,
-//! `openat64`, `close`, `ioctl`, `mmap`, `mmap64`, `munmap` and the `stat` family. Paths
+//! `openat64`, `close`, `ioctl`, `mmap`, `mmap64`, `munmap`, `mprotect` and the `stat` family.
+//! Emulated mappings are ordinary mappings of the emulator's memory: `munmap` of all or part
+//! of one goes to the emulator's bookkeeping, `mprotect` passes through (a register-page view
+//! stays read-only to the kernel; the emulator records whether stores are allowed). Paths
 //! `/dev/neuron<N>` (N below `NEURON_EMU_DEVICES`, default 1) open files on an emulator living
 //! in the same process (`NEURON_EMU_ARCH` = trn2 | trn1 | inf2, default trn2); every other path
 //! and fd passes through to libc untouched. Each emulated fd is backed by a real fd on
@@ -19,7 +22,7 @@ use neuron_abi::arch::Arch;
 use neuron_abi::DeviceFile;
 use neuron_emulator::{EmuFile, Emulator, OpenOptions};
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -30,13 +33,14 @@ thread_local! {
 
 /// Fds 0..4096 that are emulated (one bit each): checked without locking.
 static FD_BITS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-/// Number of live emulated mappings.
+/// Number of live emulated mapping pieces.
 static MAPS: AtomicUsize = AtomicUsize::new(0);
 
 struct Shim {
     emu: Emulator,
     fds: Mutex<HashMap<c_int, EmuFile>>,
-    maps: Mutex<HashMap<usize, (c_int, usize)>>,
+    /// Emulated mapping pieces: start -> (fd, length in whole pages).
+    maps: Mutex<BTreeMap<usize, (c_int, usize)>>,
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
@@ -83,7 +87,7 @@ fn shim() -> &'static Shim {
         Shim {
             emu: Emulator::new(arch, n),
             fds: Mutex::new(HashMap::new()),
-            maps: Mutex::new(HashMap::new()),
+            maps: Mutex::new(BTreeMap::new()),
         }
     })
 }
@@ -128,6 +132,7 @@ type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
 type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
 type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
+type MprotectFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int;
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat64) -> c_int;
 type StatxFn =
     unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
@@ -309,19 +314,17 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
     }
 }
 
-fn mmap_emulated(len: size_t, fd: c_int, off: off_t) -> *mut c_void {
+fn mmap_emulated(len: size_t, prot: c_int, fd: c_int, off: off_t) -> *mut c_void {
     let r = inside(|| {
         let s = shim();
         let fds = s.fds.lock().unwrap_or_else(|e| e.into_inner());
         let Some(f) = fds.get(&fd) else {
             return Err(libc::EBADF);
         };
-        let p = f.mmap(len, off as u64).map_err(|e| e.0)?;
-        s.maps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(p as usize, (fd, len));
-        MAPS.fetch_add(1, Ordering::AcqRel);
+        let p = f.mmap(len, off as u64, prot).map_err(|e| e.0)?;
+        let mut maps = s.maps.lock().unwrap_or_else(|e| e.into_inner());
+        maps.insert(p as usize, (fd, len.next_multiple_of(4096)));
+        MAPS.store(maps.len(), Ordering::Release);
         Ok(p)
     })
     .unwrap_or(Err(libc::EDEADLK));
@@ -349,7 +352,7 @@ pub unsafe extern "C" fn mmap(
             set_errno(libc::EINVAL);
             return libc::MAP_FAILED;
         }
-        return mmap_emulated(len, fd, off);
+        return mmap_emulated(len, prot, fd, off);
     }
     {
         let f = real!("mmap", MmapFn);
@@ -373,7 +376,7 @@ pub unsafe extern "C" fn mmap64(
             set_errno(libc::EINVAL);
             return libc::MAP_FAILED;
         }
-        return mmap_emulated(len, fd, off);
+        return mmap_emulated(len, prot, fd, off);
     }
     {
         let f = real!("mmap64", MmapFn);
@@ -387,28 +390,33 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     if MAPS.load(Ordering::Acquire) > 0 && !IN_SHIM.with(Cell::get) {
         let r = inside(|| {
             let s = shim();
-            let entry = s
-                .maps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&(addr as usize))
-                .copied();
-            let (fd, mlen) = entry?;
-            if mlen != len {
-                return Some(Err(libc::EINVAL));
-            }
-            s.maps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&(addr as usize));
-            MAPS.fetch_sub(1, Ordering::AcqRel);
+            let (a, n) = (addr as usize, len.next_multiple_of(4096));
+            let mut maps = s.maps.lock().unwrap_or_else(|e| e.into_inner());
+            // Not touching an emulated mapping: an ordinary munmap.
+            let fd = maps
+                .range(..a.saturating_add(n))
+                .next_back()
+                .filter(|(st, (_, l))| **st + *l > a)
+                .map(|(_, (fd, _))| *fd)?;
             let fds = s.fds.lock().unwrap_or_else(|e| e.into_inner());
-            // A mapping outlives its fd's close in the kernel; here the file is gone with the
-            // fd, and so is the mapping's bookkeeping.
-            Some(match fds.get(&fd) {
+            let r = match fds.get(&fd) {
                 Some(f) => f.munmap(addr as *mut u8, len).map_err(|e| e.0),
-                None => Ok(()),
-            })
+                // A mapping outlives its fd's close, as in the kernel: it is an ordinary
+                // mapping of the emulator's memory now.
+                None => {
+                    let f = real!("munmap", MunmapFn);
+                    // SAFETY: unmapping (part of) an emulated mapping whose file is closed.
+                    match unsafe { f(addr, len) } {
+                        0 => Ok(()),
+                        _ => Err(libc::EINVAL),
+                    }
+                }
+            };
+            if r.is_ok() {
+                let _ = neuron_emulator::carve(&mut maps, a, n);
+                MAPS.store(maps.len(), Ordering::Release);
+            }
+            Some(r)
         })
         .flatten();
         match r {
@@ -425,6 +433,22 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         // SAFETY: forwarding the caller\'s arguments unchanged to libc.
         unsafe { f(addr, len) }
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    // A trapped register-page view must stay read-only to the kernel so that every store
+    // faults; the emulator records whether the user now allows stores.
+    let prot = if MAPS.load(Ordering::Acquire) > 0
+        && neuron_emulator::mmio::set_writable(addr as usize, len, prot)
+    {
+        prot & !libc::PROT_WRITE
+    } else {
+        prot
+    };
+    let f = real!("mprotect", MprotectFn);
+    // SAFETY: forwarding the caller's arguments (protection adjusted as above) to libc.
+    unsafe { f(addr, len, prot) }
 }
 
 /// A character-device `stat` result for an emulated node.

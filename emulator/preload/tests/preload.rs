@@ -110,3 +110,37 @@ fn c_program_drives_the_abi_under_the_shim() {
         out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("# neuron-emu")
     );
 }
+
+/// Device memory through plain syscalls, used as a hostile but legal program may (maps twice,
+/// partial munmap, mprotect, many stores to the increment register from several threads).
+#[test]
+fn c_program_maps_unmaps_and_stores_freely_under_the_shim() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-maps-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    let exe = tmp.join("mappings");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc)
+        .arg(repo().join("tests/c/mappings.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-Wall", "-Werror", "-O1", "-pthread"])
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe)
+        .env("LD_PRELOAD", shim())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}

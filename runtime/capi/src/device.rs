@@ -217,9 +217,8 @@ impl DeviceFile for BackendFile {
         }
     }
 
-    fn mmap(&self, len: usize, offset: u64) -> Result<*mut u8, Errno> {
+    fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
         let mut p = std::ptr::null_mut();
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
         // SAFETY: `p` is a valid out slot.
         let r = unsafe { (self.backend.table.mmap)(self.handle, len, prot, offset, &mut p) };
         if r < 0 {
