@@ -47,8 +47,10 @@ pub const ERR_DMA_ABORT: u32 = 3;
 pub const ERR_NUMERICAL: u32 = 4;
 /// Device error code: SRAM uncorrectable ECC error.
 pub const ERR_SRAM_UE: u32 = 5;
-/// Device error code: HBM uncorrectable ECC error.
+/// Device error code: HBM uncorrectable ECC error the firmware cannot repair (repair state 2).
 pub const ERR_HBM_UE: u32 = 6;
+/// Device error code: HBM uncorrectable ECC error pending repair (repair state 1).
+pub const ERR_HBM_UE_REPAIRABLE: u32 = 7;
 
 /// What an entry reports (project-defined). Open: unknown kinds decode to [`NotifyKind::Other`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -90,8 +90,8 @@ pub struct RunCampaign {
     /// Device architecture.
     #[arg(long, default_value = "trn2")]
     pub arch: String,
-    /// Execution timeout of an experiment in seconds (default: 20x the golden run's host
-    /// time, at least 1 s). A timed-out experiment is a hang.
+    /// Execution timeout of an experiment in seconds (default: 20x the golden execution's
+    /// host time, at least 0.1 s). A timed-out experiment is a hang.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
     /// No progress bar.
@@ -149,6 +149,7 @@ pub struct Golden {
     pub scale: f64,
     pub device_ns: u64,
     pub wall: Duration,
+    pub exec_wall: Duration,
 }
 
 /// One experiment's raw result.
@@ -160,6 +161,8 @@ pub struct RunResult {
     pub device_ns: u64,
     pub fired: bool,
     pub message: Option<String>,
+    /// Host time of the execution itself (not the load).
+    pub exec_wall: Duration,
 }
 
 /// Load `neff` on a fresh emulated device, arm `inj` (if any), run once on the built-in inputs.
@@ -216,6 +219,7 @@ fn load_and_execute(
         device_ns: 0,
         fired: armed.fired(),
         message: Some(e.message),
+        exec_wall: Duration::ZERO,
     };
     let rt = match Runtime::new(dev, 0, cfg) {
         Ok(r) => r,
@@ -231,7 +235,10 @@ fn load_and_execute(
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
-    match model.execute(&refs) {
+    let t = Instant::now();
+    let r = model.execute(&refs);
+    let exec_wall = t.elapsed();
+    match r {
         Ok(out) => RunResult {
             status: Some(0),
             status_name: None,
@@ -244,6 +251,7 @@ fn load_and_execute(
             device_ns: out.device_time_ps / 1000,
             fired: armed.fired(),
             message: None,
+            exec_wall,
         },
         Err(e) => fail(e),
     }
@@ -257,6 +265,7 @@ fn crashed(msg: String) -> RunResult {
         device_ns: 0,
         fired: false,
         message: Some(msg),
+        exec_wall: Duration::ZERO,
     }
 }
 
@@ -297,6 +306,7 @@ fn golden_run(neff: &[u8], arch: Arch) -> Result<Golden, Failure> {
                 scale,
                 device_ns: r.device_ns,
                 wall,
+                exec_wall: r.exec_wall,
             })
         }
         _ => Err(Failure(
@@ -453,7 +463,7 @@ pub fn run(a: CampaignArgs) -> Result<(), Failure> {
     let timeout = match c.timeout {
         Some(s) if s.is_finite() && s > 0.0 && s < 1e6 => Duration::from_secs_f64(s),
         Some(_) => return Err(usage("--timeout must be a positive number of seconds")),
-        None => (golden.wall * 20).max(Duration::from_secs(1)),
+        None => (golden.exec_wall * 20).max(Duration::from_millis(100)),
     };
     let setup = Setup {
         plan_sha256: sha256_hex(plan_text.as_bytes()),

@@ -1,10 +1,12 @@
-//! Arming one concrete injection on a fresh emulated device. Driver faults (`ioctl-fail`, the
-//! driver's `fail_*` points) act at the device-file seam: the Nth matching call returns the
-//! errno without reaching the driver, exactly as the real driver's fault points make it.
+//! Arming one concrete injection on a fresh emulated device. Device effects are a
+//! `neuron_faults::inject::Injector` installed as the device's hooks; driver faults
+//! (`ioctl-fail`, the driver's `fail_*` points) act at the device-file seam: the Nth matching
+//! call returns the errno without reaching the driver, as the real driver's fault points do.
 
 use neuron_abi::{DeviceFile, Errno};
 use neuron_emulator::Emulator;
 use neuron_faults::errno::MMAP;
+use neuron_faults::inject::Injector;
 use neuron_faults::plan::{Effect, Plan};
 use neuron_faults::rng::Rng;
 use neuron_faults::{Injection, When};
@@ -25,24 +27,15 @@ impl Armed {
     }
 }
 
-/// Refuse plans with effects this build cannot inject, naming the fault.
-pub fn check_supported(plan: &Plan) -> Result<(), String> {
-    for f in &plan.faults {
-        if !matches!(f.effect, Effect::IoctlFail { .. }) {
-            return Err(format!(
-                "fault {:?} (line {}): effect `{}` is not wired to the device model yet; this build injects ioctl-fail only",
-                f.id,
-                f.line,
-                f.effect.name()
-            ));
-        }
-    }
+/// Refuse plans with effects this build cannot inject, naming the fault (every effect of the
+/// plan format is injected today).
+pub fn check_supported(_plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
 /// Arm `inj` on `emu`, whose device file is `dev`; returns the file the runtime must use.
 pub fn arm(
-    _emu: &Emulator,
+    emu: &Emulator,
     dev: Arc<dyn DeviceFile>,
     inj: &Injection,
 ) -> Result<(Arc<dyn DeviceFile>, Armed), String> {
@@ -64,10 +57,14 @@ pub fn arm(
             };
             Ok((Arc::new(f), Armed { fired: Some(fired) }))
         }
-        ref e => Err(format!(
-            "effect `{}` is not wired to the device model yet",
-            e.name()
-        )),
+        _ => {
+            let hook = Injector::new(inj.clone());
+            let fired = hook.fired();
+            if !emu.set_hooks(inj.device as usize, Some(Box::new(hook))) {
+                return Err(format!("no device {}", inj.device));
+            }
+            Ok((dev, Armed { fired: Some(fired) }))
+        }
     }
 }
 

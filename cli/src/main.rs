@@ -169,6 +169,14 @@ fn default_sigpipe() {
 fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
+    // A campaign's experiments fail by design: the runtime's error lines would drown the
+    // progress bar (each experiment keeps its message in the report). -v brings them back.
+    if matches!(cli.cmd, Cmd::Campaign(_))
+        && cli.verbose == 0
+        && std::env::var_os("NEURON_RT_LOG_LEVEL").is_none()
+    {
+        std::env::set_var("NEURON_RT_LOG_LEVEL", "OFF");
+    }
     neuron_runtime::logging::init(cli.verbose);
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),

@@ -13,15 +13,27 @@ pub enum FaultKind {
     BadInstruction,
     /// A DMA descriptor the engine cannot execute (bad address, length mismatch, overrun).
     DmaAbort,
+    /// An engine produced a NaN (`users-faults-and-tools.md` §2.1: code 1003).
+    Numerical,
+    /// An uncorrectable error in on-chip SRAM (SBUF/PSUM parity, NC memory).
+    SramUe,
+    /// An uncorrectable HBM error; `repairable` is the firmware's repair state 1 (pending
+    /// repair) as opposed to 2 (repair failed).
+    HbmUe { repairable: bool },
 }
 
 impl FaultKind {
-    /// Error codes carried in ERROR notification entries (see `neuron_abi::notify`).
+    /// Error codes carried in ERROR notification entries (`neuron_abi::notify::ERR_*`).
     pub fn code(self) -> u32 {
+        use neuron_abi::notify as n;
         match self {
-            FaultKind::OutOfBounds => 1,
-            FaultKind::BadInstruction => 2,
-            FaultKind::DmaAbort => 3,
+            FaultKind::OutOfBounds => n::ERR_OOB,
+            FaultKind::BadInstruction => n::ERR_BAD_INSTR,
+            FaultKind::DmaAbort => n::ERR_DMA_ABORT,
+            FaultKind::Numerical => n::ERR_NUMERICAL,
+            FaultKind::SramUe => n::ERR_SRAM_UE,
+            FaultKind::HbmUe { repairable: false } => n::ERR_HBM_UE,
+            FaultKind::HbmUe { repairable: true } => n::ERR_HBM_UE_REPAIRABLE,
         }
     }
 }

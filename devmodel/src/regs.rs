@@ -26,13 +26,16 @@
 use crate::hostmem::{heap_source, region_from, HostRegion, MemSource};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-pub const EVENTS: usize = 0;
-pub const SEM_VALUE: usize = 0x1000 / 4;
-pub const SEM_SET: usize = 0x1400 / 4;
-pub const SEM_INC: usize = 0x1800 / 4;
-pub const SEM_DEC: usize = 0x1C00 / 4;
-pub const COUNT: usize = 256;
-pub const PAGE_WORDS: usize = 0x2000 / 4;
+use neuron_abi::consts as abi;
+
+/// Word indices of the page's register blocks (`driver-abi.md` §5, named in `neuron_abi`).
+pub const EVENTS: usize = (abi::SEMA_PAGE_EVENT / abi::SEMA_REG_STRIDE) as usize;
+pub const SEM_VALUE: usize = (abi::SEMA_PAGE_SEM_READ / abi::SEMA_REG_STRIDE) as usize;
+pub const SEM_SET: usize = (abi::SEMA_PAGE_SEM_SET / abi::SEMA_REG_STRIDE) as usize;
+pub const SEM_INC: usize = (abi::SEMA_PAGE_SEM_INC / abi::SEMA_REG_STRIDE) as usize;
+pub const SEM_DEC: usize = (abi::SEMA_PAGE_SEM_DEC / abi::SEMA_REG_STRIDE) as usize;
+pub const COUNT: usize = abi::SEMAPHORES_PER_NC as usize;
+pub const PAGE_WORDS: usize = (abi::SEMA_PAGE_SIZE / abi::SEMA_REG_STRIDE) as usize;
 /// Marks an empty set-mailbox slot (the value real registers read during reset).
 pub const SET_EMPTY: u32 = 0xDEAD_BEEF;
 

@@ -222,6 +222,27 @@ impl Emulator {
         Some(self.devices.get(index)?.lock().dev.stats())
     }
 
+    /// The kernel log (`dmesg`): every line the driver printed, oldest first.
+    pub fn kernel_log(&self) -> Vec<crate::kmsg::KmsgLine> {
+        self.devices
+            .first()
+            .map(|d| d.global.lock_kmsg().lines())
+            .unwrap_or_default()
+    }
+
+    /// Install (or remove) device `index`'s hooks (`devmodel::hooks`: fault plans, tracers).
+    /// False if there is no such device.
+    pub fn set_hooks(
+        &self,
+        index: usize,
+        hooks: Option<Box<dyn neuron_devmodel::DeviceHooks>>,
+    ) -> bool {
+        self.devices
+            .get(index)
+            .map(|d| d.lock().dev.set_hooks(hooks))
+            .is_some()
+    }
+
     /// The faults device `index` recorded.
     pub fn faults(&self, index: usize) -> Option<Vec<Fault>> {
         Some(self.devices.get(index)?.lock().dev.faults().to_vec())

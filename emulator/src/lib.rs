@@ -22,6 +22,7 @@ pub mod envconfig;
 mod forks;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod kmsg;
 pub mod mmio;
 pub mod uaccess;
 
@@ -191,6 +192,8 @@ pub(crate) struct Global {
     pub(crate) crwl_range: Mutex<Vec<u32>>,
     /// Device-memory mappings by user VA: (pid, length, device index, HBM index).
     pub(crate) va_maps: Mutex<BTreeMap<usize, (u32, usize, usize, u32)>>,
+    /// The kernel log (`dmesg`).
+    pub(crate) kmsg: Mutex<kmsg::Kmsg>,
 }
 
 impl Global {
@@ -199,6 +202,9 @@ impl Global {
     }
     pub(crate) fn lock_va(&self) -> MutexGuard<'_, BTreeMap<usize, (u32, usize, usize, u32)>> {
         self.va_maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn lock_kmsg(&self) -> MutexGuard<'_, kmsg::Kmsg> {
+        self.kmsg.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -351,6 +357,7 @@ impl Emulator {
             count,
             crwl_range: Mutex::new(vec![0; drvstate::CRWL_GLOBAL_SLOTS]),
             va_maps: Mutex::new(BTreeMap::new()),
+            kmsg: Mutex::new(kmsg::Kmsg::default()),
         });
         for index in 0..count {
             let profile = ArchProfile::new(arch);

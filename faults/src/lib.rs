@@ -1,9 +1,11 @@
-//! Fault injection, the parts that need no device: plans (`plan`: the TOML format of
+//! Fault injection: plans (`plan`: the TOML format of
 //! `docs/faults.md`, strictly validated), their seeded sampling into concrete injections
 //! (`sample`, `rng`), the driver's errnos and fault points (`errno`), outcome classes with
-//! confidence intervals (`outcome`) and campaign reports that merge across shards (`report`).
+//! confidence intervals (`outcome`), campaign reports that merge across shards (`report`), and
+//! the device hook that applies one injection (`inject`).
 
 pub mod errno;
+pub mod inject;
 pub mod outcome;
 pub mod plan;
 pub mod report;

@@ -861,9 +861,11 @@ fn validate(ctx: &Ctx, sf: &Spanned<RawFault>, limits: &Limits) -> Result<Fault,
 
     // Site keys that do not belong to the effect are refused too.
     let where_ok: &[&str] = match effect {
+        // `engine` only to count instructions for an instruction or pc trigger.
         Effect::BitFlip { .. } | Effect::StuckAt { .. } => &[
             "device",
             "core",
+            "engine",
             "region",
             "partitions",
             "offset",
@@ -879,8 +881,8 @@ fn validate(ctx: &Ctx, sf: &Spanned<RawFault>, limits: &Limits) -> Result<Fault,
         | Effect::NotificationDuplicate
         | Effect::NotificationDelay { .. } => &["device", "core", "engine"],
         Effect::SemaphoreDrop | Effect::SemaphoreDuplicate => &["device", "core", "semaphore"],
-        Effect::HbmUe { .. } => &["device", "region", "address"],
-        Effect::SramUe => &["device", "core"],
+        Effect::HbmUe { .. } => &["device", "engine", "region", "address"],
+        Effect::SramUe => &["device", "core", "engine"],
         Effect::IoctlFail { .. } => &["device", "command"],
     };
     let wheres: [(&str, Option<Range<usize>>); 10] = [

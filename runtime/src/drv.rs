@@ -230,6 +230,23 @@ impl Driver {
         self.call(NEURON_IOCTL_SEMAPHORE_WRITE, &mut a)
     }
 
+    /// PRINTK: write `msg` (at most 511 bytes, truncated at a character boundary) to the
+    /// kernel log, as the runtime does for `NEURON_HW_ERR=` lines.
+    pub fn printk(&self, msg: &str) -> Result<(), Errno> {
+        let mut end = msg.len().min(511);
+        while !msg.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut buf = msg.as_bytes()[..end].to_vec();
+        buf.push(0);
+        let mut a = Printk {
+            buffer: buf.as_ptr() as u64,
+            size: buf.len() as u32,
+            action: 0,
+        };
+        self.call(NEURON_IOCTL_PRINTK, &mut a)
+    }
+
     pub fn sem_increment(&self, nc: u32, index: u32, value: u32) -> Result<(), Errno> {
         let mut a = Semaphore {
             nc_id: nc,

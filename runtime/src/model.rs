@@ -18,7 +18,8 @@ use neuron_abi::consts::{
     MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY,
 };
 use neuron_abi::notify::{
-    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_OOB,
+    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_HBM_UE,
+    ERR_HBM_UE_REPAIRABLE, ERR_NUMERICAL, ERR_OOB, ERR_SRAM_UE,
 };
 use neuron_abi::tpb;
 use neuron_abi::udma::{
@@ -564,6 +565,7 @@ impl Model {
         let mut start = vec![[None::<u64>; 5]; n];
         let mut end = vec![[None::<u64>; 5]; n];
         let mut spins = 0u32;
+        let mut numerical: Option<NrtError> = None;
         loop {
             let mut progressed = false;
             for ci in 0..n {
@@ -581,6 +583,16 @@ impl Model {
                     }
                 }
                 if let Some(err) = self.cores[ci].err_nq.next() {
+                    // A NaN is reported and the execution runs on to its end
+                    // (NRT_EXEC_COMPLETED_WITH_NUM_ERR); every other error stops it and
+                    // leaves the core in an undefined state.
+                    if err.value() == ERR_NUMERICAL {
+                        if numerical.is_none() {
+                            numerical = Some(self.device_error(ci, &err));
+                        }
+                        progressed = true;
+                        continue;
+                    }
                     self.unrecoverable = true;
                     return Err(self.device_error(ci, &err));
                 }
@@ -593,6 +605,9 @@ impl Model {
                 return Err(self.timed_out(&end));
             }
             back_off(&mut spins, progressed);
+        }
+        if let Some(e) = numerical {
+            return Err(e);
         }
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
@@ -647,10 +662,18 @@ impl Model {
         let nc = self.cores.get(ci).map_or(self.nc(), |c| c.nc);
         let engine = Engine::from_index(n.engine() as usize);
         let code = n.value();
+        let nd = self.device_index;
         let (status, what) = match code {
             ERR_OOB => (NrtStatus::ExecOob, "out-of-bounds access"),
             ERR_BAD_INSTR => (NrtStatus::Invalid, "invalid instruction"),
             ERR_DMA_ABORT => (NrtStatus::ExecHwErrDmaAbort, "DMA abort"),
+            ERR_NUMERICAL => (NrtStatus::ExecCompletedWithNumErr, "numerical error (NaN)"),
+            ERR_SRAM_UE => (NrtStatus::ExecHwErrNcUe, "uncorrectable SRAM error"),
+            ERR_HBM_UE => (NrtStatus::ExecHwErrHbmUe, "uncorrectable HBM error"),
+            ERR_HBM_UE_REPAIRABLE => (
+                NrtStatus::ExecHwErrRepairableHbmUe,
+                "uncorrectable HBM error (repairable)",
+            ),
             _ => (NrtStatus::ExecCompletedWithErr, "hardware error"),
         };
         let where_ = match engine {
@@ -674,12 +697,59 @@ impl Model {
             None => format!("DMA descriptor {}", n.pc()),
         };
         let msg = format!(
-            "nd{}:nc{nc}: {what} ({where_}), error code {code}, model {}",
-            self.device_index, self.name
+            "nd{nd}:nc{nc}: {what} ({where_}), error code {code}, model {}",
+            self.name
         );
         tracing::error!(target: "TDRV", "exec_consume_error_notifications {msg}");
-        NrtError::new(status, msg).logged()
+        // The user-facing lines real hardware errors produce, and the kernel-log line the
+        // runtime writes through the driver (`users-faults-and-tools.md` §2.2, §2.3).
+        let hw = match code {
+            ERR_SRAM_UE => Some((
+                format!("(FATAL-RT-UNDEFINED-STATE) [ND {nd}][NC {nc}] Uncorrectable memory error is detected, metadata: 0x16. Please terminate or stop/start this instance to prevent future impact from the hardware error."),
+                "SRAM_UNCORRECTABLE_ERROR",
+                "TERMINATE_INSTANCE",
+            )),
+            ERR_HBM_UE => Some((
+                "(FATAL-RT-UNDEFINED-STATE) Uncorrectable HBM memory error is detected. Execution results may be invalid. Please terminate this instance to prevent future impact from the hardware error.".to_string(),
+                "HBM_UNCORRECTABLE_ERROR",
+                "TERMINATE_INSTANCE",
+            )),
+            ERR_HBM_UE_REPAIRABLE => Some((
+                "(FATAL-RT-UNDEFINED-STATE) Uncorrectable HBM memory error is detected. Execution results may be invalid. Please reload the neuron driver or reboot your EC2 instance to prevent future impact from the hardware error.".to_string(),
+                // The repairable kind's name is not public (inferred: the unrepairable one's).
+                "HBM_UNCORRECTABLE_ERROR",
+                "RELOAD_DRIVER",
+            )),
+            ERR_DMA_ABORT => Some((
+                format!("[MLA {nd}][NC {nc}] DMA TX engine 0 is in an abort state"),
+                "DMA_ERROR",
+                "RESET_DEVICE",
+            )),
+            _ => None,
+        };
+        let mut err_msg = msg;
+        if let Some((line, kind, action)) = hw {
+            tracing::error!(target: "NRT", "{line}");
+            let k = hw_err_line(kind, nd, nc, action);
+            if let Err(e) = self.drv.printk(&k) {
+                tracing::warn!(target: "NRT", "could not write the kernel log line ({e}): {k}");
+            }
+            err_msg = format!("{err_msg}; {line}");
+        }
+        NrtError::new(status, err_msg).logged()
     }
+}
+
+/// The `NEURON_HW_ERR=` kernel-log line (`users-faults-and-tools.md` §2.3).
+fn hw_err_line(kind: &str, nd: u32, nc: u32, action: &str) -> String {
+    let instance = std::env::var("NEURON_EMU_INSTANCE_ID")
+        .ok()
+        .filter(|s| !s.is_empty() && s.len() < 64)
+        .unwrap_or_else(|| "i-00000000000000000".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("NEURON_HW_ERR={kind} instance-id={instance} hostname={host} nd-id={nd} nc-id={nc} serial-num={:016x} action={action}", 0x19fc_da00_0000_0000u64 | u64::from(nd))
 }
 
 impl Drop for Model {

@@ -49,8 +49,8 @@ use std::sync::Arc;
 pub const DMA_ENGINES_PER_NC: usize = 16;
 pub const DMA_QUEUES: usize = 16;
 /// Notification-queue types used by the device (`driver-abi.md` §4).
-pub const NQ_NOTIFY: u8 = 1;
-pub const NQ_ERROR: u8 = 3;
+pub const NQ_NOTIFY: u8 = neuron_abi::consts::NQ_TYPE_NOTIFY as u8;
+pub const NQ_ERROR: u8 = neuron_abi::consts::NQ_TYPE_ERROR as u8;
 /// Most instruction bytes waiting at one engine's port.
 pub const MAX_PENDING_INSTR_BYTES: usize = 64 << 20;
 /// Compute engines (sequencers) per core.

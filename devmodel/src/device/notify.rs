@@ -164,4 +164,20 @@ impl Device {
         }
         self.fault(nc, engine, pc, opcode, OpFault { kind, detail });
     }
+
+    /// A hook's error report for an engine that carries on (a flagged NaN): the ERROR
+    /// notification and the recorded fault, without stopping the engine.
+    pub(crate) fn hook_report(
+        &mut self,
+        nc: usize,
+        engine: Engine,
+        pc: u32,
+        opcode: u8,
+        kind: FaultKind,
+        detail: String,
+    ) {
+        if nc < self.cores.len() {
+            self.fault(nc, Some(engine), pc, opcode, OpFault { kind, detail });
+        }
+    }
 }

@@ -249,6 +249,18 @@ impl HookCtx<'_> {
         self.dev
             .hook_fault(nc, engine, pc, opcode, kind, detail.into());
     }
+    /// Report an error for engine `e` that keeps running (e.g. a NaN its result check
+    /// flagged): an ERROR notification and a recorded fault, no stop.
+    pub fn report_error(
+        &mut self,
+        nc: usize,
+        e: Engine,
+        kind: FaultKind,
+        detail: impl Into<String>,
+    ) {
+        let (pc, opcode) = (self.site.pc, self.site.opcode);
+        self.dev.hook_report(nc, e, pc, opcode, kind, detail.into());
+    }
     /// Be called (`on_timer(token)`) at device time `at` (now, if `at` has passed).
     pub fn set_timer(&mut self, at: Ps, token: u64) {
         self.dev.hook_timer(at, token);

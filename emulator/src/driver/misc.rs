@@ -125,7 +125,10 @@ impl Req {
                     return Err(Errno::EBADMSG);
                 }
                 let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-                tracing::error!(target: "KDRV", "{}", String::from_utf8_lossy(&buf[..end]));
+                let text = String::from_utf8_lossy(&buf[..end]);
+                tracing::error!(target: "KDRV", "{text}");
+                let now = cx.lock().dev.now().0;
+                cx.global().lock_kmsg().push(cx.index(), now, &text);
                 Ok(0)
             }
         }

@@ -172,6 +172,12 @@ pub(crate) fn ioctl(sh: &DevShared, misc: bool, caller: &Caller, cmd: u32, arg: 
     if !misc && info.needs_attach && !sh.lock().attached(caller.pid) {
         return Err(Errno::EACCES);
     }
+    // A fault plan's driver fault point (`DeviceHooks::on_ioctl`) fails the call before the
+    // driver looks at it.
+    if let Some(e) = sh.lock().dev.hook_ioctl(cmd, caller.pid) {
+        tracing::debug!(target: "KDRV", "ioctl 0x{cmd:08x} pid {} failed by a fault hook: errno {e}", caller.pid);
+        return Err(Errno(e));
+    }
     let cx = Ctx { sh, caller, arg };
     match Request::decode(&cx, cmd) {
         Some(Ok(req)) => req.handle(&cx),
