@@ -101,20 +101,7 @@ pub struct RunCampaign {
 
 /// The machine limits a plan is checked against.
 pub fn limits(arch: Arch) -> Limits {
-    let p = neuron_devmodel::ArchProfile::new(arch);
-    Limits {
-        devices: 1,
-        cores: p.nc_count as u32,
-        partitions: p.partitions as u32,
-        sbuf_partition_bytes: p.sbuf_partition_bytes as u64,
-        psum_partition_bytes: p.psum_partition_bytes as u64,
-        hbm: (0..arch.hbm_count())
-            .filter_map(|k| arch.hbm_base(k))
-            .map(|b| b..b + arch.hbm_size())
-            .collect(),
-        dma_queues: arch.dma_queues_per_engine(),
-        semaphores: 256,
-    }
+    Limits::for_arch(arch, 1)
 }
 
 /// Read and validate a plan file.

@@ -1,6 +1,8 @@
 //! Which devices an emulator embedded in a process emulates, from the environment:
-//! `NEURON_EMU_ARCH` (trn2 | trn1 | inf2, default trn2) and `NEURON_EMU_DEVICES` (1..=64,
-//! default 1). A set but invalid value is an error naming the variable, never a silent default.
+//! `NEURON_EMU_ARCH` (trn2 | trn1 | inf2, default trn2), `NEURON_EMU_DEVICES` (1..=64,
+//! default 1), and a fault plan to inject (`NEURON_EMU_FAULTS` = a plan file,
+//! `NEURON_EMU_FAULTS_SEED` = its seed, default 0; `docs/faults.md`). A set but invalid value
+//! is an error naming the variable, never a silent default.
 
 use neuron_abi::arch::Arch;
 
@@ -8,14 +10,20 @@ use neuron_abi::arch::Arch;
 pub const ARCH_ENV: &str = "NEURON_EMU_ARCH";
 /// The environment variable selecting the number of devices.
 pub const DEVICES_ENV: &str = "NEURON_EMU_DEVICES";
+/// The environment variable naming a fault plan to inject.
+pub const FAULTS_ENV: &str = "NEURON_EMU_FAULTS";
+/// The environment variable with the fault plan's seed.
+pub const FAULTS_SEED_ENV: &str = "NEURON_EMU_FAULTS_SEED";
 /// Most devices one emulator may have (the driver's `MAX_NEURON_DEVICE_COUNT`).
 pub const MAX_DEVICES: usize = neuron_abi::consts::MAX_NEURON_DEVICE_COUNT as usize;
 
 /// A validated emulator configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EmuConfig {
     pub arch: Arch,
     pub devices: usize,
+    /// The validated fault plan to inject, and its seed.
+    pub faults: Option<(neuron_faults::Plan, u64)>,
 }
 
 impl Default for EmuConfig {
@@ -23,6 +31,7 @@ impl Default for EmuConfig {
         EmuConfig {
             arch: Arch::V3Trn2,
             devices: 1,
+            faults: None,
         }
     }
 }
@@ -50,7 +59,52 @@ impl EmuConfig {
                     format!("{DEVICES_ENV}={s:?}: expected a number in 1..={MAX_DEVICES}")
                 })?;
         }
+        let seed = match get(FAULTS_SEED_ENV) {
+            Some(s) => s
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{FAULTS_SEED_ENV}={s:?}: expected a non-negative integer"))?,
+            None => 0,
+        };
+        if let Some(path) = get(FAULTS_ENV).filter(|p| !p.trim().is_empty()) {
+            let text = std::fs::read(&path).map_err(|e| format!("{FAULTS_ENV}={path:?}: {e}"))?;
+            if text.len() > neuron_faults::plan::MAX_PLAN_BYTES {
+                return Err(format!(
+                    "{FAULTS_ENV}={path:?}: larger than {} bytes",
+                    neuron_faults::plan::MAX_PLAN_BYTES
+                ));
+            }
+            let text =
+                String::from_utf8(text).map_err(|_| format!("{FAULTS_ENV}={path:?}: not UTF-8"))?;
+            let limits = neuron_faults::Limits::for_arch(c.arch, c.devices as u32);
+            let plan = neuron_faults::parse(&text, &limits)
+                .map_err(|e| format!("{FAULTS_ENV}: {}", e.in_file(path.clone())))?;
+            c.faults = Some((plan, seed));
+        }
         Ok(c)
+    }
+
+    /// An emulator of this configuration, with the fault plan (if any) installed on its
+    /// devices: each fault on the device its site names.
+    pub fn build(&self) -> crate::Emulator {
+        let emu = crate::Emulator::new(self.arch, self.devices);
+        if let Some((plan, seed)) = &self.faults {
+            let limits = neuron_faults::Limits::for_arch(self.arch, self.devices as u32);
+            let all = plan.sample_all(&limits, *seed);
+            for d in 0..self.devices {
+                let mine: Vec<_> = all
+                    .iter()
+                    .filter(|i| i.device as usize == d)
+                    .cloned()
+                    .map(neuron_faults::inject::Injector::new)
+                    .collect();
+                if !mine.is_empty() {
+                    tracing::info!(target: "KDRV", "/dev/neuron{d}: {} fault(s) of {FAULTS_ENV} armed (seed {seed})", mine.len());
+                    emu.set_hooks(d, Some(Box::new(neuron_faults::inject::InjectorSet(mine))));
+                }
+            }
+        }
+        emu
     }
 }
 
@@ -72,6 +126,35 @@ mod tests {
         assert_eq!(cfg(&[]), Ok(EmuConfig::default()));
         let c = cfg(&[(ARCH_ENV, "inf2"), (DEVICES_ENV, " 12 ")]).expect("valid");
         assert_eq!((c.arch, c.devices), (Arch::V2Inf2, 12));
+    }
+
+    #[test]
+    fn a_fault_plan_is_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("neuron-emu-envfaults-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let good = dir.join("good.toml");
+        std::fs::write(
+            &good,
+            "[[fault]]\nid = \"a\"\neffect = \"dma-error\"\ndescriptor = 1\n",
+        )
+        .expect("write");
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "[[fault]]\nid = \"a\"\neffect = \"dma-error\"\n").expect("write");
+        let g = good.display().to_string();
+        let c = cfg(&[(FAULTS_ENV, &g), (FAULTS_SEED_ENV, "7")]).expect("valid plan");
+        let (plan, seed) = c.faults.clone().expect("plan");
+        assert_eq!((plan.faults.len(), seed), (1, 7));
+        let _emu = c.build();
+        let b = bad.display().to_string();
+        let e = cfg(&[(FAULTS_ENV, &b)]).expect_err("no trigger");
+        assert!(
+            e.contains("bad.toml: line 1") && e.contains("no trigger"),
+            "{e}"
+        );
+        let e = cfg(&[(FAULTS_ENV, &g), (FAULTS_SEED_ENV, "x")]).expect_err("seed");
+        assert!(e.starts_with(FAULTS_SEED_ENV), "{e}");
+        let e = cfg(&[(FAULTS_ENV, "/nonexistent/plan.toml")]).expect_err("missing");
+        assert!(e.contains("/nonexistent/plan.toml"), "{e}");
     }
 
     #[test]

@@ -495,3 +495,112 @@ impl DeviceHooks for Injector {
         }
     }
 }
+
+/// Several injections at once (every fault of a plan, for a single faulty run): each sees
+/// every event; the first that alters one decides what happens to it.
+#[derive(Debug, Default)]
+pub struct InjectorSet(pub Vec<Injector>);
+
+impl InjectorSet {
+    /// Every fault of `plan`, sampled with `seed`.
+    pub fn from_plan(
+        plan: &crate::plan::Plan,
+        limits: &crate::plan::Limits,
+        seed: u64,
+    ) -> InjectorSet {
+        InjectorSet(
+            plan.sample_all(limits, seed)
+                .into_iter()
+                .map(Injector::new)
+                .collect(),
+        )
+    }
+
+    /// The `fired` flags, in plan order.
+    pub fn fired(&self) -> Vec<Arc<AtomicBool>> {
+        self.0.iter().map(Injector::fired).collect()
+    }
+}
+
+impl DeviceHooks for InjectorSet {
+    fn on_install(&mut self, ctx: &mut HookCtx<'_>) {
+        self.0.iter_mut().for_each(|i| i.on_install(ctx));
+    }
+    fn on_notify(&mut self, ctx: &mut HookCtx<'_>, n: &mut Notice) -> NotifyAction {
+        let mut out = NotifyAction::Post;
+        for i in &mut self.0 {
+            let a = i.on_notify(ctx, n);
+            if out == NotifyAction::Post {
+                out = a;
+            }
+        }
+        out
+    }
+    fn on_timer(&mut self, ctx: &mut HookCtx<'_>, token: u64) {
+        self.0.iter_mut().for_each(|i| i.on_timer(ctx, token));
+    }
+    fn before_issue(&mut self, ctx: &mut HookCtx<'_>, word: &mut [u8; WORD]) -> IssueAction {
+        let mut out = IssueAction::Proceed;
+        for i in &mut self.0 {
+            let a = i.before_issue(ctx, word);
+            if out == IssueAction::Proceed {
+                out = a;
+            }
+        }
+        out
+    }
+    fn after_execute(&mut self, ctx: &mut HookCtx<'_>, word: &CaymanInstr) -> Ps {
+        let mut extra = Ps::ZERO;
+        for i in &mut self.0 {
+            extra = Ps(extra.0.max(i.after_execute(ctx, word).0));
+        }
+        extra
+    }
+    fn before_descriptor(
+        &mut self,
+        ctx: &mut HookCtx<'_>,
+        tx: &mut UdmaDesc,
+        rx: &mut UdmaDesc,
+    ) -> DescAction {
+        let mut out = DescAction::Proceed;
+        for i in &mut self.0 {
+            let a = i.before_descriptor(ctx, tx, rx);
+            if out == DescAction::Proceed {
+                out = a;
+            }
+        }
+        out
+    }
+    fn on_sem_update(&mut self, ctx: &mut HookCtx<'_>, u: &mut SemUpdate) -> SemAction {
+        let mut out = SemAction::Apply;
+        for i in &mut self.0 {
+            let a = i.on_sem_update(ctx, u);
+            if out == SemAction::Apply {
+                out = a;
+            }
+        }
+        out
+    }
+    fn on_mem_access(
+        &mut self,
+        ctx: &mut HookCtx<'_>,
+        a: &MemAccess,
+        data: &mut [u8],
+    ) -> MemAction {
+        let mut out = MemAction::Proceed;
+        for i in &mut self.0 {
+            if i.on_mem_access(ctx, a, data) == MemAction::Fail {
+                out = MemAction::Fail;
+            }
+        }
+        out
+    }
+    fn on_ioctl(&mut self, cmd: u32, pid: u32) -> Option<i32> {
+        let mut out = None;
+        for i in &mut self.0 {
+            let e = i.on_ioctl(cmd, pid);
+            out = out.or(e);
+        }
+        out
+    }
+}

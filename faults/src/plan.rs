@@ -28,6 +28,26 @@ pub struct Limits {
     pub semaphores: u32,
 }
 
+impl Limits {
+    /// The limits of `devices` emulated devices of architecture `arch`.
+    pub fn for_arch(arch: neuron_abi::Arch, devices: u32) -> Limits {
+        let p = neuron_devmodel::ArchProfile::new(arch);
+        Limits {
+            devices,
+            cores: p.nc_count as u32,
+            partitions: p.partitions as u32,
+            sbuf_partition_bytes: p.sbuf_partition_bytes as u64,
+            psum_partition_bytes: p.psum_partition_bytes as u64,
+            hbm: (0..arch.hbm_count())
+                .filter_map(|k| arch.hbm_base(k))
+                .map(|b| b..b + arch.hbm_size())
+                .collect(),
+            dma_queues: arch.dma_queues_per_engine(),
+            semaphores: neuron_abi::consts::SEMAPHORES_PER_NC,
+        }
+    }
+}
+
 /// A refused plan: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}line {line}, column {column}: {}{message}", source_prefix(.source_name), key_prefix(.key))]

@@ -1,13 +1,11 @@
 //! Instruction encodings decoded into one [`Instr`] form, and their encoders.
 //!
-//! - [`testenc`]: the project-defined 64-byte encoding for hand-built test programs.
 //! - [`cayman`]: the real trn2 encoding, decoded from evidence; [`ntff`]: the profile container.
 
 pub mod cayman;
 pub mod dtype;
 pub mod instr;
 pub mod ntff;
-pub mod testenc;
 
 pub use dtype::Dtype;
 pub use instr::*;

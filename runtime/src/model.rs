@@ -25,7 +25,8 @@ use neuron_abi::tpb;
 use neuron_abi::udma::{
     UdmaDesc, DESC_FIRST, DESC_LAST, META_CTRL_COPY, QUEUE_TYPE_RX, QUEUE_TYPE_TX,
 };
-use neuron_isa::{testenc, Dtype, Engine};
+use neuron_isa::cayman::WORD;
+use neuron_isa::{Dtype, Engine};
 use neuron_neff::{Neff, NeffError, ParseOptions, VarType};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -358,7 +359,7 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         // Room for the start marker, the END and every explicit NOTIFY of one execution, twice
         // over so the poller may lag a whole execution without being lapped.
         let posts = programs.get(e as usize).map_or(0, |p| {
-            p.chunks_exact(testenc::WORD)
+            p.chunks_exact(WORD)
                 .filter(|w| w[0] == crate::prologue::NOTIFY_OPCODE)
                 .count()
         });
@@ -494,7 +495,7 @@ impl Model {
             .get(ci)?
             .programs
             .get(engine)?
-            .get(pc as usize * testenc::WORD)
+            .get(pc as usize * WORD)
             .copied()
     }
 

@@ -9,8 +9,9 @@
 
 use crate::status::NrtError;
 use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+use neuron_isa::cayman::WORD;
 use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Value};
-use neuron_isa::{testenc, Engine};
+use neuron_isa::Engine;
 use neuron_neff::{Neff, SubgraphDef, VarType};
 use std::collections::BTreeMap;
 
@@ -156,7 +157,7 @@ pub fn build_programs(
                     .map_err(|e| NrtError::invalid(e.to_string()))?,
                 None => &[],
             };
-            if bin.len() % testenc::WORD != 0 {
+            if bin.len() % WORD != 0 {
                 return Err(NrtError::invalid(format!(
                     "{sg} engine {engine}: instruction file is {} bytes, not a multiple of 64",
                     bin.len()
@@ -175,7 +176,7 @@ pub fn build_programs(
                     dge: feat.dge_table,
                     act: feat.act_tables,
                 },
-                bin.len() / testenc::WORD,
+                bin.len() / WORD,
             );
             if pro.len() != base as usize {
                 return Err(NrtError::invalid(format!(
@@ -185,7 +186,7 @@ pub fn build_programs(
             }
             let mut words = pro;
             let mut origins = vec![WordOrigin::Runtime; words.len()];
-            for (i, w) in bin.chunks_exact(testenc::WORD).enumerate() {
+            for (i, w) in bin.chunks_exact(WORD).enumerate() {
                 let word: &[u8; 64] = w.try_into().map_err(|_| NrtError::invalid("word size"))?;
                 let loaded = relocate(word, &base_of, tpb_shift).map_err(|e| {
                     NrtError::invalid(format!(

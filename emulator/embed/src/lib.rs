@@ -50,9 +50,7 @@ impl State {
         &self
             .emu
             .get_or_insert_with(|| {
-                let e = want
-                    .clone()
-                    .map(|c| Arc::new(Emulator::new(c.arch, c.devices)));
+                let e = want.clone().map(|c| Arc::new(c.build()));
                 (want, e)
             })
             .1

@@ -20,6 +20,7 @@
 use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
 use neuron_abi::arch::Arch;
 use neuron_abi::DeviceFile;
+use neuron_emulator::envconfig::EmuConfig;
 use neuron_emulator::{EmuFile, Emulator, OpenOptions};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -75,17 +76,17 @@ fn inside<R>(f: impl FnOnce() -> R) -> Option<R> {
 
 fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
-        let arch = std::env::var("NEURON_EMU_ARCH")
-            .ok()
-            .and_then(|s| Arch::from_name(&s))
-            .unwrap_or(Arch::V3Trn2);
-        let n = std::env::var("NEURON_EMU_DEVICES")
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .filter(|n| (1..=64).contains(n))
-            .unwrap_or(1);
+        // NEURON_EMU_ARCH / NEURON_EMU_DEVICES / NEURON_EMU_FAULTS, validated: a bad value is
+        // reported once and leaves the process without emulated devices, never a silent default.
+        let emu = match EmuConfig::from_env() {
+            Ok(c) => c.build(),
+            Err(e) => {
+                eprintln!("neuron-emu preload: {e}; no emulated /dev/neuron* in this process");
+                Emulator::new(Arch::V3Trn2, 0)
+            }
+        };
         Shim {
-            emu: Emulator::new(arch, n),
+            emu,
             fds: Mutex::new(HashMap::new()),
             maps: Mutex::new(BTreeMap::new()),
         }
@@ -101,12 +102,7 @@ fn set_errno(e: i32) {
 fn device_index(path: &CStr) -> Option<usize> {
     let s = path.to_str().ok()?;
     let n: usize = s.strip_prefix("/dev/neuron")?.parse().ok()?;
-    let devices = std::env::var("NEURON_EMU_DEVICES")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .filter(|n| (1..=64).contains(n))
-        .unwrap_or(1);
-    (n < devices).then_some(n)
+    (n < shim().emu.device_count()).then_some(n)
 }
 
 macro_rules! real {

@@ -144,3 +144,45 @@ fn c_program_maps_unmaps_and_stores_freely_under_the_shim() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
 }
+
+/// The same fault plan works for an unmodified program: `NEURON_EMU_FAULTS` arms it on the
+/// shim's devices, and the program sees the hardware's status; a bad plan is refused with its
+/// line and key and no device appears.
+#[test]
+fn a_fault_plan_reaches_an_unmodified_program() {
+    let dir =
+        std::env::temp_dir().join(format!("neuron-emu-preload-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let plan = dir.join("dma.toml");
+    std::fs::write(
+        &plan,
+        "[[fault]]\nid = \"d\"\neffect = \"dma-error\"\ndescriptor = 1\n",
+    )
+    .expect("plan");
+    let run = |plan: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_neuron-emu-syscall-e2e"))
+            .arg(repo().join("fixtures/neff/mlp.neff"))
+            .arg(repo().join("fixtures/neff/mlp.golden/y.npy"))
+            .env("LD_PRELOAD", shim())
+            .env("NEURON_EMU_FAULTS", plan)
+            .output()
+            .expect("spawn")
+    };
+    let out = run(&plan);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("NRT_EXEC_HW_ERR_DMA_ABORT"), "{stderr}");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[fault]]\nid = \"d\"\neffect = \"dma-error\"\nbogus = 1\n",
+    )
+    .expect("plan");
+    let out = run(&bad);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("bad.toml: line 4") && stderr.contains("bogus"),
+        "{stderr}"
+    );
+}

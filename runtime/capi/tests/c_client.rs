@@ -100,18 +100,7 @@ fn build_client(tmp: &Path) -> PathBuf {
 
 /// Run the client in `tmp` on `neff` with `(input name, file)` pairs; returns stdout.
 fn run_client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> String {
-    let mut c = Command::new(exe);
-    c.current_dir(tmp).arg(neff);
-    for (n, f) in inputs {
-        c.args([n, f]);
-    }
-    let out = c
-        .env("NEURON_EMU", "1")
-        // Found beside libnrt.so, not through cargo's library path.
-        .env_remove("LD_LIBRARY_PATH")
-        .env_remove("NEURON_EMU_LIB")
-        .env_remove("NEURON_RT_VISIBLE_CORES")
-        .env_remove("NEURON_RT_NUM_CORES")
+    let out = client(exe, tmp, neff, inputs)
         .output()
         .expect("run run_neff");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -121,6 +110,48 @@ fn run_client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> S
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// The client command, environment set for the emulated device.
+fn client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(exe);
+    c.current_dir(tmp).arg(neff);
+    for (n, f) in inputs {
+        c.args([n, f]);
+    }
+    c.env("NEURON_EMU", "1")
+        // Found beside libnrt.so, not through cargo's library path.
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("NEURON_EMU_LIB")
+        .env_remove("NEURON_EMU_FAULTS")
+        .env_remove("NEURON_RT_VISIBLE_CORES")
+        .env_remove("NEURON_RT_NUM_CORES");
+    c
+}
+
+/// `NEURON_EMU_FAULTS` reaches a program written for libnrt: the fault plan's HBM error is
+/// the status `nrt_execute` returns.
+#[test]
+fn a_fault_plan_reaches_a_libnrt_client() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-faults-{}", std::process::id()));
+    let exe = build_client(&tmp);
+    let plan = tmp.join("hbm.toml");
+    std::fs::write(
+        &plan,
+        "[[fault]]\nid = \"h\"\neffect = \"hbm-ue\"\naddress = [0x1000000, 0x1000040]\nat-ns = 1\n",
+    )
+    .expect("plan");
+    let out = client(&exe, &tmp, &repo().join("fixtures/neff/mlp.neff"), &[])
+        .env("NEURON_EMU_FAULTS", &plan)
+        .output()
+        .expect("run run_neff");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("nrt_execute(model, inputs, outputs) failed: NRT_EXEC_HW_ERR_HBM_UE (1201)"),
+        "{stderr}"
+    );
 }
 
 #[test]
