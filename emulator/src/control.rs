@@ -230,6 +230,12 @@ impl Emulator {
             .unwrap_or_default()
     }
 
+    /// A snapshot of device `index`'s model (`Device::status`: engines, waits, semaphores,
+    /// queues, memory, stats, faults).
+    pub fn status(&self, index: usize) -> Option<neuron_devmodel::DeviceStatus> {
+        Some(self.devices.get(index)?.lock().dev.status())
+    }
+
     /// Install (or remove) device `index`'s hooks (`devmodel::hooks`: fault plans, tracers).
     /// False if there is no such device.
     pub fn set_hooks(
