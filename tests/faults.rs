@@ -105,6 +105,25 @@ fn hardware_error(plan: &str, want: NrtStatus, line: &str, kind: &str) {
                 && l.contains("nd-id=0 nc-id=0")),
         "{k:?}"
     );
+    let ecc = f.s.emu.ecc(0).expect("device 0");
+    match want {
+        NrtStatus::ExecHwErrNcUe => assert_eq!(ecc.sysfs_sram_ecc_uncorrected(), 1, "{ecc:?}"),
+        NrtStatus::ExecHwErrHbmUe => {
+            assert!(
+                ecc.sysfs_mem_ecc_uncorrected() >= 1 && ecc.repair_state == 2,
+                "{ecc:?}"
+            )
+        }
+        NrtStatus::ExecHwErrRepairableHbmUe => assert!(
+            ecc.sysfs_mem_ecc_repairable_uncorrected() >= 1 && ecc.repair_state == 1,
+            "{ecc:?}"
+        ),
+        _ => assert_eq!(
+            ecc,
+            Default::default(),
+            "no memory error counted for {want:?}"
+        ),
+    }
     let again = run(&mut m).expect_err("sticky");
     assert_eq!(again.status, NrtStatus::ExecUnitUnrecoverable, "{again}");
     // Recovery: the fault gone (a replaced instance / reloaded driver), a reload runs.

@@ -107,6 +107,13 @@ struct RunArgs {
     /// emulator through the same syscalls hardware would get.
     #[arg(long, value_name = "PATH")]
     device: Option<PathBuf>,
+    /// Inject every fault of a plan (TOML, docs/faults.md) into this run; prints which fired,
+    /// the kernel log and the memory-error counters.
+    #[arg(long, value_name = "PLAN.toml")]
+    faults: Option<PathBuf>,
+    /// Seed the plan's ranges are drawn with.
+    #[arg(long, default_value_t = 0, requires = "faults")]
+    fault_seed: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -251,11 +258,55 @@ fn run(a: RunArgs) -> Result<(), Failure> {
             (Some(e), d)
         }
     };
+    let mut armed = Vec::new();
+    if let Some(plan_path) = &a.faults {
+        let Some(emu) = &emu else {
+            return Err(usage(
+                "--faults needs the in-process emulated device (drop --device; under the preload shim use NEURON_EMU_FAULTS)",
+            ));
+        };
+        let (plan, _) = campaign::load_plan(plan_path, arch)?;
+        let set = neuron_faults::inject::InjectorSet::from_plan(
+            &plan,
+            &campaign::limits(arch),
+            a.fault_seed,
+        );
+        armed = plan
+            .faults
+            .iter()
+            .map(|f| f.id.clone())
+            .zip(set.fired())
+            .collect();
+        emu.set_hooks(0, Some(Box::new(set)));
+    }
+    let report_faults = |emu: &Option<Emulator>| {
+        if let (Some(emu), false) = (emu, armed.is_empty()) {
+            for (id, fired) in &armed {
+                let f = fired.load(std::sync::atomic::Ordering::Acquire);
+                println!("fault {id}: {}", if f { "fired" } else { "not reached" });
+            }
+            for l in emu.kernel_log() {
+                println!("dmesg: {}", l.dmesg());
+            }
+            if let Some(c) = emu.ecc(0) {
+                println!(
+                    "stats/hardware: sram_ecc_uncorrected {} mem_ecc_uncorrected {} mem_ecc_repairable_uncorrected {}",
+                    c.sysfs_sram_ecc_uncorrected(),
+                    c.sysfs_mem_ecc_uncorrected(),
+                    c.sysfs_mem_ecc_repairable_uncorrected()
+                );
+            }
+        }
+    };
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
     let t_load = Instant::now();
-    let mut model = rt
-        .load(&bytes, a.nc)
-        .map_err(|e| Failure(1, format!("load failed: {e}")))?;
+    let mut model = match rt.load(&bytes, a.nc) {
+        Ok(m) => m,
+        Err(e) => {
+            report_faults(&emu);
+            return Err(Failure(1, format!("load failed: {e}")));
+        }
+    };
     let load_time = t_load.elapsed();
     let infos: Vec<_> = model.inputs().cloned().collect();
     for (n, _) in &given {
@@ -294,10 +345,15 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         .map(|(n, b)| (n.as_str(), b.as_slice()))
         .collect();
     let t_exec = Instant::now();
-    let out = model
-        .execute(&refs)
-        .map_err(|e| Failure(1, format!("execution failed: {e}")))?;
+    let out = match model.execute(&refs) {
+        Ok(o) => o,
+        Err(e) => {
+            report_faults(&emu);
+            return Err(Failure(1, format!("execution failed: {e}")));
+        }
+    };
     let wall = t_exec.elapsed();
+    report_faults(&emu);
 
     let golden_dir = a.golden.clone().or_else(|| {
         let d = a.neff.with_extension("golden");

@@ -213,3 +213,44 @@ fn bad_plans_and_arguments_are_refused() {
         );
     }
 }
+
+#[test]
+fn run_with_a_fault_plan_shows_what_the_user_would_see() {
+    let o = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+        .current_dir(repo())
+        .env_remove("NEURON_RT_LOG_LEVEL")
+        .args(["run", NEFF, "--faults", "fixtures/faults/dma-abort.toml"])
+        .output()
+        .expect("spawn");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("fault first-descriptor: fired"), "{out}");
+    assert!(
+        out.contains("dmesg: [") && out.contains("NEURON_HW_ERR=DMA_ERROR"),
+        "{out}"
+    );
+    assert!(
+        out.contains("stats/hardware: sram_ecc_uncorrected 0"),
+        "{out}"
+    );
+    assert!(
+        err.contains("execution failed: NRT_EXEC_HW_ERR_DMA_ABORT"),
+        "{err}"
+    );
+    // A plan that never fires leaves the run as it was.
+    let d = tmpdir("never");
+    let p = d.join("never.toml");
+    std::fs::write(&p, "[[fault]]\nid = \"late\"\neffect = \"engine-hang\"\nengine = \"Tensor\"\ninstruction = 100000000\n").expect("plan");
+    let o = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+        .current_dir(repo())
+        .args(["run", NEFF, "--faults", p.to_str().expect("p")])
+        .output()
+        .expect("spawn");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("fault late: not reached") && out.contains("max_abs_err 0.000e0"),
+        "{out}"
+    );
+}

@@ -7,6 +7,7 @@ pub mod calib;
 pub mod cayman_exec;
 pub mod core;
 pub mod device;
+pub mod ecc;
 pub mod fastmath;
 pub mod fault;
 mod gemm;

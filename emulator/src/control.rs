@@ -236,6 +236,11 @@ impl Emulator {
         Some(self.devices.get(index)?.lock().dev.status())
     }
 
+    /// Device `index`'s memory-error counters, as sysfs `stats/hardware/*` reports them.
+    pub fn ecc(&self, index: usize) -> Option<neuron_devmodel::ecc::EccCounters> {
+        Some(self.devices.get(index)?.lock().dev.ecc())
+    }
+
     /// Install (or remove) device `index`'s hooks (`devmodel::hooks`: fault plans, tracers).
     /// False if there is no such device.
     pub fn set_hooks(

@@ -148,6 +148,8 @@ pub struct Device {
     hooks: Installed,
     /// Memory-access hooks are on (set by the hook).
     mem_watch: bool,
+    /// The firmware's memory-error counters (kept across core resets).
+    ecc: crate::ecc::EccCounters,
 }
 
 /// The fixed ranges of an architecture's address map: each HBM and each core's TPB window.
@@ -227,6 +229,7 @@ impl Device {
             dmaout: Vec::new(),
             hooks: Installed::default(),
             mem_watch: false,
+            ecc: crate::ecc::EccCounters::default(),
         }
     }
 
@@ -238,6 +241,10 @@ impl Device {
     }
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+    /// The firmware's memory-error counters (`ecc`).
+    pub fn ecc(&self) -> crate::ecc::EccCounters {
+        self.ecc
     }
     pub fn faults(&self) -> &[Fault] {
         &self.faults

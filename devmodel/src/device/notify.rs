@@ -133,6 +133,7 @@ impl Device {
             detail: f.detail,
         };
         tracing::debug!(target: "devmodel", "fault: {fault}");
+        self.ecc.record(fault.kind);
         let eidx = engine.map(|e| e.index() as u8).unwrap_or(7);
         self.post(
             nc,
