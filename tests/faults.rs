@@ -11,16 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn limits() -> Limits {
-    Limits {
-        devices: 1,
-        cores: 8,
-        partitions: 128,
-        sbuf_partition_bytes: 224 * 1024,
-        psum_partition_bytes: 16 * 1024,
-        hbm: vec![0..24 << 30, 0x40_0000_0000..0x40_0000_0000 + (24 << 30)],
-        dma_queues: 16,
-        semaphores: 256,
-    }
+    Limits::for_arch(neuron_abi::Arch::V3Trn2, 1)
 }
 
 fn mlp() -> Vec<u8> {
@@ -365,4 +356,44 @@ fn a_driver_fault_point_fails_the_call_with_its_errno() {
         "{}",
         e.message
     );
+}
+
+/// Runtimes before 2.23.110.0 reported every hardware error as `NRT_TIMEOUT` (an SRAM error
+/// as `NRT_EXEC_COMPLETED_WITH_ERR`); `NEURON_EMU_HW_ERROR_CODES=timeout` emulates them.
+#[test]
+fn older_runtimes_report_hardware_errors_as_timeouts() {
+    use neuron_abi::DeviceFile;
+    use neuron_runtime::{Config, HwErrorCodes, Runtime};
+    for (plan, want) in [
+        (
+            "[[fault]]\nid = \"d\"\neffect = \"dma-error\"\ndescriptor = 2\n",
+            NrtStatus::Timeout,
+        ),
+        (HBM_PLAN, NrtStatus::Timeout),
+        (
+            "[[fault]]\nid = \"s\"\neffect = \"sram-ue\"\nat-ns = 500\n",
+            NrtStatus::ExecCompletedWithErr,
+        ),
+    ] {
+        let p = parse(plan, &limits()).expect("plan");
+        let emu = neuron_emulator::Emulator::new(neuron_abi::Arch::V3Trn2, 1);
+        let f = emu
+            .open(0, neuron_emulator::OpenOptions::default())
+            .expect("open");
+        let dev: std::sync::Arc<dyn DeviceFile> = std::sync::Arc::new(f);
+        let cfg = Config {
+            hw_errors: HwErrorCodes::Timeout,
+            ..Config::default()
+        };
+        let rt = Runtime::new(dev, 0, cfg).expect("runtime");
+        emu.set_hooks(
+            0,
+            Some(Box::new(Injector::new(
+                p.sample_all(&limits(), 0).remove(0),
+            ))),
+        );
+        let mut m = rt.load(&mlp(), 0).expect("load");
+        let e = run(&mut m).expect_err("fault");
+        assert_eq!(e.status, want, "{plan}: {e}");
+    }
 }

@@ -33,6 +33,7 @@ pub fn setup(timeout: Duration) -> Setup {
         Config {
             exec_timeout: timeout,
             validate_hash: false,
+            ..Default::default()
         },
     )
     .expect("runtime");

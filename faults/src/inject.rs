@@ -522,32 +522,35 @@ impl InjectorSet {
     }
 }
 
+impl InjectorSet {
+    /// Ask every injector (each must see every event); the first answer other than
+    /// `unchanged` decides.
+    fn first<A: PartialEq>(&mut self, unchanged: A, mut ask: impl FnMut(&mut Injector) -> A) -> A {
+        let mut out = unchanged;
+        let mut decided = false;
+        for i in &mut self.0 {
+            let a = ask(i);
+            if !decided && a != out {
+                out = a;
+                decided = true;
+            }
+        }
+        out
+    }
+}
+
 impl DeviceHooks for InjectorSet {
     fn on_install(&mut self, ctx: &mut HookCtx<'_>) {
         self.0.iter_mut().for_each(|i| i.on_install(ctx));
     }
     fn on_notify(&mut self, ctx: &mut HookCtx<'_>, n: &mut Notice) -> NotifyAction {
-        let mut out = NotifyAction::Post;
-        for i in &mut self.0 {
-            let a = i.on_notify(ctx, n);
-            if out == NotifyAction::Post {
-                out = a;
-            }
-        }
-        out
+        self.first(NotifyAction::Post, |i| i.on_notify(ctx, n))
     }
     fn on_timer(&mut self, ctx: &mut HookCtx<'_>, token: u64) {
         self.0.iter_mut().for_each(|i| i.on_timer(ctx, token));
     }
     fn before_issue(&mut self, ctx: &mut HookCtx<'_>, word: &mut [u8; WORD]) -> IssueAction {
-        let mut out = IssueAction::Proceed;
-        for i in &mut self.0 {
-            let a = i.before_issue(ctx, word);
-            if out == IssueAction::Proceed {
-                out = a;
-            }
-        }
-        out
+        self.first(IssueAction::Proceed, |i| i.before_issue(ctx, word))
     }
     fn after_execute(&mut self, ctx: &mut HookCtx<'_>, word: &CaymanInstr) -> Ps {
         let mut extra = Ps::ZERO;
@@ -562,24 +565,10 @@ impl DeviceHooks for InjectorSet {
         tx: &mut UdmaDesc,
         rx: &mut UdmaDesc,
     ) -> DescAction {
-        let mut out = DescAction::Proceed;
-        for i in &mut self.0 {
-            let a = i.before_descriptor(ctx, tx, rx);
-            if out == DescAction::Proceed {
-                out = a;
-            }
-        }
-        out
+        self.first(DescAction::Proceed, |i| i.before_descriptor(ctx, tx, rx))
     }
     fn on_sem_update(&mut self, ctx: &mut HookCtx<'_>, u: &mut SemUpdate) -> SemAction {
-        let mut out = SemAction::Apply;
-        for i in &mut self.0 {
-            let a = i.on_sem_update(ctx, u);
-            if out == SemAction::Apply {
-                out = a;
-            }
-        }
-        out
+        self.first(SemAction::Apply, |i| i.on_sem_update(ctx, u))
     }
     fn on_mem_access(
         &mut self,
@@ -587,20 +576,9 @@ impl DeviceHooks for InjectorSet {
         a: &MemAccess,
         data: &mut [u8],
     ) -> MemAction {
-        let mut out = MemAction::Proceed;
-        for i in &mut self.0 {
-            if i.on_mem_access(ctx, a, data) == MemAction::Fail {
-                out = MemAction::Fail;
-            }
-        }
-        out
+        self.first(MemAction::Proceed, |i| i.on_mem_access(ctx, a, data))
     }
     fn on_ioctl(&mut self, cmd: u32, pid: u32) -> Option<i32> {
-        let mut out = None;
-        for i in &mut self.0 {
-            let e = i.on_ioctl(cmd, pid);
-            out = out.or(e);
-        }
-        out
+        self.first(None, |i| i.on_ioctl(cmd, pid))
     }
 }

@@ -6,16 +6,7 @@ use neuron_faults::sample::{Location, When};
 use proptest::prelude::*;
 
 fn trn2() -> Limits {
-    Limits {
-        devices: 1,
-        cores: 8,
-        partitions: 128,
-        sbuf_partition_bytes: 224 * 1024,
-        psum_partition_bytes: 16 * 1024,
-        hbm: vec![0..24 << 30, 0x40_0000_0000..0x40_0000_0000 + (24 << 30)],
-        dma_queues: 16,
-        semaphores: 256,
-    }
+    Limits::for_arch(neuron_abi::Arch::V3Trn2, 1)
 }
 
 fn repo(p: &str) -> std::path::PathBuf {

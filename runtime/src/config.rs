@@ -9,6 +9,20 @@ pub struct Config {
     pub exec_timeout: Duration,
     /// `NEURON_RT_VALIDATE_HASH` (default off, as in the real runtime).
     pub validate_hash: bool,
+    /// How hardware errors are reported (`NEURON_EMU_HW_ERROR_CODES`).
+    pub hw_errors: HwErrorCodes,
+}
+
+/// Which runtime's error codes hardware errors get (`users-faults-and-tools.md` §2.1: the
+/// 1201-1205 split arrived in Neuron Runtime 2.23.110.0; before it every hardware error was
+/// `NRT_TIMEOUT`, an SRAM error `NRT_EXEC_COMPLETED_WITH_ERR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HwErrorCodes {
+    /// 2.23.110.0 and later: the specific codes (default; `NEURON_EMU_HW_ERROR_CODES=split`).
+    #[default]
+    Split,
+    /// Before 2.23.110.0 (`NEURON_EMU_HW_ERROR_CODES=timeout`).
+    Timeout,
 }
 
 impl Default for Config {
@@ -16,6 +30,7 @@ impl Default for Config {
         Config {
             exec_timeout: Duration::from_secs(30),
             validate_hash: false,
+            hw_errors: HwErrorCodes::Split,
         }
     }
 }
@@ -52,6 +67,15 @@ impl Config {
                 Some(b) => c.validate_hash = b,
                 None => {
                     tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_VALIDATE_HASH={v:?}")
+                }
+            }
+        }
+        if let Ok(v) = std::env::var("NEURON_EMU_HW_ERROR_CODES") {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "split" => c.hw_errors = HwErrorCodes::Split,
+                "timeout" => c.hw_errors = HwErrorCodes::Timeout,
+                _ => {
+                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_EMU_HW_ERROR_CODES={v:?} (split or timeout expected)")
                 }
             }
         }

@@ -15,7 +15,7 @@ pub mod real;
 pub mod status;
 pub mod sys;
 
-pub use config::Config;
+pub use config::{Config, HwErrorCodes};
 pub use model::{ExecOutput, Model, TensorInfo};
 pub use status::{NrtError, NrtStatus};
 
@@ -102,6 +102,7 @@ impl Runtime {
             validate_hash: self.config.validate_hash,
             exec_timeout: self.config.exec_timeout,
             device_index: self.device_index,
+            hw_errors: self.config.hw_errors,
         };
         model::load(&self.drv, neff, nc, opts)
     }

@@ -113,6 +113,7 @@ pub struct Model {
     /// One entry per physical core the model runs on (two for LNC=2 NEFFs).
     cores: Vec<CoreRun>,
     timeout: Duration,
+    hw_errors: crate::config::HwErrorCodes,
     unrecoverable: bool,
 }
 
@@ -193,6 +194,7 @@ pub struct LoadOptions {
     pub validate_hash: bool,
     pub exec_timeout: Duration,
     pub device_index: u32,
+    pub hw_errors: crate::config::HwErrorCodes,
 }
 
 pub(crate) fn load(
@@ -485,6 +487,7 @@ impl Model {
             chunks: std::mem::take(&mut l.chunks),
             cores,
             timeout: opts.exec_timeout,
+            hw_errors: opts.hw_errors,
             unrecoverable: false,
         }
     }
@@ -727,6 +730,20 @@ impl Model {
                 "RESET_DEVICE",
             )),
             _ => None,
+        };
+        // A runtime before the 2.23 split reports these as a timeout (an SRAM error as a
+        // completion with error).
+        let status = match (self.hw_errors, status) {
+            (crate::config::HwErrorCodes::Timeout, NrtStatus::ExecHwErrNcUe) => {
+                NrtStatus::ExecCompletedWithErr
+            }
+            (
+                crate::config::HwErrorCodes::Timeout,
+                NrtStatus::ExecHwErrHbmUe
+                | NrtStatus::ExecHwErrDmaAbort
+                | NrtStatus::ExecHwErrRepairableHbmUe,
+            ) => NrtStatus::Timeout,
+            (_, s) => s,
         };
         let mut err_msg = msg;
         if let Some((line, kind, action)) = hw {
