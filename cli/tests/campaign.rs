@@ -39,14 +39,48 @@ fn ok(o: &Output) -> String {
 const PLAN: &str = "fixtures/faults/driver-alloc.toml";
 const NEFF: &str = "fixtures/neff/mlp.neff";
 
+/// Device and driver effects that end quickly (no hangs): DMA errors, NaN, PSUM flips, HBM
+/// errors on the first chunk, refused allocations.
+const MIXED: &str = r#"
+[[fault]]
+id = "dma"
+effect = "dma-error"
+descriptor = [1, 8]
+[[fault]]
+id = "nan"
+effect = "nan"
+engine = "Vector"
+instruction = [1, 12]
+[[fault]]
+id = "psum"
+effect = "bit-flip"
+region = "psum"
+bits = 2
+at-ns = [0, 15000]
+[[fault]]
+id = "hbm"
+effect = "hbm-ue"
+address = [0x1000000, 0x1100000]
+at-ns = 1
+[[fault]]
+id = "alloc"
+effect = "ioctl-fail"
+point = "fail_mc_alloc"
+ioctl = [1, 30]
+"#;
+
 #[test]
 fn jobs_and_shards_do_not_change_the_report() {
     let d = tmpdir("shards");
+    let plan_path = d.join("mixed.toml");
+    std::fs::write(&plan_path, MIXED).expect("plan");
+    let plan_s = plan_path.display().to_string();
+    let plan: &str = &plan_s;
     let one = d.join("one.json");
     let four = d.join("four.json");
     let n = "24";
     ok(&campaign(&[
-        PLAN,
+        plan,
         "--neff",
         NEFF,
         "-n",
@@ -60,7 +94,7 @@ fn jobs_and_shards_do_not_change_the_report() {
         one.to_str().expect("p"),
     ]));
     ok(&campaign(&[
-        PLAN,
+        plan,
         "--neff",
         NEFF,
         "-n",
@@ -83,7 +117,7 @@ fn jobs_and_shards_do_not_change_the_report() {
     for k in 0..4 {
         let p = d.join(format!("shard{k}.json"));
         ok(&campaign(&[
-            PLAN,
+            plan,
             "--neff",
             NEFF,
             "-n",
@@ -133,7 +167,7 @@ fn jobs_and_shards_do_not_change_the_report() {
     // A different seed gives a different campaign.
     let other = d.join("other.json");
     ok(&campaign(&[
-        PLAN,
+        plan,
         "--neff",
         NEFF,
         "-n",
