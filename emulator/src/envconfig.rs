@@ -67,15 +67,8 @@ impl EmuConfig {
             None => 0,
         };
         if let Some(path) = get(FAULTS_ENV).filter(|p| !p.trim().is_empty()) {
-            let text = std::fs::read(&path).map_err(|e| format!("{FAULTS_ENV}={path:?}: {e}"))?;
-            if text.len() > neuron_faults::plan::MAX_PLAN_BYTES {
-                return Err(format!(
-                    "{FAULTS_ENV}={path:?}: larger than {} bytes",
-                    neuron_faults::plan::MAX_PLAN_BYTES
-                ));
-            }
-            let text =
-                String::from_utf8(text).map_err(|_| format!("{FAULTS_ENV}={path:?}: not UTF-8"))?;
+            let text = neuron_faults::plan::read_plan_file(std::path::Path::new(&path))
+                .map_err(|e| format!("{FAULTS_ENV}={path:?}: {e}"))?;
             let limits = neuron_faults::Limits::for_arch(c.arch, c.devices as u32);
             let plan = neuron_faults::parse(&text, &limits)
                 .map_err(|e| format!("{FAULTS_ENV}: {}", e.in_file(path.clone())))?;

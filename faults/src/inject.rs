@@ -34,6 +34,16 @@ const DMA_LATENCY: Ps = Ps(1_934_000);
 /// Timer tokens.
 const TOKEN_AT: u64 = 1;
 
+/// `base × k` in picoseconds, saturating (a huge slow-down factor must not wrap).
+fn scaled(base: u64, k: f64) -> Ps {
+    let v = base as f64 * k.max(0.0);
+    Ps(if v >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        v as u64
+    })
+}
+
 /// The hook applying one injection.
 #[derive(Debug)]
 pub struct Injector {
@@ -137,6 +147,7 @@ impl Injector {
             Effect::StuckAt { value, .. } => {
                 self.stuck = Some((addr, self.inj.mask, value == 1));
                 self.apply_stuck(ctx);
+                ctx.watch_memory(true);
             }
             _ => {}
         }
@@ -205,6 +216,11 @@ impl DeviceHooks for Injector {
             if let Some(s) = self.starts.get_mut(n.nc) {
                 *s += 1;
                 let exec = *s;
+                // Triggers count within the targeted execution only: the next one ends it.
+                if exec > self.inj.execution && self.active {
+                    self.active = false;
+                    self.pending = false;
+                }
                 if exec == self.inj.execution
                     && !self.active
                     && self.starts.iter().filter(|v| **v >= exec).count() == 1
@@ -243,7 +259,7 @@ impl DeviceHooks for Injector {
     }
 
     fn on_timer(&mut self, ctx: &mut HookCtx<'_>, token: u64) {
-        if token == TOKEN_AT && !self.fired.load(Ordering::Acquire) {
+        if token == TOKEN_AT && self.active && !self.fired.load(Ordering::Acquire) {
             self.apply_now(ctx);
         }
     }
@@ -251,6 +267,8 @@ impl DeviceHooks for Injector {
     fn before_issue(&mut self, ctx: &mut HookCtx<'_>, word: &mut [u8; WORD]) -> IssueAction {
         let site = ctx.site;
         let idx = site.nc * 5 + site.engine.map_or(0, Engine::index);
+        // The previous issue's time, less any delay this hook added to it: the engine's own
+        // gap, so a slow engine is slowed by a constant factor, not a compounding one.
         let prev = self.last_issue.get(idx).copied().flatten();
         if let Some(slot) = self.last_issue.get_mut(idx) {
             *slot = Some(site.time);
@@ -258,17 +276,23 @@ impl DeviceHooks for Injector {
         if !self.active || !self.engine_ok(site.nc, site.engine) {
             return IssueAction::Proceed;
         }
-        let dma_word = Self::is_dma_word(word);
+        // A DMA_DIRECT2D word names no queue of its own: a plan that names one is not met here.
+        let dma_word = Self::is_dma_word(word) && self.inj.queue.is_none();
         match self.inj.effect {
             // Slow engines and queues: each issue waits (factor - 1) times the last gap.
             Effect::EngineSlow { .. } if self.slow.is_some() => {
                 let f = self.slow.unwrap_or(1.0);
                 let gap = prev.map_or(0, |p| site.time.0.saturating_sub(p.0));
-                return IssueAction::Delay(Ps((gap as f64 * (f - 1.0)) as u64));
+                let delay = scaled(gap, f - 1.0);
+                // The delayed issue is what the next gap is measured from.
+                if let Some(slot) = self.last_issue.get_mut(idx) {
+                    *slot = Some(Ps(site.time.0.saturating_add(delay.0)));
+                }
+                return IssueAction::Delay(delay);
             }
             Effect::QueueSlow { .. } if self.slow.is_some() && dma_word => {
                 let f = self.slow.unwrap_or(1.0);
-                return IssueAction::Delay(Ps((DMA_LATENCY.0 as f64 * (f - 1.0)) as u64));
+                return IssueAction::Delay(scaled(DMA_LATENCY.0, f - 1.0));
             }
             Effect::DmaError | Effect::QueueSlow { .. } => {
                 // DMA_DIRECT2D words are the transfers of a NEFF body: count them as descriptors.
@@ -283,9 +307,7 @@ impl DeviceHooks for Injector {
                     if let Effect::QueueSlow { factor } = self.inj.effect {
                         self.fire();
                         self.slow = Some(factor);
-                        return IssueAction::Delay(Ps(
-                            (DMA_LATENCY.0 as f64 * (factor - 1.0)) as u64
-                        ));
+                        return IssueAction::Delay(scaled(DMA_LATENCY.0, factor - 1.0));
                     }
                     self.fire();
                     ctx.post_error(
@@ -382,7 +404,7 @@ impl DeviceHooks for Injector {
         }
         match self.inj.effect {
             Effect::QueueSlow { factor } if self.slow.is_some() => {
-                DescAction::Delay(Ps((DMA_LATENCY.0 as f64 * (factor - 1.0)) as u64))
+                DescAction::Delay(scaled(DMA_LATENCY.0, factor - 1.0))
             }
             Effect::DmaError | Effect::QueueSlow { .. } => {
                 if self.pending
@@ -395,9 +417,7 @@ impl DeviceHooks for Injector {
                     self.fire();
                     if let Effect::QueueSlow { factor } = self.inj.effect {
                         self.slow = Some(factor);
-                        return DescAction::Delay(Ps(
-                            (DMA_LATENCY.0 as f64 * (factor - 1.0)) as u64
-                        ));
+                        return DescAction::Delay(scaled(DMA_LATENCY.0, factor - 1.0));
                     }
                     return DescAction::Abort("descriptor error (injected)".into());
                 }
@@ -435,6 +455,17 @@ impl DeviceHooks for Injector {
         a: &MemAccess,
         data: &mut [u8],
     ) -> MemAction {
+        if let (Some((addr, mask, one)), Dir::Read) = (self.stuck, a.dir) {
+            // A read of the stuck word sees its bits forced, whoever wrote it last.
+            if addr >= a.addr && addr + 4 <= a.addr.saturating_add(a.len) {
+                let at = (addr - a.addr) as usize;
+                if let Some(w) = data.get_mut(at..at + 4) {
+                    let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    let f = if one { v | mask } else { v & !mask };
+                    w.copy_from_slice(&f.to_le_bytes());
+                }
+            }
+        }
         if let Some(line) = self.poison {
             if a.dir == Dir::Read && a.addr < line + HBM_LINE && line < a.addr.saturating_add(a.len)
             {
@@ -465,9 +496,6 @@ impl DeviceHooks for Injector {
                     if let Some(e) = site.engine {
                         ctx.report_error(site.nc, e, FaultKind::Numerical, "NaN in the result");
                     }
-                }
-                if self.poison.is_none() {
-                    ctx.watch_memory(false);
                 }
             }
         }

@@ -28,6 +28,28 @@ pub struct Limits {
     pub semaphores: u32,
 }
 
+/// Read a plan file: a regular file of at most [`MAX_PLAN_BYTES`] of UTF-8 (never more is
+/// read, so `/dev/zero` or a FIFO cannot exhaust memory or block).
+pub fn read_plan_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut buf = Vec::new();
+    f.take(MAX_PLAN_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if buf.len() > MAX_PLAN_BYTES {
+        return Err(format!(
+            "{}: larger than {MAX_PLAN_BYTES} bytes",
+            path.display()
+        ));
+    }
+    String::from_utf8(buf).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+}
+
 impl Limits {
     /// The limits of `devices` emulated devices of architecture `arch`.
     pub fn for_arch(arch: neuron_abi::Arch, devices: u32) -> Limits {

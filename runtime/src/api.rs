@@ -458,13 +458,17 @@ impl LoadedModel {
             .iter()
             .map(|(n, b)| (n.as_str(), b.as_slice()))
             .collect();
-        let out = self.model.execute(&refs)?;
+        let (out, numerical) = self.model.execute_completed(&refs)?;
         for (t, bytes) in &out.outputs {
             if let Some(o) = outputs.get(&t.name) {
                 o.write(bytes, 0)?;
             }
         }
-        Ok(out.device_time_ps)
+        // A NaN: the outputs are written and the status says so (1003).
+        match numerical {
+            Some(e) => Err(e),
+            None => Ok(out.device_time_ps),
+        }
     }
 }
 

@@ -504,6 +504,19 @@ impl Model {
 
     /// Run the model once. Every model input must be given, with exactly its size.
     pub fn execute(&mut self, inputs: &[(&str, &[u8])]) -> Result<ExecOutput, NrtError> {
+        match self.execute_completed(inputs)? {
+            (_, Some(e)) => Err(e),
+            (out, None) => Ok(out),
+        }
+    }
+
+    /// Run once; an execution that completed with a numerical error (a NaN,
+    /// `NRT_EXEC_COMPLETED_WITH_NUM_ERR`) still has its outputs, returned with that error, as
+    /// `nrt_execute` writes the output tensors and returns 1003.
+    pub fn execute_completed(
+        &mut self,
+        inputs: &[(&str, &[u8])],
+    ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
         if self.unrecoverable {
             return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc())));
         }
@@ -610,9 +623,6 @@ impl Model {
             }
             back_off(&mut spins, progressed);
         }
-        if let Some(e) = numerical {
-            return Err(e);
-        }
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
@@ -632,10 +642,13 @@ impl Model {
                 .map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))?;
             outs.push((t.clone(), buf));
         }
-        Ok(ExecOutput {
-            outputs: outs,
-            device_time_ps: t1.saturating_sub(t0),
-        })
+        Ok((
+            ExecOutput {
+                outputs: outs,
+                device_time_ps: t1.saturating_sub(t0),
+            },
+            numerical,
+        ))
     }
 
     fn bad_input(&self, msg: String) -> NrtError {

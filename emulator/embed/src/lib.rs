@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// The process-wide backend state. The emulator is created (from the environment, read anew
 /// each time) when first needed and dropped when the last handle closes, so every
 /// `nrt_init` after an `nrt_close` starts on fresh devices, as with the runtime's reset.
-type Configured = Result<EmuConfig, String>;
+type Configured = Vec<Option<String>>;
 type Built = Result<Arc<Emulator>, String>;
 
 #[derive(Default)]
@@ -39,10 +39,12 @@ impl State {
     /// The emulator, created on first use. While no file is open the environment is read
     /// again on each call and a changed configuration gets fresh devices.
     fn emu(&mut self) -> &Built {
-        let want = EmuConfig::from_env();
-        let stale = match (&self.emu, &want) {
-            (None, _) => true,
-            (Some((have, _)), want) => self.open.is_empty() && have != want,
+        // The variables as set now; the configuration (and a fault plan's file) is read again
+        // only when they changed, and never while a file is open.
+        let key = env_key();
+        let stale = match &self.emu {
+            None => true,
+            Some((have, _)) => self.open.is_empty() && *have != key,
         };
         if stale {
             self.emu = None;
@@ -50,11 +52,20 @@ impl State {
         &self
             .emu
             .get_or_insert_with(|| {
-                let e = want.clone().map(|c| Arc::new(c.build()));
-                (want, e)
+                let e = EmuConfig::from_env().map(|c| Arc::new(c.build()));
+                (key, e)
             })
             .1
     }
+}
+
+/// The environment variables an emulator's configuration comes from, as set now.
+fn env_key() -> Vec<Option<String>> {
+    use neuron_emulator::envconfig::{ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV};
+    [ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV]
+        .iter()
+        .map(|k| std::env::var(k).ok())
+        .collect()
 }
 
 fn file(handle: i64) -> Result<Arc<EmuFile>, Errno> {
@@ -83,14 +94,19 @@ unsafe extern "C" fn device_count() -> u32 {
 }
 
 unsafe extern "C" fn describe(buf: *mut u8, len: usize) -> usize {
-    let s = match state().emu() {
-        Ok(e) => format!(
-            "an emulated {} device x{}",
-            e.arch().map_or("?", |a| a.name()),
-            e.device_count()
-        ),
-        Err(why) => format!("no emulated device: {why}"),
-    };
+    let s = guarded(
+        || {
+            Ok(match state().emu() {
+                Ok(e) => format!(
+                    "an emulated {} device x{}",
+                    e.arch().map_or("?", |a| a.name()),
+                    e.device_count()
+                ),
+                Err(why) => format!("no emulated device: {why}"),
+            })
+        },
+        |_| "no emulated device: internal error".to_string(),
+    );
     if !buf.is_null() && len > 0 {
         let n = s.len().min(len - 1);
         // SAFETY: the caller passes `len` writable bytes at `buf`.

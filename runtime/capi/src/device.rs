@@ -150,20 +150,30 @@ fn dl_error() -> String {
 
 fn from_entry(sym: *mut libc::c_void) -> Result<Backend, String> {
     // SAFETY: the symbol is the backend's entry point, whose type BackendEntry is part of the
-    // backend ABI; its table is static data of a library that is never unloaded.
-    let table = unsafe {
+    // backend ABI.
+    let ptr = unsafe {
         let entry: BackendEntry = std::mem::transmute::<*mut libc::c_void, BackendEntry>(sym);
-        entry().as_ref()
+        entry()
+    };
+    if ptr.is_null() {
+        return Err("the backend returned no function table".into());
     }
-    .ok_or_else(|| "the backend returned no function table".to_string())?;
-    if table.version != BACKEND_VERSION || table.size as usize != std::mem::size_of::<BackendV1>() {
+    // Every version of the table starts with (version: u32, size: u32): read those two words
+    // before taking the table as this version's, which may be larger than what is there.
+    // SAFETY: a non-null table pointer of any version has at least these 8 bytes.
+    let (version, size) = unsafe {
+        let words = ptr.cast::<u32>();
+        (std::ptr::read(words), std::ptr::read(words.add(1)))
+    };
+    if version != BACKEND_VERSION || size as usize != std::mem::size_of::<BackendV1>() {
         return Err(format!(
-            "backend ABI version {} (table {} bytes), this library speaks version {BACKEND_VERSION} ({} bytes)",
-            table.version,
-            table.size,
+            "backend ABI version {version} (table {size} bytes), this library speaks version {BACKEND_VERSION} ({} bytes)",
             std::mem::size_of::<BackendV1>()
         ));
     }
+    // SAFETY: version and size match this table; it is static data of a library that is never
+    // unloaded.
+    let table = unsafe { &*ptr };
     Ok(Backend { table })
 }
 
@@ -183,7 +193,7 @@ impl DeviceProvider for BackendProvider {
         let h =
             unsafe { (self.backend.table.open)(index, i32::from(write_only), std::process::id()) };
         if h <= 0 {
-            return Err(Errno(i32::try_from(-h).unwrap_or(Errno::EIO.0).max(1)));
+            return Err(errno_of(h));
         }
         Ok(Arc::new(BackendFile {
             backend: self.backend,
@@ -202,8 +212,12 @@ struct BackendFile {
     handle: i64,
 }
 
+/// The errno of a failed backend call (−errno); anything out of range is EIO.
 fn errno_of(r: i64) -> Errno {
-    Errno(i32::try_from(-r).unwrap_or(Errno::EIO.0))
+    r.checked_neg()
+        .and_then(|v| i32::try_from(v).ok())
+        .filter(|v| *v > 0)
+        .map_or(Errno::EIO, Errno)
 }
 
 impl DeviceFile for BackendFile {
@@ -223,6 +237,8 @@ impl DeviceFile for BackendFile {
         let r = unsafe { (self.backend.table.mmap)(self.handle, len, prot, offset, &mut p) };
         if r < 0 {
             Err(errno_of(i64::from(r)))
+        } else if p.is_null() {
+            Err(Errno::EIO)
         } else {
             Ok(p)
         }
