@@ -100,10 +100,10 @@ pub fn max_input_file_bytes(t: &TensorInfo) -> u64 {
 pub fn read_input_file(t: &TensorInfo, p: &std::path::Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let what = || format!("input '{}': {}", t.name, p.display());
-    let f = std::fs::File::open(p).map_err(|e| format!("{}: cannot read: {e}", what()))?;
-    let md = f
-        .metadata()
-        .map_err(|e| format!("{}: cannot read: {e}", what()))?;
+    let cannot =
+        |e: std::io::Error| format!("input '{}': cannot read {}: {e}", t.name, p.display());
+    let f = std::fs::File::open(p).map_err(cannot)?;
+    let md = f.metadata().map_err(cannot)?;
     if !md.is_file() {
         return Err(format!("{}: not a regular file", what()));
     }
@@ -123,7 +123,7 @@ pub fn read_input_file(t: &TensorInfo, p: &std::path::Path) -> Result<Vec<u8>, S
         .map_err(|e| format!("{}: {e}", what()))?;
     f.take(limit.saturating_add(1))
         .read_to_end(&mut raw)
-        .map_err(|e| format!("{}: cannot read: {e}", what()))?;
+        .map_err(cannot)?;
     if raw.len() as u64 > limit {
         return Err(format!("{}: grew past {limit} bytes while read", what()));
     }
