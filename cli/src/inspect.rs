@@ -483,7 +483,7 @@ fn render_text(r: &Value) -> String {
         s(&h["version_minor"])
     );
     let _ = writeln!(o, "  build_version {:?}", s(&h["build_version"]));
-    let _ = writeln!(o, "  name          {}", s(&h["name"]));
+    let _ = writeln!(o, "  name          {} (internal name)", s(&h["name"]));
     let _ = writeln!(o, "  uuid          {}", s(&h["uuid"]));
     let _ = writeln!(o, "  hash          {}", s(&h["hash"]));
     let _ = writeln!(

@@ -491,7 +491,8 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         None => format!("emulated {arch}"),
     };
     say(format!(
-        "model {} on {on} NC {} (load {:.1} ms)",
+        "model {} (internal name '{}') on {on} NC {} (load {:.1} ms)",
+        a.neff.display(),
         model.name(),
         a.nc,
         load_time.as_secs_f64() * 1e3

@@ -55,6 +55,11 @@ fn run_fixture_with_defaults() {
         .expect("max_abs_err");
     assert!(err <= 2e-2, "{line}");
     assert!(stdout.contains("device time "), "{stdout}");
+    // The model line names the file, and the NEFF's internal name separately.
+    assert!(
+        stdout.starts_with("model fixtures/neff/mlp.neff (internal name 'mlp.neff')"),
+        "{stdout}"
+    );
 }
 
 #[test]
