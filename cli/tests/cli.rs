@@ -184,6 +184,9 @@ fn rel_err(line: &str) -> f64 {
 
 /// `neuron-emu run NEFF --golden DIR`: the line of output `output0`, after checking success.
 fn run_output0_line(neff: &str, golden: &str) -> String {
+    let neff = &neff
+        .strip_prefix("../shared/fixtures/")
+        .map_or_else(|| neff.to_string(), shared_fixture);
     let out = bin()
         .env("NEURON_RT_EXEC_TIMEOUT", "3600")
         .args(["run", neff, "--golden", golden])
