@@ -7,11 +7,20 @@ use neuron_runtime::{Config, Runtime};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Path of a file under the repository root.
+/// Path of a file under the repository root. A `../shared/...` path needs the shared fixtures
+/// folder beside the repository: without it the test fails saying so (not with a bare
+/// `NotFound` from a later read). It fails rather than skips: CI has the folder.
 pub fn repo_path(rel: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(rel)
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if rel.starts_with("../shared/") {
+        let shared = root.join("../shared/fixtures");
+        assert!(
+            shared.is_dir(),
+            "the shared fixtures folder is missing: expected {} (../shared/fixtures beside the repository), needed for {rel}",
+            shared.display()
+        );
+    }
+    root.join(rel)
 }
 
 /// An emulator plus a runtime bound to its device 0 through the in-process backend.

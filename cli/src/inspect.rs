@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use neuron_neff::{
     feature_names, EngineJson, EngineKind, InfoJson, Kelf, KelfGraph, Neff, NeffError, NeffJson,
-    SubgraphDef, TensorMap, VarType, HEADER_SIZE, NEFF_JSON, TENSOR_MAP_JSON,
+    SubgraphDef, TensorMap, VarType, HEADER_SIZE, TENSOR_MAP_JSON,
 };
 use serde_json::{json, Value};
 
@@ -68,6 +68,7 @@ fn inspect(a: &InspectArgs) -> Result<(), (u8, String)> {
     let neff = Neff::parse(&bytes).map_err(fail)?;
     let views = Views::load(&neff).map_err(fail)?;
     neff.validate_references().map_err(fail)?;
+    check_instruction_sizes(&views).map_err(|m| (1, format!("{}: {m}", a.file.display())))?;
     let report = report(&a.file, bytes.len(), &neff, &views);
     if a.json {
         let s = serde_json::to_string_pretty(&report)
@@ -75,6 +76,25 @@ fn inspect(a: &InspectArgs) -> Result<(), (u8, String)> {
         println!("{s}");
     } else {
         print!("{}", render_text(&report));
+    }
+    Ok(())
+}
+
+/// The loader refuses an engine instruction file that is not whole 64-byte instructions;
+/// so does inspect, with the loader's wording.
+fn check_instruction_sizes(views: &Views) -> Result<(), String> {
+    for sv in &views.subgraphs {
+        for e in &sv.engines {
+            if let (Some(name), Some(n)) = (&e.instr, e.instr_bytes) {
+                if n % INSTR_BYTES != 0 {
+                    return Err(format!(
+                        "{} engine {:?}: instruction file {name} is {n} bytes, not a multiple of {INSTR_BYTES}",
+                        sv.graph.dir(),
+                        e.kind
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -110,11 +130,8 @@ struct Views {
 
 impl Views {
     fn load(neff: &Neff) -> Result<Views, NeffError> {
-        let neff_json = if neff.contains(NEFF_JSON) {
-            Some(neff.neff_json()?)
-        } else {
-            None
-        };
+        // Required, as the runtime's loader requires it (the model's input signature).
+        let neff_json = Some(neff.neff_json()?);
         let info = neff.info()?;
         let kelf_path = neff.kelf_path()?;
         let kelf = neff.kelf()?;
@@ -466,7 +483,7 @@ fn render_text(r: &Value) -> String {
         s(&h["version_minor"])
     );
     let _ = writeln!(o, "  build_version {:?}", s(&h["build_version"]));
-    let _ = writeln!(o, "  name          {}", s(&h["name"]));
+    let _ = writeln!(o, "  name          {} (internal name)", s(&h["name"]));
     let _ = writeln!(o, "  uuid          {}", s(&h["uuid"]));
     let _ = writeln!(o, "  hash          {}", s(&h["hash"]));
     let _ = writeln!(

@@ -93,9 +93,21 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Directory of golden outputs (<name>.npy). Default: <neff stem>.golden next to the NEFF,
-    /// used only with built-in inputs and seed 0.
+    /// used only with built-in inputs and seed 0. An output off by more than its tolerance
+    /// fails the run (exit 1).
     #[arg(long, value_name = "DIR")]
     golden: Option<PathBuf>,
+    /// Relative tolerance: an output passes if max|got-want| <= atol + rtol*max|want|.
+    /// Default: the output's `tolerance` in a goldens.json beside the golden directory that
+    /// lists it, else by dtype (float32 1e-4, bf16/fp16 2e-2, fp8 1.25e-1, integers 0).
+    #[arg(long, value_name = "X")]
+    rtol: Option<f64>,
+    /// Absolute tolerance (default 0).
+    #[arg(long, value_name = "Y")]
+    atol: Option<f64>,
+    /// Print the results as one JSON object on stdout (other report lines go to stderr).
+    #[arg(long)]
+    json: bool,
     /// Write a Chrome/Perfetto trace of the device timeline.
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
@@ -229,9 +241,118 @@ fn open_emulated(arch: Arch) -> Result<(Emulator, Arc<dyn DeviceFile>), Failure>
     Ok((emu, Arc::new(f)))
 }
 
+/// Refuse unusable `--output-dir` / `--trace` paths before anything runs: the output directory
+/// is created now, the trace file's directory must exist and the trace must not be a directory.
+fn check_out_paths(a: &RunArgs) -> Result<(), Failure> {
+    if let Some(dir) = &a.output_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| usage(format!("--output-dir {}: {e}", dir.display())))?;
+    }
+    if let Some(p) = &a.trace {
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if p.is_dir() {
+            return Err(usage(format!("--trace {}: is a directory", p.display())));
+        }
+        if !parent.is_dir() {
+            return Err(usage(format!(
+                "--trace {}: directory {} does not exist",
+                p.display(),
+                parent.display()
+            )));
+        }
+    }
+    for (flag, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
+        if v.is_some_and(|x| !(x >= 0.0 && x.is_finite())) {
+            return Err(usage(format!("{flag} must be a finite number >= 0")));
+        }
+    }
+    Ok(())
+}
+
+/// An output's tolerance and where it came from.
+#[derive(Debug, Clone, Copy)]
+struct Tolerance {
+    rtol: f64,
+    atol: f64,
+    source: &'static str,
+}
+
+/// Default relative tolerance of an output dtype (the precisions of fixtures/real-golden).
+fn dtype_rtol(dt: neuron_isa::Dtype) -> f64 {
+    use neuron_isa::Dtype::*;
+    match dt {
+        F32 | F32r => 1e-4,
+        Bf16 | F16 => 2e-2,
+        Fp8E3 | Fp8E4 | Fp8E5 => 1.25e-1,
+        _ => 0.0,
+    }
+}
+
+/// The `tolerance` that a `goldens.json` beside (or in) the golden directory gives output
+/// `name`, for the kernel named like the golden directory or whose NEFF file is `neff`.
+fn manifest_rtol(golden: &Path, neff: &Path, name: &str) -> Option<f64> {
+    let dir_name = golden.file_name()?.to_str()?;
+    let neff_name = neff.file_name().and_then(|n| n.to_str());
+    for m in [
+        golden.join("goldens.json"),
+        golden.parent()?.join("goldens.json"),
+    ] {
+        let Ok(f) = std::fs::File::open(&m) else {
+            continue;
+        };
+        // A manifest is a few KiB: read it bounded.
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, 1 << 20), &mut raw).ok()?;
+        let j: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+        let kernels = j["kernels"].as_object()?;
+        let k = kernels.get(dir_name).or_else(|| {
+            kernels
+                .values()
+                .find(|k| neff_name.is_some() && k["neff"]["file"].as_str() == neff_name)
+        })?;
+        let out = k["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["name"] == name));
+        if out.is_none() && k["outputs"].is_array() {
+            continue;
+        }
+        return out
+            .and_then(|o| o["tolerance"].as_f64())
+            .or_else(|| k["tolerance"].as_f64());
+    }
+    None
+}
+
+fn tolerance(a: &RunArgs, golden: &Path, t: &neuron_runtime::TensorInfo) -> Tolerance {
+    let atol = a.atol.unwrap_or(0.0);
+    if let Some(rtol) = a.rtol {
+        return Tolerance {
+            rtol,
+            atol,
+            source: "--rtol",
+        };
+    }
+    match manifest_rtol(golden, &a.neff, &t.name) {
+        Some(rtol) => Tolerance {
+            rtol,
+            atol,
+            source: "goldens.json",
+        },
+        None => Tolerance {
+            rtol: dtype_rtol(t.dtype),
+            atol,
+            source: "dtype default",
+        },
+    }
+}
+
 fn run(a: RunArgs) -> Result<(), Failure> {
     let arch = Arch::from_name(&a.arch)
         .ok_or_else(|| usage(format!("unknown --arch '{}' (trn2, trn1, inf2)", a.arch)))?;
+    check_out_paths(&a)?;
     let bytes = std::fs::read(&a.neff)
         .map_err(|e| usage(format!("cannot read {}: {e}", a.neff.display())))?;
     let mut given: Vec<(String, PathBuf)> = Vec::new();
@@ -279,22 +400,34 @@ fn run(a: RunArgs) -> Result<(), Failure> {
             .collect();
         emu.set_hooks(0, Some(Box::new(set)));
     }
+    // With --json, stdout carries only the JSON object.
+    let json = a.json;
+    let say = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     let report_faults = |emu: &Option<Emulator>| {
         if let (Some(emu), false) = (emu, armed.is_empty()) {
             for (id, fired) in &armed {
                 let f = fired.load(std::sync::atomic::Ordering::Acquire);
-                println!("fault {id}: {}", if f { "fired" } else { "not reached" });
+                say(format!(
+                    "fault {id}: {}",
+                    if f { "fired" } else { "not reached" }
+                ));
             }
             for l in emu.kernel_log() {
-                println!("dmesg: {}", l.dmesg());
+                say(format!("dmesg: {}", l.dmesg()));
             }
             if let Some(c) = emu.ecc(0) {
-                println!(
+                say(format!(
                     "stats/hardware: sram_ecc_uncorrected {} mem_ecc_uncorrected {} mem_ecc_repairable_uncorrected {}",
                     c.sysfs_sram_ecc_uncorrected(),
                     c.sysfs_mem_ecc_uncorrected(),
                     c.sysfs_mem_ecc_repairable_uncorrected()
-                );
+                ));
             }
         }
     };
@@ -322,13 +455,7 @@ fn run(a: RunArgs) -> Result<(), Failure> {
     for (i, t) in infos.iter().enumerate() {
         let bytes = match given.iter().find(|(n, _)| n == &t.name) {
             Some((_, p)) => {
-                let raw = std::fs::read(p).map_err(|e| {
-                    usage(format!(
-                        "input '{}': cannot read {}: {e}",
-                        t.name,
-                        p.display()
-                    ))
-                })?;
+                let raw = tensorio::read_input_file(t, p).map_err(usage)?;
                 let arr = NpyArray::parse(&raw)
                     .map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
                 tensorio::npy_to_tensor(t, &arr).map_err(usage)?
@@ -363,13 +490,15 @@ fn run(a: RunArgs) -> Result<(), Failure> {
         Some(p) => format!("{} ({})", p.display(), rt.arch()),
         None => format!("emulated {arch}"),
     };
-    println!(
-        "model {} on {on} NC {} (load {:.1} ms)",
+    say(format!(
+        "model {} (internal name '{}') on {on} NC {} (load {:.1} ms)",
+        a.neff.display(),
         model.name(),
         a.nc,
         load_time.as_secs_f64() * 1e3
-    );
-    let mut worst_fail = None;
+    ));
+    let mut failures = Vec::new();
+    let mut json_outputs = Vec::new();
     for (t, bytes) in &out.outputs {
         let sum = tensorio::checksum(bytes);
         let mut line = format!(
@@ -379,59 +508,128 @@ fn run(a: RunArgs) -> Result<(), Failure> {
             t.shape,
             sum
         );
+        let mut j = serde_json::json!({
+            "name": t.name,
+            "dtype": t.dtype.name(),
+            "shape": t.shape,
+            "checksum": format!("{sum:016x}"),
+            "max_abs_err": null,
+            "rel_err": null,
+            "rtol": null,
+            "atol": null,
+            "compared": null,
+            "pass": null,
+        });
         if let Some(g) = &golden_dir {
             match compare_golden(g, &t.name, t.dtype, &t.shape, bytes) {
-                Ok((err, rel, what)) => line.push_str(&format!(
-                    " max_abs_err {err:.3e} rel_err {rel:.3e} ({what})"
-                )),
+                Ok(c) => {
+                    let tol = tolerance(&a, g, t);
+                    // NaN errors compare false: a NaN output never passes.
+                    let pass = c.max_abs_err <= tol.atol + tol.rtol * c.scale;
+                    line.push_str(&format!(
+                        " max_abs_err {:.3e} rel_err {:.3e} ({}) {} (rtol {:e}, atol {:e}, {})",
+                        c.max_abs_err,
+                        c.rel_err,
+                        c.what,
+                        if pass { "pass" } else { "FAIL" },
+                        tol.rtol,
+                        tol.atol,
+                        tol.source
+                    ));
+                    j["max_abs_err"] = serde_json::json!(finite_or_null(c.max_abs_err));
+                    j["rel_err"] = serde_json::json!(finite_or_null(c.rel_err));
+                    j["rtol"] = serde_json::json!(tol.rtol);
+                    j["atol"] = serde_json::json!(tol.atol);
+                    j["compared"] = serde_json::json!(c.what);
+                    j["pass"] = serde_json::json!(pass);
+                    if !pass {
+                        failures.push(format!(
+                            "output {} does not match its golden: rel_err {:.3e} (max_abs_err {:.3e}) exceeds the tolerance rtol {:e} + atol {:e} ({})",
+                            t.name, c.rel_err, c.max_abs_err, tol.rtol, tol.atol, tol.source
+                        ));
+                    }
+                }
                 Err(e) => {
                     line.push_str(" golden: unavailable");
-                    worst_fail = Some(e);
+                    j["pass"] = serde_json::json!(false);
+                    j["golden_error"] = serde_json::json!(e);
+                    failures.push(e);
                 }
             }
         }
-        println!("{line}");
+        say(line);
+        json_outputs.push(j);
         if let Some(dir) = &a.output_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Failure(1, format!("cannot create {}: {e}", dir.display())))?;
             let arr = tensorio::tensor_to_npy(t, bytes, a.raw).map_err(|e| Failure(1, e))?;
             let p = dir.join(format!("{}.npy", t.name));
             std::fs::write(&p, arr.to_bytes())
                 .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
         }
     }
-    println!(
+    say(format!(
         "device time {:.3} us, host wall {:.3} ms",
         out.device_time_ps as f64 / 1e6,
         wall.as_secs_f64() * 1e3
-    );
+    ));
     if let (Some(p), Some(emu)) = (&a.trace, &emu) {
         let ev = emu.take_trace(0);
         trace::write_chrome_trace(p, &ev)
             .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
-        println!(
+        say(format!(
             "trace: {} events -> {} (open in ui.perfetto.dev)",
             ev.len(),
             p.display()
-        );
+        ));
     }
-    if let Some(e) = worst_fail {
-        return Err(Failure(1, e));
+    if json {
+        let j = serde_json::json!({
+            "model": model.name(),
+            "neff": a.neff.display().to_string(),
+            "device": on,
+            "nc": a.nc,
+            "golden": golden_dir.as_ref().map(|g| g.display().to_string()),
+            "outputs": json_outputs,
+            "device_time_ps": out.device_time_ps,
+            "device_time_us": out.device_time_ps as f64 / 1e6,
+            "host_time_ms": wall.as_secs_f64() * 1e3,
+            "load_time_ms": load_time.as_secs_f64() * 1e3,
+            "pass": failures.is_empty(),
+        });
+        println!("{j}");
+    }
+    if !failures.is_empty() {
+        return Err(Failure(1, failures.join("\nneuron-emu: ")));
     }
     drop(model);
     Ok(())
 }
 
+/// JSON has no NaN or infinity: those errors are written as null (and fail).
+fn finite_or_null(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// An output against its golden.
+struct GoldenCmp {
+    /// max |got - want| (NaN if any compared element is NaN in one but not the other).
+    max_abs_err: f64,
+    /// max |want|.
+    scale: f64,
+    /// max_abs_err / scale (max_abs_err when the golden is all zero).
+    rel_err: f64,
+    what: String,
+}
+
 /// Compare an output with its golden: `<dir>/<name>.npy` (float32, same element count), or a
 /// reduced golden (`<dir>/reduction.json`: column blocks and sampled elements of a large
-/// output). Returns (max |got - want|, that over max |want|, what was compared).
+/// output).
 fn compare_golden(
     dir: &Path,
     name: &str,
     dt: neuron_isa::Dtype,
     shape: &[u64],
     bytes: &[u8],
-) -> Result<(f32, f32, String), String> {
+) -> Result<GoldenCmp, String> {
     let read = |p: &Path| -> Result<Vec<f32>, String> {
         let raw = std::fs::read(p).map_err(|e| format!("golden {}: {e}", p.display()))?;
         let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
@@ -456,13 +654,32 @@ fn compare_golden(
     } else {
         reduced_golden(dir, name, shape, &got, &read)?
     };
-    let err = want
+    // f32::max drops NaN; a NaN difference must poison the error instead (equal
+    // infinities or NaN in both count as a match).
+    let mut err = 0.0f64;
+    for (w, g) in want.iter().zip(&got_sel) {
+        let (w, g) = (f64::from(*w), f64::from(*g));
+        if w == g || (w.is_nan() && g.is_nan()) {
+            continue;
+        }
+        let d = (w - g).abs();
+        if d.is_nan() || d > err {
+            err = d;
+        }
+        if err.is_nan() {
+            break;
+        }
+    }
+    let scale = want
         .iter()
-        .zip(&got_sel)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max);
-    let scale = want.iter().fold(0.0f32, |m, w| m.max(w.abs()));
-    Ok((err, if scale > 0.0 { err / scale } else { err }, what))
+        .filter(|w| w.is_finite())
+        .fold(0.0f64, |m, w| m.max(f64::from(w.abs())));
+    Ok(GoldenCmp {
+        max_abs_err: err,
+        scale,
+        rel_err: if scale > 0.0 { err / scale } else { err },
+        what,
+    })
 }
 
 type Selection = (Vec<f32>, Vec<f32>, String);

@@ -83,6 +83,53 @@ pub fn tensor_to_npy(t: &TensorInfo, data: &[u8], raw: bool) -> Result<NpyArray,
     NpyArray::new(dt, shape, bytes).map_err(|e| format!("output '{}': {e}", t.name))
 }
 
+/// Room for a `.npy` header on top of the data (format 2/3 headers may exceed 64 KiB).
+const NPY_HEADER_ALLOWANCE: u64 = 1 << 20;
+
+/// The largest `.npy` file input `t` can be given as: its elements as float32 or in its own
+/// dtype, whichever is wider, plus a header.
+pub fn max_input_file_bytes(t: &TensorInfo) -> u64 {
+    let es = t.dtype.size().max(1) as u64;
+    (t.size / es)
+        .saturating_mul(es.max(4))
+        .saturating_add(NPY_HEADER_ALLOWANCE)
+}
+
+/// Read the `.npy` file given for input `t`, bounded: only a regular file, and at most the
+/// bytes the tensor can need plus one (so `/dev/zero` or a huge file is refused, not read).
+pub fn read_input_file(t: &TensorInfo, p: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let what = || format!("input '{}': {}", t.name, p.display());
+    let cannot =
+        |e: std::io::Error| format!("input '{}': cannot read {}: {e}", t.name, p.display());
+    let f = std::fs::File::open(p).map_err(cannot)?;
+    let md = f.metadata().map_err(cannot)?;
+    if !md.is_file() {
+        return Err(format!("{}: not a regular file", what()));
+    }
+    let limit = max_input_file_bytes(t);
+    if md.len() > limit {
+        return Err(format!(
+            "{}: {} bytes, more than the {} a [{}] {:?} tensor can need",
+            what(),
+            md.len(),
+            limit,
+            t.dtype.name(),
+            t.shape
+        ));
+    }
+    let mut raw = Vec::new();
+    raw.try_reserve(md.len() as usize)
+        .map_err(|e| format!("{}: {e}", what()))?;
+    f.take(limit.saturating_add(1))
+        .read_to_end(&mut raw)
+        .map_err(cannot)?;
+    if raw.len() as u64 > limit {
+        return Err(format!("{}: grew past {limit} bytes while read", what()));
+    }
+    Ok(raw)
+}
+
 /// Decode tensor bytes as f32 values.
 /// The built-in data of input `index` with `seed` (uniform in [-1, 1), as `neuron-emu run`
 /// documents), stored in the tensor's dtype.

@@ -55,6 +55,11 @@ fn run_fixture_with_defaults() {
         .expect("max_abs_err");
     assert!(err <= 2e-2, "{line}");
     assert!(stdout.contains("device time "), "{stdout}");
+    // The model line names the file, and the NEFF's internal name separately.
+    assert!(
+        stdout.starts_with("model fixtures/neff/mlp.neff (internal name 'mlp.neff')"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -179,6 +184,9 @@ fn rel_err(line: &str) -> f64 {
 
 /// `neuron-emu run NEFF --golden DIR`: the line of output `output0`, after checking success.
 fn run_output0_line(neff: &str, golden: &str) -> String {
+    let neff = &neff
+        .strip_prefix("../shared/fixtures/")
+        .map_or_else(|| neff.to_string(), shared_fixture);
     let out = bin()
         .env("NEURON_RT_EXEC_TIMEOUT", "3600")
         .args(["run", neff, "--golden", golden])
@@ -283,5 +291,243 @@ fn bench_real_host_profile_lists_instruction_kinds() {
     assert!(
         stdout.lines().any(|l| l.trim_start().starts_with("other ")),
         "{stdout}"
+    );
+}
+
+/// A file of `../shared/fixtures` (beside the repository), or a failure saying that folder is
+/// missing: these tests need it and must fail, not skip, without it.
+fn shared_fixture(rel: &str) -> String {
+    let dir = repo().join("../shared/fixtures");
+    assert!(
+        dir.is_dir(),
+        "the shared fixtures folder is missing: expected {} (../shared/fixtures beside the repository)",
+        dir.display()
+    );
+    format!("../shared/fixtures/{rel}")
+}
+
+fn run_mlp(args: &[&str]) -> std::process::Output {
+    bin()
+        .args(["run", "fixtures/neff/mlp.neff"])
+        .args(args)
+        .output()
+        .expect("spawn")
+}
+
+/// mlp's output y as float32, written by `run --output-dir` (equal to its golden).
+fn mlp_output_as_golden(d: &std::path::Path) -> neuron_neff::npy::NpyArray {
+    let out = run_mlp(&["--output-dir", d.to_str().expect("utf-8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = std::fs::read(d.join("y.npy")).expect("y.npy");
+    neuron_neff::npy::NpyArray::parse(&raw).expect("npy")
+}
+
+fn with_first_element(mut a: neuron_neff::npy::NpyArray, delta: f32) -> Vec<u8> {
+    let v = f32::from_le_bytes(a.data[0..4].try_into().expect("4 bytes")) + delta;
+    a.data[0..4].copy_from_slice(&v.to_le_bytes());
+    a.to_bytes()
+}
+
+#[test]
+fn run_golden_mismatch_exits_1_naming_output_error_and_tolerance() {
+    let d = tmpdir("wrong-golden");
+    // A deliberately wrong golden: every element off by 100.
+    write_npy(
+        &d.join("y.npy"),
+        "<f4",
+        &[128, 128],
+        &100f32
+            .to_le_bytes()
+            .iter()
+            .copied()
+            .cycle()
+            .take(128 * 128 * 4)
+            .collect::<Vec<u8>>(),
+    );
+    let out = run_mlp(&["--golden", d.to_str().expect("utf-8")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("output y does not match its golden")
+            && stderr.contains("rel_err")
+            && stderr.contains("rtol 2e-2"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL"));
+    // A missing golden file fails too.
+    let empty = tmpdir("empty-golden");
+    let out = run_mlp(&["--golden", empty.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn run_golden_tolerance_from_goldens_json_then_rtol_atol_override() {
+    let base = tmpdir("manifest");
+    let g = base.join("mlp-k");
+    let a = mlp_output_as_golden(&g);
+    // Off by 1e-3 in one element: inside the bf16 default (2e-2 of max|want|).
+    std::fs::write(g.join("y.npy"), with_first_element(a, 1e-3)).expect("write");
+    let gs = g.to_str().expect("utf-8");
+    let out = run_mlp(&["--golden", gs]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("dtype default"));
+    // The manifest beside the golden directory lists this kernel with a tighter tolerance.
+    std::fs::write(
+        base.join("goldens.json"),
+        r#"{"kernels": {"mlp-k": {"metric": "max|got-want| / max|want|", "tolerance": 1e-7,
+            "outputs": [{"name": "y"}]}}}"#,
+    )
+    .expect("manifest");
+    let out = run_mlp(&["--golden", gs]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("rtol 1e-7") && stderr.contains("goldens.json"),
+        "{stderr}"
+    );
+    assert!(run_mlp(&["--golden", gs, "--rtol", "1e-2"])
+        .status
+        .success());
+    assert!(run_mlp(&["--golden", gs, "--atol", "1e-2"])
+        .status
+        .success());
+    let out = run_mlp(&["--golden", gs, "--rtol", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn run_golden_nan_output_never_passes() {
+    let d = tmpdir("nan-golden");
+    let a = mlp_output_as_golden(&d);
+    // A golden of NaN where the output is finite: the difference is NaN, not 0.
+    std::fs::write(d.join("y.npy"), with_first_element(a, f32::NAN)).expect("write");
+    let out = run_mlp(&["--golden", d.to_str().expect("utf-8"), "--rtol", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn run_json_is_machine_readable() {
+    let out = run_mlp(&["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    let o = &j["outputs"][0];
+    assert_eq!(o["name"], "y");
+    assert_eq!(o["dtype"], "bfloat16");
+    assert_eq!(o["shape"], serde_json::json!([128, 128]));
+    assert!(o["checksum"].as_str().is_some_and(|c| c.len() == 16));
+    assert_eq!(o["pass"], true);
+    assert!(o["rel_err"].as_f64().is_some_and(|e| e <= 2e-2));
+    assert!(j["device_time_ps"].as_u64().is_some_and(|t| t > 0));
+    assert!(j["host_time_ms"].as_f64().is_some());
+    assert_eq!(j["pass"], true);
+    // A failing run still prints its JSON, with pass false, and exits 1.
+    let d = tmpdir("json-wrong");
+    write_npy(
+        &d.join("y.npy"),
+        "<f4",
+        &[128, 128],
+        &vec![0x42; 128 * 128 * 4],
+    );
+    let out = run_mlp(&["--json", "--golden", d.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(j["pass"], false);
+    assert_eq!(j["outputs"][0]["pass"], false);
+}
+
+#[test]
+fn a_trn2_neff_is_refused_at_load_on_trn1_and_inf2() {
+    for arch in ["trn1", "inf2"] {
+        let out = run_mlp(&["--arch", arch]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{arch}: {stderr}");
+        assert!(
+            stderr.contains("load failed: NRT_INVALID") && stderr.contains("compiled for trn2"),
+            "{arch}: {stderr}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("output y"));
+    }
+}
+
+#[test]
+fn inputs_are_size_checked_before_reading() {
+    let out = run_mlp(&["--input", "x=/dev/zero"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    // A sparse 64 GiB file is refused from its size, without being read.
+    let d = tmpdir("huge-input");
+    let p = d.join("huge.npy");
+    std::fs::File::create(&p)
+        .and_then(|f| f.set_len(64 << 30))
+        .expect("sparse file");
+    let out = run_mlp(&["--input", &format!("x={}", p.display())]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("input 'x'") && stderr.contains("more than"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_output_paths_are_refused_before_the_run() {
+    let d = tmpdir("bad-paths");
+    let file = d.join("a-file");
+    std::fs::write(&file, b"x").expect("write");
+    let cases = [
+        ("--output-dir", file.join("sub").display().to_string()),
+        (
+            "--trace",
+            d.join("no/such/dir/t.json").display().to_string(),
+        ),
+        ("--trace", d.display().to_string()),
+    ];
+    for (flag, path) in cases {
+        let out = run_mlp(&[flag, &path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {path}: {stderr}");
+        assert!(stderr.contains(flag), "{stderr}");
+        // Nothing ran: no model or output line.
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn an_lnc2_neff_on_the_last_core_is_refused_as_not_enough_cores() {
+    let neff = shared_fixture("real-neff/akc-fused_bf16_s512.neff");
+    let out = bin()
+        .args(["run", &neff, "--nc", "7"])
+        .output()
+        .expect("spawn");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("NRT_LOAD_NOT_ENOUGH_NC (9)")
+            && stderr.contains("needs NeuronCores 7..8")
+            && !stderr.contains("RESOURCE_MMAP_INFO"),
+        "{stderr}"
     );
 }

@@ -509,3 +509,59 @@ fn bench_neff_prints_both_times_and_the_ratio() {
         .unwrap_or_else(|| panic!("no ratio in {out}"));
     assert!(ratio > 0.0 && ratio.is_finite(), "{ratio}");
 }
+
+/// mlp.neff rebuilt with `change` applied to its members (path, bytes).
+fn mlp_with(name: &str, change: impl Fn(&str, &[u8]) -> Option<Vec<u8>>) -> PathBuf {
+    let bytes = std::fs::read(MLP).expect("mlp.neff");
+    let neff = neuron_neff::Neff::parse(&bytes).expect("parse");
+    let mut w = neuron_neff::NeffWriter::new(&neff.header().name_str());
+    w.header = neff.header().clone();
+    for (p, b) in neff.members() {
+        if let Some(nb) = change(p, b) {
+            w.add_member(p, nb);
+        }
+    }
+    let p = tmp(name);
+    std::fs::write(&p, w.to_bytes().expect("write NEFF")).expect("write");
+    p
+}
+
+/// The loader refuses a NEFF without neff.json and an instruction file that is not whole
+/// 64-byte instructions; inspect reports both as errors too (exit 1, nothing on stdout).
+#[test]
+fn inspect_refuses_what_the_loader_refuses() {
+    let no_json = mlp_with("no-neff-json.neff", |p, b| {
+        (p != "neff.json").then(|| b.to_vec())
+    });
+    let odd = mlp_with("odd-instr.neff", |p, b| {
+        Some(if p.ends_with(".bin") && !b.is_empty() {
+            let mut v = b.to_vec();
+            v.push(0);
+            v
+        } else {
+            b.to_vec()
+        })
+    });
+    for (p, needle) in [(&no_json, "neff.json"), (&odd, "not a multiple of 64")] {
+        let ps = p.to_str().expect("utf-8");
+        for args in [
+            &["neff", "inspect", ps][..],
+            &["neff", "inspect", "--json", ps],
+        ] {
+            let out = bin(args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{ps}: {stderr}");
+            assert!(stderr.contains(needle) && stderr.contains(ps), "{stderr}");
+            assert!(out.stdout.is_empty(), "{ps}");
+        }
+        // The runtime's loader refuses the same file.
+        let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+            .args(["run", ps])
+            .output()
+            .expect("spawn");
+        assert_eq!(out.status.code(), Some(1), "{ps}");
+    }
+    // The unchanged rebuild still inspects cleanly.
+    let same = mlp_with("same.neff", |_, b| Some(b.to_vec()));
+    ok(&bin(&["neff", "inspect", same.to_str().expect("utf-8")]));
+}

@@ -103,6 +103,7 @@ impl Runtime {
             exec_timeout: self.config.exec_timeout,
             device_index: self.device_index,
             hw_errors: self.config.hw_errors,
+            arch: self.arch,
         };
         model::load(&self.drv, neff, nc, opts)
     }

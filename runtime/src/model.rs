@@ -195,6 +195,8 @@ pub struct LoadOptions {
     pub exec_timeout: Duration,
     pub device_index: u32,
     pub hw_errors: crate::config::HwErrorCodes,
+    /// The device's architecture: a NEFF built for another one is refused at load.
+    pub arch: neuron_abi::arch::Arch,
 }
 
 pub(crate) fn load(
@@ -248,6 +250,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         .graphs
         .first()
         .ok_or_else(|| NrtError::invalid("kelf lists no subgraphs"))?;
+    check_target(&kelf, opts.arch, l.nc)?;
     let sg = graph.dir().to_string();
     let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
     let tmap = neff.tensor_map(&sg).ok();
@@ -261,6 +264,45 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
         ));
     }
     load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts)
+}
+
+/// Refuse, before anything is placed, a NEFF compiled for another architecture
+/// (`kelf-0.json` `"target"`: `cayman` is trn2, `sunda` trn1/inf2; NRT_INVALID, as libnrt
+/// fails such a load) or one whose subgraphs need more NeuronCores from `nc` on than the device
+/// has (one core per subgraph; NRT_LOAD_NOT_ENOUGH_NC). An older-arch NEFF on a newer device is
+/// left to load (libnrt allows that with NEURON_RT_ALLOW_LEGACY_NEFF), as is an unnamed target.
+fn check_target(
+    kelf: &neuron_neff::Kelf,
+    arch: neuron_abi::arch::Arch,
+    nc: u32,
+) -> Result<(), NrtError> {
+    use neuron_abi::arch::Arch;
+    let built_for = match kelf.target.as_str() {
+        "cayman" => Some("trn2"),
+        "sunda" => Some("trn1/inf2"),
+        _ => None,
+    };
+    if kelf.target == "cayman" && arch != Arch::V3Trn2 {
+        let msg = format!(
+            "NEFF was compiled for {} (kelf target '{}'), this device is {arch}: refused",
+            built_for.unwrap_or("?"),
+            kelf.target
+        );
+        tracing::error!(target: "NRT", "nrt_load {msg}");
+        return Err(NrtError::invalid(msg));
+    }
+    let cores = u32::try_from(kelf.graphs.len()).unwrap_or(u32::MAX);
+    let have = arch.nc_count();
+    if nc.checked_add(cores).is_none_or(|end| end > have) {
+        let msg = format!(
+            "the NEFF has {cores} subgraphs and needs NeuronCores {nc}..{} ({cores} cores from NC {nc}); the device has NCs 0..{}",
+            nc.saturating_add(cores).saturating_sub(1),
+            have.saturating_sub(1)
+        );
+        tracing::error!(target: "NRT", "nrt_load {msg}");
+        return Err(NrtError::new(NrtStatus::LoadNotEnoughNc, msg));
+    }
+    Ok(())
 }
 
 type Tensors = Vec<(TensorInfo, Chunk)>;
@@ -1091,4 +1133,47 @@ pub(crate) fn load_image(
     })();
     l.free_all();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_abi::arch::Arch;
+
+    fn kelf(target: &str, graphs: usize) -> neuron_neff::Kelf {
+        neuron_neff::Kelf {
+            graphs: (0..graphs)
+                .map(|i| neuron_neff::KelfGraph {
+                    definition: format!("sg{i:02}/def.json"),
+                    name: format!("sg{i:02}"),
+                    ..Default::default()
+                })
+                .collect(),
+            target: target.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_trn2_neff_is_refused_at_load_on_trn1_and_inf2() {
+        for arch in [Arch::V2Trn1, Arch::V2Inf2] {
+            let e = check_target(&kelf("cayman", 1), arch, 0).expect_err("refused");
+            assert_eq!(e.status, NrtStatus::Invalid);
+            assert!(e.to_string().contains("compiled for trn2"), "{e}");
+        }
+        assert!(check_target(&kelf("cayman", 1), Arch::V3Trn2, 0).is_ok());
+        // An older-arch NEFF on a newer device and an unnamed target still load.
+        assert!(check_target(&kelf("sunda", 1), Arch::V3Trn2, 0).is_ok());
+        assert!(check_target(&kelf("", 1), Arch::V2Trn1, 0).is_ok());
+    }
+
+    #[test]
+    fn an_lnc2_neff_on_the_last_core_is_refused_as_not_enough_cores() {
+        let e = check_target(&kelf("cayman", 2), Arch::V3Trn2, 7).expect_err("refused");
+        assert_eq!(e.status, NrtStatus::LoadNotEnoughNc);
+        assert!(e.to_string().contains("NeuronCores 7..8"), "{e}");
+        assert!(check_target(&kelf("cayman", 2), Arch::V3Trn2, 6).is_ok());
+        let e = check_target(&kelf("cayman", 1), Arch::V3Trn2, u32::MAX).expect_err("refused");
+        assert_eq!(e.status, NrtStatus::LoadNotEnoughNc);
+    }
 }

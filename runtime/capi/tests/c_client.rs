@@ -215,7 +215,13 @@ fn run_neff_c_client_runs_a_compiler_produced_neff() {
         args.push((*n, f));
     }
     let pairs: Vec<(&str, &str)> = args.iter().map(|(n, f)| (*n, f.as_str())).collect();
-    let neff = repo().join("../shared/fixtures/real-neff/akc-fused_fp32_s512.neff");
+    let shared = repo().join("../shared/fixtures");
+    assert!(
+        shared.is_dir(),
+        "the shared fixtures folder is missing: expected {} (../shared/fixtures beside the repository)",
+        shared.display()
+    );
+    let neff = shared.join("real-neff/akc-fused_fp32_s512.neff");
     let stdout = run_client(&exe, &tmp, &neff, &pairs);
     assert!(stdout.contains("output kernel_out size 262144"), "{stdout}");
     let got: Vec<f32> = std::fs::read(tmp.join("kernel_out.out"))
