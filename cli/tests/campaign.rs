@@ -26,6 +26,13 @@ fn campaign(args: &[&str]) -> Output {
         .expect("spawn")
 }
 
+/// `campaign PLAN --neff NEFF -n N --seed SEED ARGS...`
+fn seeded(plan: &str, n: &str, seed: &str, args: &[&str]) -> Output {
+    let mut all = vec![plan, "--neff", NEFF, "-n", n, "--seed", seed];
+    all.extend_from_slice(args);
+    campaign(&all)
+}
+
 fn ok(o: &Output) -> String {
     let s = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
@@ -79,34 +86,30 @@ fn jobs_and_shards_do_not_change_the_report() {
     let one = d.join("one.json");
     let four = d.join("four.json");
     let n = "24";
-    ok(&campaign(&[
+    ok(&seeded(
         plan,
-        "--neff",
-        NEFF,
-        "-n",
         n,
-        "--seed",
         "5",
-        "--jobs",
-        "1",
-        "--quiet",
-        "--report",
-        one.to_str().expect("p"),
-    ]));
-    ok(&campaign(&[
+        &[
+            "--jobs",
+            "1",
+            "--quiet",
+            "--report",
+            one.to_str().expect("p"),
+        ],
+    ));
+    ok(&seeded(
         plan,
-        "--neff",
-        NEFF,
-        "-n",
         n,
-        "--seed",
         "5",
-        "--jobs",
-        "4",
-        "--quiet",
-        "--report",
-        four.to_str().expect("p"),
-    ]));
+        &[
+            "--jobs",
+            "4",
+            "--quiet",
+            "--report",
+            four.to_str().expect("p"),
+        ],
+    ));
     let a = std::fs::read_to_string(&one).expect("one");
     assert_eq!(
         a,
@@ -116,20 +119,18 @@ fn jobs_and_shards_do_not_change_the_report() {
     let mut parts = Vec::new();
     for k in 0..4 {
         let p = d.join(format!("shard{k}.json"));
-        ok(&campaign(&[
+        ok(&seeded(
             plan,
-            "--neff",
-            NEFF,
-            "-n",
             n,
-            "--seed",
             "5",
-            "--shard",
-            &format!("{k}/4"),
-            "--quiet",
-            "--report",
-            p.to_str().expect("p"),
-        ]));
+            &[
+                "--shard",
+                &format!("{k}/4"),
+                "--quiet",
+                "--report",
+                p.to_str().expect("p"),
+            ],
+        ));
         parts.push(p);
     }
     let merged = d.join("merged.json");
@@ -166,18 +167,12 @@ fn jobs_and_shards_do_not_change_the_report() {
     assert!(detected > 0, "{a}");
     // A different seed gives a different campaign.
     let other = d.join("other.json");
-    ok(&campaign(&[
+    ok(&seeded(
         plan,
-        "--neff",
-        NEFF,
-        "-n",
         n,
-        "--seed",
         "6",
-        "--quiet",
-        "--report",
-        other.to_str().expect("p"),
-    ]));
+        &["--quiet", "--report", other.to_str().expect("p")],
+    ));
     assert_ne!(std::fs::read_to_string(&other).expect("other"), a);
     // Shards of another campaign do not merge.
     let out = campaign(&[

@@ -71,59 +71,19 @@ fn without_the_shim_there_is_no_device() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("open /dev/neuron0"));
 }
 
-#[test]
-fn c_program_drives_the_abi_under_the_shim() {
-    let tmp = std::env::temp_dir().join(format!("neuron-emu-shim-{}", std::process::id()));
+/// Compile `tests/c/<name>.c` with the system cc and run it under the shim; it must succeed
+/// and print "all checks passed".
+fn run_c_under_the_shim(name: &str, flags: &[&str]) {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-shim-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("tmp");
-    let exe = tmp.join("abi_smoke");
+    let exe = tmp.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(cc)
-        .arg(repo().join("tests/c/abi_smoke.c"))
+        .arg(repo().join(format!("tests/c/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .args(["-Wall", "-Werror", "-O1"])
-        .output()
-        .expect("cc");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(&exe)
-        .env("LD_PRELOAD", shim())
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
-    // Other paths pass through untouched.
-    let out = Command::new("cat")
-        .arg(repo().join("README.md"))
-        .env("LD_PRELOAD", shim())
-        .output()
-        .expect("cat");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("# neuron-emu")
-    );
-}
-
-/// Device memory through plain syscalls, used as a hostile but legal program may (maps twice,
-/// partial munmap, mprotect, many stores to the increment register from several threads).
-#[test]
-fn c_program_maps_unmaps_and_stores_freely_under_the_shim() {
-    let tmp = std::env::temp_dir().join(format!("neuron-emu-maps-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("tmp");
-    let exe = tmp.join("mappings");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc)
-        .arg(repo().join("tests/c/mappings.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-Wall", "-Werror", "-O1", "-pthread"])
+        .args(flags)
         .output()
         .expect("cc");
     assert!(
@@ -143,6 +103,27 @@ fn c_program_maps_unmaps_and_stores_freely_under_the_shim() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
+
+#[test]
+fn c_program_drives_the_abi_under_the_shim() {
+    run_c_under_the_shim("abi_smoke", &[]);
+    // Other paths pass through untouched.
+    let out = Command::new("cat")
+        .arg(repo().join("README.md"))
+        .env("LD_PRELOAD", shim())
+        .output()
+        .expect("cat");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("# neuron-emu")
+    );
+}
+
+/// Device memory through plain syscalls, used as a hostile but legal program may (maps twice,
+/// partial munmap, mprotect, many stores to the increment register from several threads).
+#[test]
+fn c_program_maps_unmaps_and_stores_freely_under_the_shim() {
+    run_c_under_the_shim("mappings", &["-pthread"]);
 }
 
 /// The same fault plan works for an unmodified program: `NEURON_EMU_FAULTS` arms it on the

@@ -1,0 +1,253 @@
+//! Golden outputs: each output compared with `<dir>/<name>.npy` (or a reduced golden), and
+//! the tolerance it must meet (`--rtol`/`--atol`, `goldens.json`, or a default by dtype).
+
+use crate::run::RunArgs;
+use crate::tensorio;
+use neuron_neff::npy::NpyArray;
+use std::path::Path;
+
+/// An output's tolerance and where it came from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tolerance {
+    pub(crate) rtol: f64,
+    pub(crate) atol: f64,
+    pub(crate) source: &'static str,
+}
+
+/// Default relative tolerance of an output dtype (the precisions of fixtures/real-golden).
+pub(crate) fn dtype_rtol(dt: neuron_isa::Dtype) -> f64 {
+    use neuron_isa::Dtype::*;
+    match dt {
+        F32 | F32r => 1e-4,
+        Bf16 | F16 => 2e-2,
+        Fp8E3 | Fp8E4 | Fp8E5 => 1.25e-1,
+        _ => 0.0,
+    }
+}
+
+/// The `tolerance` that a `goldens.json` beside (or in) the golden directory gives output
+/// `name`, for the kernel named like the golden directory or whose NEFF file is `neff`.
+pub(crate) fn manifest_rtol(golden: &Path, neff: &Path, name: &str) -> Option<f64> {
+    let dir_name = golden.file_name()?.to_str()?;
+    let neff_name = neff.file_name().and_then(|n| n.to_str());
+    for m in [
+        golden.join("goldens.json"),
+        golden.parent()?.join("goldens.json"),
+    ] {
+        let Ok(f) = std::fs::File::open(&m) else {
+            continue;
+        };
+        // A manifest is a few KiB: read it bounded.
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, 1 << 20), &mut raw).ok()?;
+        let j: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+        let kernels = j["kernels"].as_object()?;
+        let k = kernels.get(dir_name).or_else(|| {
+            kernels
+                .values()
+                .find(|k| neff_name.is_some() && k["neff"]["file"].as_str() == neff_name)
+        })?;
+        let out = k["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["name"] == name));
+        if out.is_none() && k["outputs"].is_array() {
+            continue;
+        }
+        return out
+            .and_then(|o| o["tolerance"].as_f64())
+            .or_else(|| k["tolerance"].as_f64());
+    }
+    None
+}
+
+pub(crate) fn tolerance(a: &RunArgs, golden: &Path, t: &neuron_runtime::TensorInfo) -> Tolerance {
+    let atol = a.atol.unwrap_or(0.0);
+    if let Some(rtol) = a.rtol {
+        return Tolerance {
+            rtol,
+            atol,
+            source: "--rtol",
+        };
+    }
+    match manifest_rtol(golden, &a.neff, &t.name) {
+        Some(rtol) => Tolerance {
+            rtol,
+            atol,
+            source: "goldens.json",
+        },
+        None => Tolerance {
+            rtol: dtype_rtol(t.dtype),
+            atol,
+            source: "dtype default",
+        },
+    }
+}
+
+/// JSON has no NaN or infinity: those errors are written as null (and fail).
+pub(crate) fn finite_or_null(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// An output against its golden.
+pub(crate) struct GoldenCmp {
+    /// max |got - want| (NaN if any compared element is NaN in one but not the other).
+    pub(crate) max_abs_err: f64,
+    /// max |want|.
+    pub(crate) scale: f64,
+    /// max_abs_err / scale (max_abs_err when the golden is all zero).
+    pub(crate) rel_err: f64,
+    pub(crate) what: String,
+}
+
+/// Compare an output with its golden: `<dir>/<name>.npy` (float32, same element count), or a
+/// reduced golden (`<dir>/reduction.json`: column blocks and sampled elements of a large
+/// output).
+pub(crate) fn compare_golden(
+    dir: &Path,
+    name: &str,
+    dt: neuron_isa::Dtype,
+    shape: &[u64],
+    bytes: &[u8],
+) -> Result<GoldenCmp, String> {
+    let read = |p: &Path| -> Result<Vec<f32>, String> {
+        let raw = std::fs::read(p).map_err(|e| format!("golden {}: {e}", p.display()))?;
+        let g = NpyArray::parse(&raw).map_err(|e| format!("golden {}: {e}", p.display()))?;
+        if g.dtype != neuron_neff::npy::NpyDtype::F32 {
+            return Err(format!("golden {} must be float32", p.display()));
+        }
+        Ok(tensorio::to_f32(neuron_isa::Dtype::F32, &g.data))
+    };
+    let got = tensorio::to_f32(dt, bytes);
+    let full = dir.join(format!("{name}.npy"));
+    let (got_sel, want, what) = if full.exists() {
+        let want = read(&full)?;
+        if want.len() != got.len() {
+            return Err(format!(
+                "golden {} has {} elements, output {}",
+                full.display(),
+                want.len(),
+                got.len()
+            ));
+        }
+        (got, want, "all elements".to_string())
+    } else {
+        reduced_golden(dir, name, shape, &got, &read)?
+    };
+    // f32::max drops NaN; a NaN difference must poison the error instead (equal
+    // infinities or NaN in both count as a match).
+    let mut err = 0.0f64;
+    for (w, g) in want.iter().zip(&got_sel) {
+        let (w, g) = (f64::from(*w), f64::from(*g));
+        if w == g || (w.is_nan() && g.is_nan()) {
+            continue;
+        }
+        let d = (w - g).abs();
+        if d.is_nan() || d > err {
+            err = d;
+        }
+        if err.is_nan() {
+            break;
+        }
+    }
+    let scale = want
+        .iter()
+        .filter(|w| w.is_finite())
+        .fold(0.0f64, |m, w| m.max(f64::from(w.abs())));
+    Ok(GoldenCmp {
+        max_abs_err: err,
+        scale,
+        rel_err: if scale > 0.0 { err / scale } else { err },
+        what,
+    })
+}
+
+type Selection = (Vec<f32>, Vec<f32>, String);
+
+/// The elements a `reduction.json` golden names, from the output and from the golden files
+/// (paths in it are relative to the golden directory's parent).
+pub(crate) fn reduced_golden(
+    dir: &Path,
+    name: &str,
+    shape: &[u64],
+    got: &[f32],
+    read: &dyn Fn(&Path) -> Result<Vec<f32>, String>,
+) -> Result<Selection, String> {
+    let rp = dir.join("reduction.json");
+    let raw = std::fs::read(&rp)
+        .map_err(|_| format!("no golden {}/{name}.npy or reduction.json", dir.display()))?;
+    let j: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(|e| format!("{}: {e}", rp.display()))?;
+    if j["output"] != name {
+        return Err(format!(
+            "{} describes output {}, not {name}",
+            rp.display(),
+            j["output"]
+        ));
+    }
+    let [rows, cols] = shape else {
+        return Err(format!(
+            "reduced goldens need a 2-D output; {name} is {shape:?}"
+        ));
+    };
+    let (rows, cols) = (*rows as usize, *cols as usize);
+    let base = dir.parent().unwrap_or(Path::new("."));
+    let files = j["files"].as_array().cloned().unwrap_or_default();
+    let file = |i: usize| -> Result<std::path::PathBuf, String> {
+        files
+            .get(i)
+            .and_then(|f| f["file"].as_str())
+            .map(|f| base.join(f))
+            .ok_or_else(|| format!("{}: files[{i}] missing", rp.display()))
+    };
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    let blocks = j["column_blocks"].as_array().cloned().unwrap_or_default();
+    for (bi, b) in blocks.iter().enumerate() {
+        let (c0, c1) = (
+            b[0].as_u64().unwrap_or(0) as usize,
+            b[1].as_u64().unwrap_or(0) as usize,
+        );
+        if c0 >= c1 || c1 > cols {
+            return Err(format!("{}: bad column block {b}", rp.display()));
+        }
+        let want = read(&file(bi)?)?;
+        if want.len() != rows * (c1 - c0) {
+            return Err(format!("{}: block {bi} size mismatch", rp.display()));
+        }
+        for r in 0..rows {
+            g.extend_from_slice(&got[r * cols + c0..r * cols + c1]);
+        }
+        w.extend(want);
+    }
+    let idx_path = file(blocks.len())?;
+    let idx_raw = std::fs::read(&idx_path).map_err(|e| format!("{}: {e}", idx_path.display()))?;
+    let idx = NpyArray::parse(&idx_raw).map_err(|e| format!("{}: {e}", idx_path.display()))?;
+    let vals = read(&file(blocks.len() + 1)?)?;
+    let pairs: Vec<u64> = idx
+        .data
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])))
+        .collect();
+    if pairs.len() != 2 * vals.len() {
+        return Err(format!(
+            "{}: sample index/value count mismatch",
+            rp.display()
+        ));
+    }
+    for (rc, v) in pairs.chunks_exact(2).zip(&vals) {
+        let (r, c) = (rc[0] as usize, rc[1] as usize);
+        if r >= rows || c >= cols {
+            return Err(format!(
+                "{}: sample ({r}, {c}) outside the output",
+                rp.display()
+            ));
+        }
+        g.push(got[r * cols + c]);
+        w.push(*v);
+    }
+    let what = format!(
+        "reduced: {} column blocks + {} samples",
+        blocks.len(),
+        vals.len()
+    );
+    Ok((g, w, what))
+}
