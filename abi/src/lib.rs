@@ -10,6 +10,7 @@
 //! * [`notify`]: this project's notification-queue entry format (**not** defined by the driver).
 //! * [`device`]: the [`DeviceFile`] seam between a runtime and a device.
 //! * [`backend`]: the C ABI of a loadable device backend (how libnrt.so reaches the emulator).
+//! * [`nds`]: the per-process datastore page (counters the driver and the tools read).
 
 pub mod addr;
 pub mod arch;
@@ -17,6 +18,7 @@ pub mod backend;
 pub mod consts;
 pub mod device;
 pub mod ioctl;
+pub mod nds;
 pub mod notify;
 pub mod structs;
 pub mod tpb;
