@@ -194,3 +194,43 @@ fn validate_hash_checks_the_neff_hash_only_when_asked() {
     assert_eq!(t.size(), 64);
     clean();
 }
+
+/// Two models loaded on one NeuronCore both run, alternately and repeatedly: the core is
+/// switched back to a model's programs when the other one ran there last (before, the first
+/// model's executions timed out once the second was loaded).
+#[test]
+fn two_models_on_one_core_run_alternately() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean();
+    let emu = Arc::new(Emulator::new(Arch::V3Trn2, 1));
+    let p = EmuProvider { emu, pid: 4101 };
+    let cfg = Config {
+        exec_timeout: Duration::from_secs(10),
+        ..Config::default()
+    };
+    let nrt = Nrt::init(&p, cfg).expect("init");
+    let neff = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/neff/mlp.neff"),
+    )
+    .expect("mlp.neff");
+    let mut a = nrt.load(&neff, 0).expect("load a");
+    let mut b = nrt.load(&neff, 0).expect("load b on the same core");
+    assert_eq!(a.model.nc(), b.model.nc());
+    let x: Vec<u8> = (0..128 * 512 * 2).map(|i| (i % 251) as u8 & 0x3f).collect();
+    let run = |m: &mut neuron_runtime::api::LoadedModel| {
+        m.model
+            .execute(&[("x", &x)])
+            .expect("execute")
+            .outputs
+            .remove(0)
+            .1
+    };
+    let want = run(&mut b);
+    for round in 0..3 {
+        assert_eq!(run(&mut a), want, "model a, round {round}");
+        assert_eq!(run(&mut b), want, "model b, round {round}");
+    }
+    // Unloading one leaves the other running.
+    drop(b);
+    assert_eq!(run(&mut a), want);
+}
