@@ -99,6 +99,20 @@ pub struct ExecOutput {
     /// Emulated (or real) device time from the first engine passing the start gate to the
     /// last end-of-execution notification, in picoseconds.
     pub device_time_ps: u64,
+    /// Each engine's span of this execution (its start and end notifications, device time),
+    /// for profiles and system traces.
+    pub spans: Vec<EngineSpan>,
+}
+
+/// One engine's part of one execution, in device time (picoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSpan {
+    /// Physical NeuronCore.
+    pub nc: u32,
+    /// Engine index (`neuron_isa::Engine::from_index`).
+    pub engine: usize,
+    pub start_ps: u64,
+    pub end_ps: u64,
 }
 
 /// A model loaded on one NeuronCore.
@@ -747,6 +761,19 @@ impl Model {
             }
             back_off(&mut spins, progressed);
         }
+        let mut spans = Vec::new();
+        for (ci, c) in self.cores.iter().enumerate() {
+            for e in 0..5 {
+                if let (Some(s), Some(t)) = (start[ci][e], end[ci][e]) {
+                    spans.push(EngineSpan {
+                        nc: c.nc,
+                        engine: e,
+                        start_ps: s,
+                        end_ps: t,
+                    });
+                }
+            }
+        }
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
@@ -770,6 +797,7 @@ impl Model {
             ExecOutput {
                 outputs: outs,
                 device_time_ps: t1.saturating_sub(t0),
+                spans,
             },
             numerical,
         ))
