@@ -99,9 +99,6 @@ pub struct ExecOutput {
     /// Emulated (or real) device time from the first engine passing the start gate to the
     /// last end-of-execution notification, in picoseconds.
     pub device_time_ps: u64,
-    /// Each engine's span of this execution (its start and end notifications, device time),
-    /// for profiles and system traces.
-    pub spans: Vec<EngineSpan>,
 }
 
 /// One engine's part of one execution, in device time (picoseconds).
@@ -131,6 +128,8 @@ pub struct Model {
     unrecoverable: bool,
     /// This load's identity in the cores' ownership records ([`owners`]).
     id: u64,
+    /// Each engine's span of the last completed execution (device time).
+    last_spans: Vec<EngineSpan>,
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -585,7 +584,14 @@ impl Model {
             hw_errors: opts.hw_errors,
             unrecoverable: false,
             id: next_model_id(),
+            last_spans: Vec::new(),
         }
+    }
+
+    /// Each engine's span of the last completed execution (its start and end notifications,
+    /// device time), for profiles and system traces.
+    pub fn last_spans(&self) -> &[EngineSpan] {
+        &self.last_spans
     }
 
     /// The ownership records of this model's cores.
@@ -774,6 +780,7 @@ impl Model {
                 }
             }
         }
+        self.last_spans = spans;
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
@@ -797,7 +804,6 @@ impl Model {
             ExecOutput {
                 outputs: outs,
                 device_time_ps: t1.saturating_sub(t0),
-                spans,
             },
             numerical,
         ))
