@@ -321,8 +321,10 @@ pub unsafe extern "C" fn nrt_init(
             )
         };
         tracing::debug!(target: "NRT", "nrt_init framework {framework} fw_version {fw:?} fal_version {fal:?}");
+        // Every setting is checked before any device is touched.
+        let config = Config::from_env_checked()?;
         let provider = device::select()?;
-        let nrt = Nrt::init(&*provider, Config::from_env())?;
+        let nrt = Nrt::init(&*provider, config)?;
         *st = State::Active(Arc::new(Global { nrt, provider }));
         Ok(())
     })
