@@ -343,3 +343,25 @@ pub extern "C" fn nrta_event_register_xu_completion(lnc: i32, xu: u32, queue: i3
         Ok(())
     })
 }
+
+/// `nrt_async_drain_queued_execs`: wait until every channel of logical core `vnc` completed
+/// what was submitted to it.
+#[no_mangle]
+pub extern "C" fn nrt_async_drain_queued_execs(vnc: i32) -> u32 {
+    guard("nrt_async_drain_queued_execs", || {
+        global()?;
+        let vnc = u32::try_from(vnc).map_err(|_| NrtError::invalid(format!("vnc {vnc}")))?;
+        let mine: Vec<Arc<Channel>> = channels()
+            .iter()
+            .filter(|((l, _, _), _)| *l == vnc)
+            .map(|(_, c)| c.clone())
+            .collect();
+        for c in mine {
+            let mut p = lock(&c.progress);
+            while p.completed < p.submitted {
+                p = c.done.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        Ok(())
+    })
+}

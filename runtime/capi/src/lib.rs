@@ -1092,6 +1092,56 @@ pub unsafe extern "C" fn nrt_tensor_get_lnc_index(
     })
 }
 
+#[repr(C)]
+#[derive(Debug)]
+pub struct NrtTensorDeviceAllocationInfo {
+    pub physical_address: u64,
+    pub size: usize,
+    pub hbm_index: c_int,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_tensor_get_device_allocation_info(
+    tensor: *const CTensor,
+    info: *mut NrtTensorDeviceAllocationInfo,
+) -> u32 {
+    guard("nrt_tensor_get_device_allocation_info", || {
+        global()?;
+        // SAFETY: checked helper.
+        let t = unsafe { tensor_ref(tensor)? };
+        if info.is_null() {
+            return Err(null("alloc_info"));
+        }
+        let (pa, size, hbm) = t.t.device_allocation().ok_or_else(|| {
+            NrtError::invalid(format!("tensor '{}' is not a DEVICE tensor", t.t.name))
+        })?;
+        // SAFETY: checked non-null.
+        unsafe {
+            info.write(NrtTensorDeviceAllocationInfo {
+                physical_address: pa,
+                size: size as usize,
+                hbm_index: hbm,
+            })
+        };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_get_model_instance_count(
+    model: *const CModel,
+    count: *mut u32,
+) -> u32 {
+    guard("nrt_get_model_instance_count", || {
+        global()?;
+        // SAFETY: checked helpers.
+        unsafe {
+            model_ref(model)?;
+            put_u32(count, 1)
+        }
+    })
+}
+
 /// Live tensor handles with a device mapping, for `nrt_memcpy_to_device`.
 fn mapped_tensors() -> std::sync::MutexGuard<'static, Vec<usize>> {
     static MAPPED: Mutex<Vec<usize>> = Mutex::new(Vec::new());

@@ -131,6 +131,13 @@ NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t *tensor_source, size_t o
 /* HOST and VIRTUAL tensors: their memory. DEVICE tensors: a mapping of the device memory when
  * NEURON_RT_MAP_HBM=1 (NULL otherwise). */
 void *nrt_tensor_get_va(const nrt_tensor_t *tensor);
+typedef struct nrt_tensor_device_allocation_info {
+    uint64_t physical_address;
+    size_t size;
+    int hbm_index;
+} nrt_tensor_device_allocation_info_t;
+/* DEVICE tensors only (NRT_INVALID for others). */
+NRT_STATUS nrt_tensor_get_device_allocation_info(const nrt_tensor_t *tensor, nrt_tensor_device_allocation_info_t *alloc_info);
 /* The logical NeuronCore a tensor was allocated on. */
 NRT_STATUS nrt_tensor_get_lnc_index(const nrt_tensor_t *tensor, int *lnc_idx);
 
