@@ -810,7 +810,8 @@ impl Tensor {
         })
     }
 
-    /// `nrt_tensor_get_va`: host-visible address, or None (device memory is not mapped).
+    /// `nrt_tensor_get_va`: host-visible address: HOST and VIRTUAL memory, a DEVICE tensor's
+    /// mapping with `NEURON_RT_MAP_HBM=1`; else None.
     pub fn va(&self) -> Option<*mut u8> {
         match &*self.storage {
             Storage::Host { map, .. } => Some(map.as_ptr().wrapping_add(self.offset as usize)),

@@ -126,8 +126,9 @@ pub struct Model {
     timeout: Duration,
     hw_errors: crate::config::HwErrorCodes,
     unrecoverable: bool,
-    /// This load's identity in the cores' ownership records ([`owners`]).
+    /// This load's identity in the cores' ownership records ([`owners`]), and those records.
     id: u64,
+    owners: Vec<CoreOwner>,
     /// Each engine's span of the last completed execution (device time).
     last_spans: Vec<EngineSpan>,
 }
@@ -142,12 +143,11 @@ fn owners(dev: &Driver, nc: u32) -> CoreOwner {
     static OWNERS: std::sync::Mutex<BTreeMap<(usize, u32), CoreOwner>> =
         std::sync::Mutex::new(BTreeMap::new());
     let key = (std::sync::Arc::as_ptr(&dev.dev) as *const u8 as usize, nc);
-    OWNERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key)
-        .or_default()
-        .clone()
+    let mut all = OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+    // Loaded models hold their cores' records; one no model holds any more is dropped (its
+    // device may be gone and its address reused).
+    all.retain(|k, o| *k == key || std::sync::Arc::strong_count(o) > 1);
+    all.entry(key).or_default().clone()
 }
 
 fn next_model_id() -> u64 {
@@ -584,6 +584,7 @@ impl Model {
             hw_errors: opts.hw_errors,
             unrecoverable: false,
             id: next_model_id(),
+            owners: Vec::new(),
             last_spans: Vec::new(),
         }
     }
@@ -596,7 +597,7 @@ impl Model {
 
     /// The ownership records of this model's cores.
     fn core_owners(&self) -> Vec<CoreOwner> {
-        self.cores.iter().map(|c| owners(&self.drv, c.nc)).collect()
+        self.owners.clone()
     }
 
     /// Reset this model's cores and give them its programs again, as at load (notification
@@ -1147,7 +1148,8 @@ fn load_real(
     }
     start_resident(l.drv, &mut staged, opts.exec_timeout)?;
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
-    let model = Model::assemble(l, &opts, name, (inputs, outputs), staged);
+    let mut model = Model::assemble(l, &opts, name, (inputs, outputs), staged);
+    model.owners = model.cores.iter().map(|c| owners(l.drv, c.nc)).collect();
     // The cores now run this model's programs.
     for o in model.core_owners() {
         *o.lock().unwrap_or_else(|e| e.into_inner()) = model.id;
