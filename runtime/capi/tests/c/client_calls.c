@@ -189,6 +189,7 @@ int main(int argc, char **argv) {
   CHECK(strstr(prof, "\"traceEvents\"") && count(prof, "\"ph\":\"X\"") == 10, "2 executions x 5 engines");
   free(prof);
   CHECK(nrt_profile_stop("client.ntff") == NRT_INVALID, "stop without start");
+  CHECK(nrt_profile_start(a, "/nonexistent-dir/p.ntff") == NRT_INVALID, "a bad profile path fails at start");
 
   /* The system trace: events of executions on the enabled core only. */
   const char **types = NULL;
@@ -259,10 +260,10 @@ int main(int argc, char **argv) {
 
   /* Real asynchrony: submissions return while executions are still queued; at most 63
    * requests wait on a queue. */
-  NRT_STATUS rets[200];
+  NRT_STATUS rets[1000];
   nrta_seq_t last = 0;
   int submitted = 0, full = 0;
-  for (int i = 0; i < 200; i++) {
+  for (int i = 0; i < 1000; i++) {
     NRT_STATUS s = nrta_execute_schedule(a, ia.ins, ia.outs, 0, &rets[i], &last);
     if (s == NRT_QUEUE_FULL) { full = 1; break; }
     CHECK(s == NRT_SUCCESS, "schedule");
