@@ -92,6 +92,31 @@ pub fn parse_visible_cores(s: &str) -> Result<Vec<u32>, String> {
     Ok(v)
 }
 
+/// Physical NeuronCores per logical core: `NEURON_LOGICAL_NC_CONFIG` (1 or 2; 2 only on trn2),
+/// default 2 on trn2 and 1 on trn1/inf2, as the real runtime.
+pub fn lnc_from_env(arch: Arch) -> Result<u32, NrtError> {
+    let default = if arch == Arch::V3Trn2 { 2 } else { 1 };
+    match std::env::var("NEURON_LOGICAL_NC_CONFIG") {
+        Err(_) => Ok(default),
+        Ok(v) => match v.trim() {
+            "1" => Ok(1),
+            "2" if arch == Arch::V3Trn2 => Ok(2),
+            _ => {
+                let msg = format!(
+                    "NEURON_LOGICAL_NC_CONFIG={v:?} is invalid: 1{} expected",
+                    if arch == Arch::V3Trn2 {
+                        " or 2"
+                    } else {
+                        " (this device has no LNC=2)"
+                    }
+                );
+                tracing::error!(target: "NRT", "nrt_init {msg}");
+                Err(NrtError::invalid(msg).logged())
+            }
+        },
+    }
+}
+
 /// Which cores this process wants, from the environment, for a device with `total` cores.
 /// `NEURON_RT_VISIBLE_CORES` wins over `NEURON_RT_NUM_CORES`; default: all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,10 +133,11 @@ pub fn core_request_from_env(total: u32) -> Result<CoreRequest, NrtError> {
         return Ok(CoreRequest::Range(a, b));
     }
     if let Ok(v) = std::env::var("NEURON_RT_NUM_CORES") {
-        let n: u32 = v
-            .trim()
-            .parse()
-            .map_err(|_| NrtError::invalid(format!("NEURON_RT_NUM_CORES={v:?} is not a number")))?;
+        let n: u32 = v.trim().parse().map_err(|_| {
+            NrtError::invalid(format!(
+                "NEURON_RT_NUM_CORES={v:?} is not a number of NeuronCores"
+            ))
+        })?;
         if n > 0 {
             return Ok(CoreRequest::Count(n));
         }
@@ -131,8 +157,10 @@ pub struct Nrt {
     rt: Runtime,
     drv: Driver,
     misc: Driver,
-    /// Physical core index of each visible core (VNC).
+    /// The first physical core of each visible logical core (VNC).
     cores: Vec<u32>,
+    /// Physical cores per logical core (`NEURON_LOGICAL_NC_CONFIG`).
+    lnc: u32,
     busy: Arc<Mutex<Vec<bool>>>,
     acct: Arc<Mutex<Accounting>>,
     arch: Arch,
@@ -159,7 +187,9 @@ impl Nrt {
         })?;
         let rt = Runtime::new(dev.clone(), 0, config)?;
         let arch = rt.arch();
-        let total = arch.nc_count();
+        let lnc = lnc_from_env(arch)?;
+        // Requests count logical cores; the driver reserves physical ones.
+        let total = arch.nc_count() / lnc;
         let (count, start, end) = match core_request_from_env(total)? {
             CoreRequest::Range(a, b) => (b - a + 1, a, b),
             CoreRequest::Count(n) => (n, 0, total.saturating_sub(1)),
@@ -172,9 +202,9 @@ impl Nrt {
             return Err(NrtError::new(NrtStatus::Resource, msg).logged());
         }
         let mut m = CrwlNcMap {
-            nc_count: count,
-            start_nc_index: start,
-            end_nc_index: end,
+            nc_count: count * lnc,
+            start_nc_index: start * lnc,
+            end_nc_index: (end + 1) * lnc - 1,
             ..FromZeros::new_zeroed()
         };
         let r = call(&*misc, NEURON_IOCTL_CRWL_NC_RANGE_MARK, &mut m);
@@ -191,12 +221,12 @@ impl Nrt {
             tracing::error!(target: "NRT", "nrt_allocate_neuron_cores {msg}");
             return Err(NrtError::new(NrtStatus::Resource, msg).logged());
         }
-        let cores: Vec<u32> = (0..64).filter(|b| m.bitmap & (1u64 << b) != 0).collect();
+        let physical: Vec<u32> = (0..64).filter(|b| m.bitmap & (1u64 << b) != 0).collect();
         if std::env::var("NEURON_RT_RESET_CORES")
             .map(|v| crate::config::parse_bool(&v) != Some(false))
             .unwrap_or(true)
         {
-            let map = cores
+            let map = physical
                 .iter()
                 .filter(|c| **c < 32)
                 .fold(0u32, |a, c| a | 1 << c);
@@ -205,13 +235,16 @@ impl Nrt {
                 .map_err(|e| NrtError::new(NrtStatus::Failure, format!("NC_RESET failed: {e}")))?;
         }
         let hbm_bytes_per_core = arch.hbm_size() * arch.hbm_count() as u64 / total.max(1) as u64;
-        tracing::info!(target: "NRT", "nrt_init reserved NeuronCores {:?} on {}", cores, provider.describe());
+        tracing::info!(target: "NRT", "nrt_init reserved NeuronCores {:?} (LNC={lnc}) on {}", physical, provider.describe());
+        // Logical core i is the i-th run of `lnc` reserved physical cores.
+        let cores: Vec<u32> = physical.chunks_exact(lnc as usize).map(|c| c[0]).collect();
         Ok(Nrt {
             drv: rt_driver(&rt),
             rt,
             misc: Driver::new(misc),
             busy: Arc::new(Mutex::new(vec![false; cores.len()])),
             cores,
+            lnc,
             acct: Arc::new(Mutex::new(Accounting::default())),
             arch,
             hbm_bytes_per_core,
@@ -227,13 +260,33 @@ impl Nrt {
         self.cores.len() as u32
     }
 
-    /// Physical core of a visible core.
+    /// The first physical core of a visible core.
     pub fn physical_core(&self, vnc: u32) -> Option<u32> {
         self.cores.get(vnc as usize).copied()
     }
 
+    /// Physical cores per logical core.
+    pub fn lnc(&self) -> u32 {
+        self.lnc
+    }
+
     /// `nrt_load`: `vnc` -1 picks the first free visible core.
     pub fn load(&self, neff: &[u8], vnc: i32) -> Result<LoadedModel, NrtError> {
+        // A NEFF needs one physical core per subgraph, all inside the logical core it is
+        // loaded on (real libnrt refuses a NEFF built for another LNC).
+        if let Ok(subgraphs) = neuron_neff::Neff::parse(neff)
+            .and_then(|n| n.kelf())
+            .map(|k| k.graphs.len())
+        {
+            if subgraphs as u64 > u64::from(self.lnc) {
+                let msg = format!(
+                    "the NEFF has {subgraphs} subgraphs (compiled for LNC={subgraphs}); this runtime runs LNC={} (NEURON_LOGICAL_NC_CONFIG)",
+                    self.lnc
+                );
+                tracing::error!(target: "NRT", "nrt_load {msg}");
+                return Err(NrtError::new(NrtStatus::LoadNotEnoughNc, msg).logged());
+            }
+        }
         let v = {
             let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
             let v = if vnc < 0 {
@@ -334,11 +387,27 @@ impl Nrt {
                         .entry(v)
                         .and_modify(|u| *u += chunk.size)
                         .or_insert(chunk.size);
+                    // NEURON_RT_MAP_HBM=1: the device memory is also mapped into the process
+                    // (nrt_tensor_get_va), as the driver allows for device chunks.
+                    let map = if map_hbm() {
+                        Some(
+                            Mapped::new(self.drv.dev.clone(), chunk.size as usize, chunk.pa)
+                                .map_err(|e| {
+                                    NrtError::new(
+                                        NrtStatus::Failure,
+                                        format!("mmap of device tensor '{name}': {e}"),
+                                    )
+                                })?,
+                        )
+                    } else {
+                        None
+                    };
                     Storage::Device {
                         drv: self.drv.clone(),
                         chunk,
                         vnc: v,
                         acct: self.acct.clone(),
+                        map,
                     }
                 }
             }
@@ -348,6 +417,7 @@ impl Nrt {
             storage: Arc::new(storage),
             offset: 0,
             size,
+            lnc: u32::try_from(vnc.max(0)).unwrap_or(0),
         })
     }
 
@@ -416,6 +486,15 @@ impl LoadedModel {
     /// `nrt_execute`: inputs and outputs by name from tensor sets. Every model input must be in
     /// `inputs` with exactly its size; outputs present in `outputs` are written.
     pub fn execute(&mut self, inputs: &TensorSet, outputs: &TensorSet) -> Result<u64, NrtError> {
+        self.execute_spans(inputs, outputs).map(|(t, _)| t)
+    }
+
+    /// [`execute`](Self::execute), also returning each engine's span of the execution.
+    pub fn execute_spans(
+        &mut self,
+        inputs: &TensorSet,
+        outputs: &TensorSet,
+    ) -> Result<(u64, Vec<crate::model::EngineSpan>), NrtError> {
         let infos: Vec<TensorInfo> = self.model.inputs().cloned().collect();
         let mut data = Vec::new();
         for t in &infos {
@@ -467,7 +546,7 @@ impl LoadedModel {
         // A NaN: the outputs are written and the status says so (1003).
         match numerical {
             Some(e) => Err(e),
-            None => Ok(out.device_time_ps),
+            None => Ok((out.device_time_ps, self.model.last_spans().to_vec())),
         }
     }
 }
@@ -478,6 +557,8 @@ enum Storage {
         chunk: Chunk,
         vnc: u32,
         acct: Arc<Mutex<Accounting>>,
+        /// The chunk mapped into the process (`NEURON_RT_MAP_HBM=1`).
+        map: Option<Mapped>,
     },
     Host {
         drv: Driver,
@@ -509,7 +590,10 @@ impl Drop for Storage {
                 chunk,
                 vnc,
                 acct,
+                map,
             } => {
+                // Unmap before the free, so the chunk is not left reserved by the mapping.
+                drop(map.take());
                 if let Some(u) = acct
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -536,9 +620,24 @@ pub struct Tensor {
     storage: Arc<Storage>,
     offset: u64,
     size: u64,
+    /// The logical core it was allocated on.
+    lnc: u32,
+}
+
+/// `NEURON_RT_MAP_HBM`: map device tensors into the process.
+fn map_hbm() -> bool {
+    std::env::var("NEURON_RT_MAP_HBM")
+        .ok()
+        .and_then(|v| crate::config::parse_bool(&v))
+        .unwrap_or(false)
 }
 
 impl Tensor {
+    /// `nrt_tensor_get_lnc_index`: the logical core it was allocated on.
+    pub fn lnc(&self) -> u32 {
+        self.lnc
+    }
+
     /// `nrt_tensor_allocate_empty`: no storage until a buffer is attached.
     pub fn empty(name: &str) -> Tensor {
         Tensor {
@@ -546,6 +645,7 @@ impl Tensor {
             storage: Arc::new(Storage::Empty),
             offset: 0,
             size: 0,
+            lnc: 0,
         }
     }
 
@@ -706,10 +806,12 @@ impl Tensor {
             storage: self.storage.clone(),
             offset: at,
             size: len,
+            lnc: self.lnc,
         })
     }
 
-    /// `nrt_tensor_get_va`: host-visible address, or None (device memory is not mapped).
+    /// `nrt_tensor_get_va`: host-visible address: HOST and VIRTUAL memory, a DEVICE tensor's
+    /// mapping with `NEURON_RT_MAP_HBM=1`; else None.
     pub fn va(&self) -> Option<*mut u8> {
         match &*self.storage {
             Storage::Host { map, .. } => Some(map.as_ptr().wrapping_add(self.offset as usize)),
@@ -720,8 +822,22 @@ impl Tensor {
                     .wrapping_add(self.offset as usize),
             ),
             Storage::Attached(r) => Some((r.ptr + self.offset as usize) as *mut u8),
+            Storage::Device { map: Some(m), .. } => {
+                Some(m.as_ptr().wrapping_add(self.offset as usize))
+            }
             _ => None,
         }
+    }
+
+    /// `nrt_memcpy_to_device`: whether `addr..addr+len` lies in this tensor's mapping; then
+    /// copy `data` there through the driver (the device sees it at once).
+    pub fn write_at_va(&self, addr: usize, data: &[u8]) -> Option<Result<(), NrtError>> {
+        let base = self.va()? as usize;
+        let off = addr.checked_sub(base)? as u64;
+        if off.checked_add(data.len() as u64)? > self.size {
+            return None;
+        }
+        Some(self.write(data, off))
     }
 
     /// `nrt_tensor_get_device_allocation_info`: (physical address, allocation size, HBM index).

@@ -51,35 +51,54 @@ pub fn parse_seconds(v: &str) -> Option<Duration> {
 }
 
 impl Config {
-    /// Read the environment; invalid values keep the default and are reported in the log.
+    /// Read the environment; invalid values keep the default and are reported in the log
+    /// (the tools' behaviour; `nrt_init` uses [`Config::from_env_checked`]).
     pub fn from_env() -> Config {
+        Config::read_env(false).unwrap_or_default()
+    }
+
+    /// Read the environment as `nrt_init` does: a set but invalid value is an `NRT_INVALID`
+    /// error naming the variable (and logged), never replaced by the default.
+    pub fn from_env_checked() -> Result<Config, crate::NrtError> {
+        crate::logging::check_env().map_err(|msg| {
+            tracing::error!(target: "NRT", "nrt_init {msg}");
+            crate::NrtError::invalid(msg).logged()
+        })?;
+        Config::read_env(true)
+    }
+
+    fn read_env(strict: bool) -> Result<Config, crate::NrtError> {
         let mut c = Config::default();
+        let bad = |var: &str, v: &str, want: &str| -> Result<(), crate::NrtError> {
+            let msg = format!("invalid {var}={v:?} ({want} expected)");
+            if strict {
+                tracing::error!(target: "NRT", "nrt_init {msg}");
+                Err(crate::NrtError::invalid(msg).logged())
+            } else {
+                tracing::warn!(target: "NRT", "nrt_init ignoring {msg}");
+                Ok(())
+            }
+        };
         if let Ok(v) = std::env::var("NEURON_RT_EXEC_TIMEOUT") {
             match parse_seconds(&v) {
                 Some(d) => c.exec_timeout = d,
-                None => {
-                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_EXEC_TIMEOUT={v:?} (seconds expected)")
-                }
+                None => bad("NEURON_RT_EXEC_TIMEOUT", &v, "a positive number of seconds")?,
             }
         }
         if let Ok(v) = std::env::var("NEURON_RT_VALIDATE_HASH") {
             match parse_bool(&v) {
                 Some(b) => c.validate_hash = b,
-                None => {
-                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_RT_VALIDATE_HASH={v:?}")
-                }
+                None => bad("NEURON_RT_VALIDATE_HASH", &v, "0 or 1")?,
             }
         }
         if let Ok(v) = std::env::var("NEURON_EMU_HW_ERROR_CODES") {
             match v.trim().to_ascii_lowercase().as_str() {
                 "split" => c.hw_errors = HwErrorCodes::Split,
                 "timeout" => c.hw_errors = HwErrorCodes::Timeout,
-                _ => {
-                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_EMU_HW_ERROR_CODES={v:?} (split or timeout expected)")
-                }
+                _ => bad("NEURON_EMU_HW_ERROR_CODES", &v, "split or timeout")?,
             }
         }
-        c
+        Ok(c)
     }
 }
 
@@ -97,5 +116,28 @@ mod tests {
         assert_eq!(parse_bool("TRUE"), Some(true));
         assert_eq!(parse_bool("0"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn nrt_init_refuses_bad_values_the_tools_ignore() {
+        std::env::set_var("NEURON_RT_EXEC_TIMEOUT", "soon");
+        let e = Config::from_env_checked().expect_err("refused");
+        assert_eq!(e.status, crate::NrtStatus::Invalid);
+        assert!(
+            e.message.contains("NEURON_RT_EXEC_TIMEOUT"),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            Config::from_env(),
+            Config::default(),
+            "tools keep the default"
+        );
+        std::env::set_var("NEURON_RT_EXEC_TIMEOUT", "2.5");
+        assert_eq!(
+            Config::from_env_checked().expect("valid").exec_timeout,
+            Duration::from_millis(2500)
+        );
+        std::env::remove_var("NEURON_RT_EXEC_TIMEOUT");
     }
 }

@@ -52,6 +52,26 @@ pub fn env_level() -> Option<Level> {
         .unwrap_or(Some(Level::ERROR))
 }
 
+/// `NEURON_RT_LOG_LEVEL` and the per-component levels: a set value that names no level is an
+/// error naming the variable (`nrt_init` refuses it; the tools fall back to ERROR).
+pub fn check_env() -> Result<(), String> {
+    let vars = std::iter::once("NEURON_RT_LOG_LEVEL".to_string()).chain(
+        COMPONENTS
+            .iter()
+            .map(|c| format!("NEURON_RT_LOG_LEVEL_{c}")),
+    );
+    for var in vars {
+        if let Ok(v) = std::env::var(&var) {
+            if parse_level(&v).is_none() {
+                return Err(format!(
+                    "invalid {var}={v:?} (ERROR, WARN, INFO, DEBUG, TRACE or QUIET expected)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Filter directives: the base level plus per-component overrides, e.g. `error,TDRV=debug`.
 pub fn env_directives(verbose: u8) -> String {
     let mut base = env_level();

@@ -101,6 +101,17 @@ pub struct ExecOutput {
     pub device_time_ps: u64,
 }
 
+/// One engine's part of one execution, in device time (picoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSpan {
+    /// Physical NeuronCore.
+    pub nc: u32,
+    /// Engine index (`neuron_isa::Engine::from_index`).
+    pub engine: usize,
+    pub start_ps: u64,
+    pub end_ps: u64,
+}
+
 /// A model loaded on one NeuronCore.
 #[derive(Debug)]
 pub struct Model {
@@ -115,6 +126,33 @@ pub struct Model {
     timeout: Duration,
     hw_errors: crate::config::HwErrorCodes,
     unrecoverable: bool,
+    /// This load's identity in the cores' ownership records ([`owners`]), and those records.
+    id: u64,
+    owners: Vec<CoreOwner>,
+    /// Each engine's span of the last completed execution (device time).
+    last_spans: Vec<EngineSpan>,
+}
+
+/// Which loaded model's programs each physical core is running, by (device, core): the
+/// engines run one resident program at a time, so a core shared by several models is
+/// reprogrammed at execute when another model ran there last. The lock is also held for
+/// the length of an execution, so two models on one core never run at once.
+type CoreOwner = std::sync::Arc<std::sync::Mutex<u64>>;
+
+fn owners(dev: &Driver, nc: u32) -> CoreOwner {
+    static OWNERS: std::sync::Mutex<BTreeMap<(usize, u32), CoreOwner>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let key = (std::sync::Arc::as_ptr(&dev.dev) as *const u8 as usize, nc);
+    let mut all = OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+    // Loaded models hold their cores' records; one no model holds any more is dropped (its
+    // device may be gone and its address reused).
+    all.retain(|k, o| *k == key || std::sync::Arc::strong_count(o) > 1);
+    all.entry(key).or_default().clone()
+}
+
+fn next_model_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What runs one subgraph on one physical core: its engine programs, their fetch rings, its
@@ -129,6 +167,9 @@ struct CoreRun {
     /// Its programs stay loaded and loop (AWS's prologue/epilogue): fetched once at load,
     /// started per execution by incrementing `$S[0]`, bounded by NOTIFY hints 2 and 3.
     sem_page: Mapped,
+    /// The device address of its DGE table, programmed into the core at load and again when
+    /// the core is switched back to this model.
+    dge: Option<u64>,
 }
 
 fn drv_err(what: &str, e: neuron_abi::Errno) -> NrtError {
@@ -397,7 +438,29 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
             "instruction fetch",
         )?);
     }
-    let dev = l.drv.dev.clone();
+    let (nqs, err_nq) = make_nqs(l.drv, nc, &programs)?;
+    let sem_page = Mapped::new(l.drv.dev.clone(), sem_size as usize, sem_base)
+        .map_err(|er| drv_err("mmap(semaphore page)", er))?;
+    Ok(CoreRun {
+        nc,
+        programs,
+        fetch,
+        nqs,
+        err_nq,
+        sem_page,
+        dge: None,
+    })
+}
+
+/// Create (and map) core `nc`'s five NOTIFY queues, sized for `programs`, and its ERROR queue.
+/// Called at load and again when the core is reprogrammed for this model (a reset destroys
+/// the queues).
+fn make_nqs(
+    drv: &Driver,
+    nc: u32,
+    programs: &[Vec<u8>],
+) -> Result<(Vec<NqReader>, NqReader), NrtError> {
+    let dev = drv.dev.clone();
     let mut nqs = Vec::new();
     for e in 0..5u32 {
         // Room for the start marker, the END and every explicit NOTIFY of one execution, twice
@@ -408,8 +471,7 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
                 .count()
         });
         let bytes = (((posts + 1) * 2 * ENTRY_SIZE).next_power_of_two() as u32).max(NQ_BYTES);
-        let (off, _) = l
-            .drv
+        let (off, _) = drv
             .nq_init(nc, NQ_TYPE_NOTIFY, e, bytes)
             .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
         let map = Mapped::new(dev.clone(), bytes as usize, off)
@@ -420,26 +482,16 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
             index: 0,
         });
     }
-    let (off, _) = l
-        .drv
+    let (off, _) = drv
         .nq_init(nc, NQ_TYPE_ERROR, 0, NQ_BYTES)
         .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
     let err_nq = NqReader {
-        map: Mapped::new(dev.clone(), NQ_BYTES as usize, off)
+        map: Mapped::new(dev, NQ_BYTES as usize, off)
             .map_err(|er| drv_err("mmap(error queue)", er))?,
         entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64,
         index: 0,
     };
-    let sem_page = Mapped::new(dev, sem_size as usize, sem_base)
-        .map_err(|er| drv_err("mmap(semaphore page)", er))?;
-    Ok(CoreRun {
-        nc,
-        programs,
-        fetch,
-        nqs,
-        err_nq,
-        sem_page,
-    })
+    Ok((nqs, err_nq))
 }
 
 fn make_queue(
@@ -531,7 +583,45 @@ impl Model {
             timeout: opts.exec_timeout,
             hw_errors: opts.hw_errors,
             unrecoverable: false,
+            id: next_model_id(),
+            owners: Vec::new(),
+            last_spans: Vec::new(),
         }
+    }
+
+    /// Each engine's span of the last completed execution (its start and end notifications,
+    /// device time), for profiles and system traces.
+    pub fn last_spans(&self) -> &[EngineSpan] {
+        &self.last_spans
+    }
+
+    /// The ownership records of this model's cores.
+    fn core_owners(&self) -> Vec<CoreOwner> {
+        self.owners.clone()
+    }
+
+    /// Reset this model's cores and give them its programs again, as at load (notification
+    /// queues, DGE table, fetch, load-time part): a later load on the same core replaced them.
+    fn reprogram(&mut self) -> Result<(), NrtError> {
+        tracing::debug!(target: "NRT", "nrt_execute switching NC {} to model '{}'", self.nc(), self.name);
+        for c in &mut self.cores {
+            self.drv
+                .nc_reset(1 << c.nc)
+                .map_err(|e| drv_err("NC_RESET", e))?;
+            let (nqs, err_nq) = make_nqs(&self.drv, c.nc, &c.programs)?;
+            c.nqs = nqs;
+            c.err_nq = err_nq;
+            if let Some(table) = c.dge {
+                let (sb_base, _) = self
+                    .drv
+                    .tpb_resource(c.nc, MMAP_RESOURCE_SBUF)
+                    .map_err(|e| drv_err("RESOURCE_MMAP_INFO(SBUF)", e))?;
+                self.drv
+                    .program_engine(c.nc, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
+                    .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
+            }
+        }
+        start_resident(&self.drv, &mut self.cores, self.timeout)
     }
 
     /// The opcode byte of word `pc` of `engine`'s loaded program on core index `ci`.
@@ -559,6 +649,19 @@ impl Model {
         &mut self,
         inputs: &[(&str, &[u8])],
     ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
+        // Hold every core of the model for the execution; switch the engines back to this
+        // model's programs if another model ran on one of them last.
+        let owner_records = self.core_owners();
+        let mut held: Vec<_> = owner_records
+            .iter()
+            .map(|o| o.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        if !self.unrecoverable && held.iter().any(|g| **g != self.id) {
+            self.reprogram()?;
+            for g in &mut held {
+                **g = self.id;
+            }
+        }
         if self.unrecoverable {
             return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc())));
         }
@@ -665,6 +768,20 @@ impl Model {
             }
             back_off(&mut spins, progressed);
         }
+        let mut spans = Vec::new();
+        for (ci, c) in self.cores.iter().enumerate() {
+            for e in 0..5 {
+                if let (Some(s), Some(t)) = (start[ci][e], end[ci][e]) {
+                    spans.push(EngineSpan {
+                        nc: c.nc,
+                        engine: e,
+                        start_ps: s,
+                        end_ps: t,
+                    });
+                }
+            }
+        }
+        self.last_spans = spans;
         let start: Vec<Option<u64>> = start.iter().flatten().copied().collect();
         let end: Vec<Option<u64>> = end.iter().flatten().copied().collect();
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
@@ -1025,27 +1142,29 @@ fn load_real(
                 .program_engine(core, sb_base + tpb::DGE_TABLE, &table.to_le_bytes())
                 .map_err(|e| drv_err("PROGRAM_ENGINE_NC64 (DGE table)", e))?;
         }
-        staged.push(stage_core(l, core, programs)?);
+        let mut run = stage_core(l, core, programs)?;
+        run.dge = img.dge.get(gi).copied().flatten();
+        staged.push(run);
     }
-    start_resident(l, &mut staged, opts.exec_timeout)?;
+    start_resident(l.drv, &mut staged, opts.exec_timeout)?;
     tracing::info!(target: "NRT", "nrt_load loaded '{name}' on NC {nc}..{}: {} inputs, {} outputs, {} subgraphs", nc + cores - 1, inputs.len(), outputs.len(), cores);
-    Ok(Model::assemble(l, &opts, name, (inputs, outputs), staged))
+    let mut model = Model::assemble(l, &opts, name, (inputs, outputs), staged);
+    model.owners = model.cores.iter().map(|c| owners(l.drv, c.nc)).collect();
+    // The cores now run this model's programs.
+    for o in model.core_owners() {
+        *o.lock().unwrap_or_else(|e| e.into_inner()) = model.id;
+    }
+    Ok(model)
 }
 
 /// Fetch resident programs once and run their load-time part: wait until every engine of
 /// every core posted `NOTIFY hint=8` (its loop head is next), or fail on a device error or
 /// after `timeout`.
-fn start_resident(
-    l: &mut Loader<'_>,
-    cores: &mut [CoreRun],
-    timeout: Duration,
-) -> Result<(), NrtError> {
+fn start_resident(drv: &Driver, cores: &mut [CoreRun], timeout: Duration) -> Result<(), NrtError> {
     for q in cores.iter().flat_map(|c| c.fetch.iter()) {
-        l.drv
-            .queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
+        drv.queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
             .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
-        l.drv
-            .copy_start(q.eng, q.qid, q.count)
+        drv.copy_start(q.eng, q.qid, q.count)
             .map_err(|e| drv_err("DMA_QUEUE_COPY_START", e))?;
     }
     let deadline = Instant::now() + timeout;

@@ -10,7 +10,10 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
+pub mod async_api;
 pub mod device;
+pub mod profile;
+pub mod systrace;
 
 use neuron_runtime::api::{
     core_request_from_env, CoreRequest, DeviceProvider, LoadedModel, Nrt, Placement, Tensor,
@@ -101,9 +104,24 @@ unsafe fn opt_str<'a>(p: *const c_char) -> Option<&'a str> {
 pub struct CModel {
     /// None once `nrt_close` unloaded it (the handle itself stays valid until `nrt_unload`).
     model: Mutex<Option<LoadedModel>>,
+    /// Its logical core, readable while an execution holds the model.
+    vnc: u32,
 }
 
 impl CModel {
+    /// Execute once with Rust tensor sets; the execution is recorded in a running profile of
+    /// this model and in a running system trace of its core.
+    fn run(&self, ins: &TensorSet, outs: &TensorSet) -> Result<(), NrtError> {
+        let host_start = systrace::now_ns();
+        self.with(|lm| {
+            let (_, spans) = lm.execute_spans(ins, outs)?;
+            let host_end = systrace::now_ns();
+            profile::record(self as *const CModel as usize, lm.model.name(), &spans);
+            systrace::record(lm.vnc, lm.model.name(), host_start, host_end, &spans);
+            Ok(())
+        })
+    }
+
     fn with<R>(
         &self,
         f: impl FnOnce(&mut LoadedModel) -> Result<R, NrtError>,
@@ -303,8 +321,10 @@ pub unsafe extern "C" fn nrt_init(
             )
         };
         tracing::debug!(target: "NRT", "nrt_init framework {framework} fw_version {fw:?} fal_version {fal:?}");
+        // Every setting is checked before any device is touched.
+        let config = Config::from_env_checked()?;
         let provider = device::select()?;
-        let nrt = Nrt::init(&*provider, Config::from_env())?;
+        let nrt = Nrt::init(&*provider, config)?;
         *st = State::Active(Arc::new(Global { nrt, provider }));
         Ok(())
     })
@@ -315,6 +335,9 @@ pub extern "C" fn nrt_close() {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let mut st = state();
         if matches!(*st, State::Active(_)) {
+            // Let the async queues finish what was submitted and stop their workers.
+            async_api::shutdown();
+            systrace::reset();
             // Unload every model still loaded (their handles stay valid for nrt_unload), then
             // release the cores.
             for p in MODELS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -327,9 +350,11 @@ pub extern "C" fn nrt_close() {
     }));
 }
 
+/// Logical NeuronCores of all devices: physical cores / `NEURON_LOGICAL_NC_CONFIG` (LNC=2 by
+/// default on trn2: 4 per device), as `nrt_get_total_nc_count` reports them.
 fn total_cores() -> Result<u32, NrtError> {
     if let Ok(g) = active() {
-        return Ok(g.provider.device_count() * g.nrt.arch().nc_count());
+        return Ok(g.provider.device_count() * g.nrt.arch().nc_count() / g.nrt.lnc());
     }
     let p = device::select()?;
     let dev = p
@@ -338,11 +363,12 @@ fn total_cores() -> Result<u32, NrtError> {
     let info = neuron_runtime::drv::Driver::new(dev)
         .basic_info()
         .map_err(|e| NrtError::new(NrtStatus::Failure, format!("DEVICE_BASIC_INFO: {e}")))?;
-    let per = match info.architecture {
-        2 => 2,
-        _ => 8,
+    let arch = match info.architecture {
+        2 => neuron_abi::arch::Arch::V2Trn1,
+        _ => neuron_abi::arch::Arch::V3Trn2,
     };
-    Ok(p.device_count() * per)
+    let lnc = neuron_runtime::api::lnc_from_env(arch)?;
+    Ok(p.device_count() * arch.nc_count() / lnc)
 }
 
 unsafe fn put_u32(p: *mut u32, v: u32) -> Result<(), NrtError> {
@@ -418,6 +444,7 @@ pub unsafe extern "C" fn nrt_load(
         // SAFETY: checked non-null.
         unsafe {
             model.write(Box::into_raw(Box::new(CModel {
+                vnc: m.vnc,
                 model: Mutex::new(Some(m)),
             })))
         };
@@ -428,6 +455,32 @@ pub unsafe extern "C" fn nrt_load(
             .push(unsafe { model.read() } as usize);
         Ok(())
     })
+}
+
+/// `nrt_load_collectives`: one rank of a collectives group. This runtime models a single node
+/// without collective operations, so the model loads as by `nrt_load`; the rank arguments are
+/// checked (`ctx_device_id` < `ctx_device_count`).
+#[no_mangle]
+pub unsafe extern "C" fn nrt_load_collectives(
+    neff: *const c_void,
+    size: usize,
+    vnc: i32,
+    vnc_count: i32,
+    ctx_device_id: u32,
+    ctx_device_count: u32,
+    model: *mut *mut CModel,
+) -> u32 {
+    if ctx_device_count == 0 || ctx_device_id >= ctx_device_count {
+        return guard("nrt_load_collectives", || {
+            global()?;
+            Err(NrtError::invalid(format!(
+                "g_device_id {ctx_device_id} is not below g_device_count {ctx_device_count}"
+            )))
+        });
+    }
+    tracing::debug!(target: "NRT", "nrt_load_collectives rank {ctx_device_id} of {ctx_device_count}: loaded as a single-rank model");
+    // SAFETY: forwarded with the caller's pointers.
+    unsafe { nrt_load(neff, size, vnc, vnc_count, model) }
 }
 
 #[no_mangle]
@@ -442,6 +495,7 @@ pub unsafe extern "C" fn nrt_unload(model: *mut CModel) -> u32 {
         };
         live.remove(pos);
         drop(live);
+        profile::forget(model as usize);
         // SAFETY: a handle from nrt_load that is still registered, freed exactly once here.
         drop(unsafe { Box::from_raw(model) });
         // After nrt_close the model was already unloaded; the handle is freed all the same.
@@ -712,25 +766,20 @@ unsafe fn execute(
         }
         // SAFETY: tensors in the sets are live handles (API contract).
         let (mut ins, outs) = unsafe { (i.to_set(), o.to_set()) };
-        m.with(|lm| {
-            for r in 0..repeat {
-                lm.execute(&ins, &outs)?;
-                // Run n-1's outputs feed run n's inputs of the same name.
-                if r + 1 < repeat {
-                    for name in lm
-                        .model
-                        .inputs()
-                        .map(|t| t.name.clone())
-                        .collect::<Vec<_>>()
-                    {
-                        if let Some(t) = outs.get(&name) {
-                            ins.add(&name, t.clone());
-                        }
+        let names: Vec<String> =
+            m.with(|lm| Ok(lm.model.inputs().map(|t| t.name.clone()).collect()))?;
+        for r in 0..repeat {
+            m.run(&ins, &outs)?;
+            // Run n-1's outputs feed run n's inputs of the same name.
+            if r + 1 < repeat {
+                for name in &names {
+                    if let Some(t) = outs.get(name) {
+                        ins.add(name, t.clone());
                     }
                 }
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })
 }
 
@@ -765,15 +814,27 @@ pub unsafe extern "C" fn nrt_tensor_allocate(
         // SAFETY: optional C string.
         let n = unsafe { opt_str(name) }.unwrap_or("");
         let t = g.nrt.tensor_allocate(p, vnc, size as u64, n)?;
+        let mapped = p == Placement::Device && t.va().is_some();
         // SAFETY: checked inside.
-        unsafe { new_tensor(tensor, t) }
+        unsafe { new_tensor(tensor, t)? };
+        if mapped {
+            // SAFETY: written just above.
+            mapped_tensors().push(unsafe { tensor.read() } as usize);
+        }
+        Ok(())
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn nrt_tensor_free(tensor: *mut *mut CTensor) {
     // SAFETY: the caller passes NULL or a pointer to a handle from nrt_tensor_allocate*.
-    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { free_handle(tensor) }));
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
+        if !tensor.is_null() {
+            let h = tensor.read() as usize;
+            mapped_tensors().retain(|p| *p != h);
+        }
+        free_handle(tensor)
+    }));
 }
 
 #[no_mangle]
@@ -1011,6 +1072,113 @@ pub unsafe extern "C" fn nrt_tensor_get_va(tensor: *const CTensor) -> *mut c_voi
             .map_or(std::ptr::null_mut(), |p| p as *mut c_void)
     }))
     .unwrap_or(std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_tensor_get_lnc_index(
+    tensor: *const CTensor,
+    lnc_idx: *mut c_int,
+) -> u32 {
+    guard("nrt_tensor_get_lnc_index", || {
+        global()?;
+        // SAFETY: checked helper.
+        let t = unsafe { tensor_ref(tensor)? };
+        if lnc_idx.is_null() {
+            return Err(null("lnc_idx"));
+        }
+        // SAFETY: checked non-null.
+        unsafe { lnc_idx.write(t.t.lnc() as c_int) };
+        Ok(())
+    })
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub struct NrtTensorDeviceAllocationInfo {
+    pub physical_address: u64,
+    pub size: usize,
+    pub hbm_index: c_int,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_tensor_get_device_allocation_info(
+    tensor: *const CTensor,
+    info: *mut NrtTensorDeviceAllocationInfo,
+) -> u32 {
+    guard("nrt_tensor_get_device_allocation_info", || {
+        global()?;
+        // SAFETY: checked helper.
+        let t = unsafe { tensor_ref(tensor)? };
+        if info.is_null() {
+            return Err(null("alloc_info"));
+        }
+        let (pa, size, hbm) = t.t.device_allocation().ok_or_else(|| {
+            NrtError::invalid(format!("tensor '{}' is not a DEVICE tensor", t.t.name))
+        })?;
+        // SAFETY: checked non-null.
+        unsafe {
+            info.write(NrtTensorDeviceAllocationInfo {
+                physical_address: pa,
+                size: size as usize,
+                hbm_index: hbm,
+            })
+        };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_get_model_instance_count(
+    model: *const CModel,
+    count: *mut u32,
+) -> u32 {
+    guard("nrt_get_model_instance_count", || {
+        global()?;
+        // SAFETY: checked helpers.
+        unsafe {
+            model_ref(model)?;
+            put_u32(count, 1)
+        }
+    })
+}
+
+/// Live tensor handles with a device mapping, for `nrt_memcpy_to_device`.
+fn mapped_tensors() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    static MAPPED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nrt_memcpy_to_device(
+    dest: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> u32 {
+    guard("nrt_memcpy_to_device", || {
+        global()?;
+        if dest.is_null() || (src.is_null() && size > 0) {
+            return Err(null("dest or src"));
+        }
+        if size > isize::MAX as usize {
+            return Err(NrtError::invalid(format!("size {size} is too large")));
+        }
+        let data = if size == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the caller passes `size` readable bytes at `src`.
+            unsafe { std::slice::from_raw_parts(src as *const u8, size) }
+        };
+        for h in mapped_tensors().iter() {
+            // SAFETY: registered handles are live until nrt_tensor_free removes them.
+            let t = unsafe { &*(*h as *const CTensor) };
+            if let Some(r) = t.t.write_at_va(dest as usize, data) {
+                return r;
+            }
+        }
+        Err(NrtError::invalid(
+            "dest is not inside a mapped DEVICE tensor (allocate it with NEURON_RT_MAP_HBM=1)",
+        ))
+    })
 }
 
 #[repr(C)]

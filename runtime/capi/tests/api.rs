@@ -32,6 +32,10 @@ fn clean_env() {
         "NEURON_EMU_DEVICES",
         "NEURON_RT_RESET_CORES",
         "NEURON_EMU_LIB",
+        "NEURON_LOGICAL_NC_CONFIG",
+        "NEURON_RT_MAP_HBM",
+        "NEURON_RT_LOG_LEVEL",
+        "NEURON_RT_LOG_LEVEL_TDRV",
     ] {
         std::env::remove_var(v);
     }
@@ -79,8 +83,14 @@ fn order_rules_version_and_counts() {
         assert_eq!(nrt_get_version(null_mut(), 8), INVALID);
         let mut n = 0u32;
         assert_eq!(nrt_get_total_vnc_count(&mut n), 0);
-        assert_eq!(n, 8, "one emulated trn2 device");
+        assert_eq!(n, 4, "one emulated trn2 device: 8 physical cores, LNC=2");
         assert_eq!(nrt_get_total_nc_count(&mut n), 0);
+        std::env::set_var("NEURON_LOGICAL_NC_CONFIG", "1");
+        assert_eq!(nrt_get_total_nc_count(&mut n), 0);
+        assert_eq!(n, 8, "LNC=1: every physical core is a logical core");
+        std::env::set_var("NEURON_LOGICAL_NC_CONFIG", "3");
+        assert_eq!(nrt_get_total_nc_count(&mut n), INVALID, "LNC is 1 or 2");
+        std::env::remove_var("NEURON_LOGICAL_NC_CONFIG");
         std::env::set_var("NEURON_RT_VISIBLE_CORES", "2-3");
         assert_eq!(nrt_get_visible_vnc_count(&mut n), 0);
         assert_eq!(n, 2);
@@ -120,7 +130,7 @@ fn full_api_on_the_mlp() {
         assert_eq!(nrt_get_instance_info(&mut info, 4), INVALID);
         let mut n = 0;
         assert_eq!(nrt_get_visible_vnc_count(&mut n), 0);
-        assert_eq!(n, 8);
+        assert_eq!(n, 4, "LNC=2: 4 logical cores");
 
         // Load.
         let neff = std::fs::read(repo("fixtures/neff/mlp.neff")).expect("fixture");
@@ -461,8 +471,45 @@ fn device_selection_env() {
         assert_eq!(n, 2);
     }
     nrt_close();
-    std::env::set_var("NEURON_RT_VISIBLE_CORES", "7-9");
+    std::env::set_var("NEURON_RT_VISIBLE_CORES", "3-5");
     std::env::set_var("NEURON_EMU_ARCH", "trn2");
-    assert_eq!(init(), 4, "NRT_RESOURCE: cores 8-9 do not exist");
+    assert_eq!(init(), 4, "NRT_RESOURCE: logical cores 4-5 do not exist");
+    clean_env();
+}
+
+/// A set but invalid runtime variable makes nrt_init fail with NRT_INVALID (and a log line
+/// naming it) instead of being replaced by its default.
+#[test]
+fn bad_environment_values_fail_nrt_init() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    clean_env();
+    nrt_close();
+    for (var, value) in [
+        ("NEURON_RT_LOG_LEVEL", "bogus"),
+        ("NEURON_RT_LOG_LEVEL_TDRV", "loud"),
+        ("NEURON_RT_EXEC_TIMEOUT", "0"),
+        ("NEURON_RT_EXEC_TIMEOUT", "soon"),
+        ("NEURON_RT_VISIBLE_CORES", "two"),
+        ("NEURON_RT_VISIBLE_CORES", "3,1"),
+        ("NEURON_LOGICAL_NC_CONFIG", "3"),
+        ("NEURON_RT_NUM_CORES", "-1"),
+        ("NEURON_RT_NUM_CORES", "many"),
+    ] {
+        std::env::set_var(var, value);
+        assert_eq!(init(), INVALID, "{var}={value}");
+        std::env::remove_var(var);
+    }
+    std::env::remove_var("NEURON_RT_LOG_LEVEL_TDRV");
+    // Valid values still initialise.
+    std::env::set_var("NEURON_RT_LOG_LEVEL", "warning");
+    std::env::set_var("NEURON_RT_EXEC_TIMEOUT", "2.5");
+    std::env::set_var("NEURON_LOGICAL_NC_CONFIG", "1");
+    assert_eq!(init(), 0);
+    let mut n = 0;
+    // SAFETY: a valid out pointer.
+    assert_eq!(unsafe { nrt_get_visible_nc_count(&mut n) }, 0);
+    assert_eq!(n, 8, "LNC=1");
+    nrt_close();
+    std::env::remove_var("NEURON_RT_LOG_LEVEL");
     clean_env();
 }

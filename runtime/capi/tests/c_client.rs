@@ -60,18 +60,26 @@ fn read_f32_npy(p: &Path) -> Vec<f32> {
 
 /// Compile `tests/c/run_neff.c` against the headers and a copy of libnrt.so in `tmp`.
 fn build_client(tmp: &Path) -> PathBuf {
+    build_c(tmp, &repo().join("tests/c/run_neff.c"), "run_neff")
+}
+
+/// Lay out `tmp/lib` as the SDK does (`libnrt.so` -> `libnrt.so.1` -> `libnrt.so.<version>`,
+/// the backend beside it) and compile `src` against the headers with `cc -lnrt`.
+fn build_c(tmp: &Path, src: &Path, name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(tmp);
     let lib = tmp.join("lib");
     std::fs::create_dir_all(&lib).expect("tmp");
     // Programs record the SONAME (libnrt.so.1) as their dependency.
-    std::fs::copy(libnrt(), lib.join("libnrt.so")).expect("copy lib");
+    let versioned = format!("libnrt.so.{}", env!("CARGO_PKG_VERSION"));
+    std::fs::copy(libnrt(), lib.join(&versioned)).expect("copy lib");
+    std::os::unix::fs::symlink(&versioned, lib.join("libnrt.so.1")).expect("symlink");
+    std::os::unix::fs::symlink("libnrt.so.1", lib.join("libnrt.so")).expect("symlink");
     // NEURON_EMU=1 loads the backend from beside libnrt.so, as the SDK layout has it.
     std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so")).expect("copy backend");
-    std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1")).expect("symlink");
-    let exe = tmp.join("run_neff");
+    let exe = tmp.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
-        .arg(repo().join("tests/c/run_neff.c"))
+        .arg(src)
         .arg("-o")
         .arg(&exe)
         .arg("-Wall")
@@ -87,15 +95,44 @@ fn build_client(tmp: &Path) -> PathBuf {
         "cc failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let readelf = Command::new("readelf").arg("-d").arg(&exe).output();
+    if let Ok(r) = readelf {
+        let s = String::from_utf8_lossy(&r.stdout);
+        assert!(s.contains("Shared library: [libnrt.so.1]"), "{s}");
+    }
     let readelf = Command::new("readelf")
         .arg("-d")
-        .arg(lib.join("libnrt.so"))
+        .arg(lib.join(&versioned))
         .output();
     if let Ok(r) = readelf {
         let s = String::from_utf8_lossy(&r.stdout);
         assert!(s.contains("Library soname: [libnrt.so.1]"), "{s}");
     }
     exe
+}
+
+/// Every nrt call AWS's spike client makes, from C (`tests/c/client_calls.c`): profiles, the
+/// system trace, collectives loads, logical cores, device mappings, two models on one core and
+/// the asynchronous API with real queues (submissions return first, 63 in flight).
+#[test]
+fn c_client_calls_every_function_spike_uses() {
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-calls-{}", std::process::id()));
+    let exe = build_c(
+        &tmp,
+        &repo().join("runtime/capi/tests/c/client_calls.c"),
+        "client_calls",
+    );
+    let out = client(&exe, &tmp, &repo().join("fixtures/neff/mlp.neff"), &[])
+        .env("NEURON_RT_MAP_HBM", "1")
+        .env_remove("NEURON_LOGICAL_NC_CONFIG")
+        .output()
+        .expect("run client_calls");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Run the client in `tmp` on `neff` with `(input name, file)` pairs; returns stdout.

@@ -97,6 +97,9 @@ NRT_STATUS nrt_init(nrt_framework_type_t framework, const char *fw_version, cons
 void nrt_close(void);
 
 NRT_STATUS nrt_load(const void *neff_bytes, size_t size, int32_t vnc, int32_t vnc_count, nrt_model_t **model);
+/* Single-rank collectives: ctx_device_id must be below ctx_device_count; loads as nrt_load. */
+NRT_STATUS nrt_load_collectives(const void *neff_bytes, size_t size, int32_t vnc, int32_t vnc_count,
+                                uint32_t ctx_device_id, uint32_t ctx_device_count, nrt_model_t **model);
 NRT_STATUS nrt_unload(nrt_model_t *model);
 NRT_STATUS nrt_get_model_nc_count(const nrt_model_t *model, uint32_t *vnc_count);
 NRT_STATUS nrt_get_model_vnc_count(const nrt_model_t *model, uint32_t *vnc_count);
@@ -125,7 +128,18 @@ NRT_STATUS nrt_tensor_memset(nrt_tensor_t *tensor, uint64_t offset, int value, s
 NRT_STATUS nrt_tensor_allocate_empty(const char *name, nrt_tensor_t **tensor);
 NRT_STATUS nrt_tensor_attach_buffer(nrt_tensor_t *tensor, void *buffer, size_t size);
 NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t *tensor_source, size_t offset, size_t size, const char *name, nrt_tensor_t **tensor_slice);
+/* HOST and VIRTUAL tensors: their memory. DEVICE tensors: a mapping of the device memory when
+ * NEURON_RT_MAP_HBM=1 (NULL otherwise). */
 void *nrt_tensor_get_va(const nrt_tensor_t *tensor);
+typedef struct nrt_tensor_device_allocation_info {
+    uint64_t physical_address;
+    size_t size;
+    int hbm_index;
+} nrt_tensor_device_allocation_info_t;
+/* DEVICE tensors only (NRT_INVALID for others). */
+NRT_STATUS nrt_tensor_get_device_allocation_info(const nrt_tensor_t *tensor, nrt_tensor_device_allocation_info_t *alloc_info);
+/* The logical NeuronCore a tensor was allocated on. */
+NRT_STATUS nrt_tensor_get_lnc_index(const nrt_tensor_t *tensor, int *lnc_idx);
 
 NRT_STATUS nrt_get_vnc_memory_stats(uint32_t vnc, nrt_vnc_memory_stats_t *stats, size_t stats_size_in, size_t *stats_size_out);
 

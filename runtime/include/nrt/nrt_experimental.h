@@ -60,6 +60,13 @@ typedef struct nrt_model_info {
 /* Allocated by the runtime; free only with nrt_free_model_tensor_info. */
 NRT_STATUS nrt_get_model_tensor_info(nrt_model_t *model, nrt_tensor_info_array_t **tensor_info);
 NRT_STATUS nrt_free_model_tensor_info(nrt_tensor_info_array_t *tensor_info);
+/* Copy `size` bytes from host memory to `dest`, an address inside a mapped DEVICE tensor
+ * (nrt_tensor_get_va with NEURON_RT_MAP_HBM=1). */
+NRT_STATUS nrt_memcpy_to_device(void *dest, const void *src, size_t size);
+/* Always 1: one execution at a time per model. */
+NRT_STATUS nrt_get_model_instance_count(nrt_model_t *model, uint32_t *instance_count);
+/* Block until every request queued through nrt_async.h on logical core `vnc` completed. */
+NRT_STATUS nrt_async_drain_queued_execs(int32_t vnc);
 NRT_STATUS nrt_get_model_info(const nrt_model_t *model, nrt_model_info_t *info, size_t info_size_in, size_t *info_size_out);
 
 #ifdef __cplusplus
