@@ -313,6 +313,11 @@ impl Nrt {
                         format!("allocating {size} bytes for tensor '{name}': {e}"),
                     )
                 })?;
+                // Charged in the datastore's memory counters until the tensor is freed.
+                let charge = self
+                    .rt
+                    .datastore()
+                    .map(|ds| ds.charge(nc, host, mt, chunk.size));
                 if host {
                     let map = Mapped::new(self.drv.dev.clone(), chunk.size as usize, chunk.pa)
                         .map_err(|e| {
@@ -325,6 +330,7 @@ impl Nrt {
                         drv: self.drv.clone(),
                         chunk,
                         map,
+                        _charge: charge,
                     }
                 } else {
                     self.acct
@@ -339,6 +345,7 @@ impl Nrt {
                         chunk,
                         vnc: v,
                         acct: self.acct.clone(),
+                        _charge: charge,
                     }
                 }
             }
@@ -478,11 +485,13 @@ enum Storage {
         chunk: Chunk,
         vnc: u32,
         acct: Arc<Mutex<Accounting>>,
+        _charge: Option<crate::nds::MemCharge>,
     },
     Host {
         drv: Driver,
         chunk: Chunk,
         map: Mapped,
+        _charge: Option<crate::nds::MemCharge>,
     },
     Virtual(Mutex<Vec<u8>>),
     Attached(RawBuf),
@@ -509,6 +518,7 @@ impl Drop for Storage {
                 chunk,
                 vnc,
                 acct,
+                ..
             } => {
                 if let Some(u) = acct
                     .lock()
