@@ -127,6 +127,8 @@ pub struct RuntimeArea {
 
 /// Size of the area in bytes.
 pub const AREA_SIZE: usize = std::mem::size_of::<RuntimeArea>();
+// The records stay inside the runtime's area, clear of the driver's extended counters.
+const _: () = assert!(AREA_OFFSET + AREA_SIZE <= nds::EXT_OFFSET_OLD);
 
 /// The bucket a latency of `us` microseconds falls in.
 pub fn bucket_of(us: f64) -> usize {
@@ -219,7 +221,7 @@ mod tests {
         assert_eq!(offset_of!(RuntimeArea, latency), 40 + 1328 + 32 * 384);
         assert_eq!(AREA_SIZE, 40 + 1328 + 32 * 384 + 16 * 1056);
         assert_eq!(GENERATION_OFFSET % 8, 0);
-        assert!(AREA_OFFSET + AREA_SIZE <= nds::EXT_OFFSET_OLD);
+        const { assert!(AREA_OFFSET + AREA_SIZE <= nds::EXT_OFFSET_OLD) };
     }
 
     #[test]

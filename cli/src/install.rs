@@ -27,8 +27,14 @@ const HEADERS: [(&str, &str); 4] = [
         "nrt_experimental.h",
         include_str!("../../runtime/include/nrt/nrt_experimental.h"),
     ),
-    ("nrt_status.h", include_str!("../../runtime/include/nrt/nrt_status.h")),
-    ("nrt_version.h", include_str!("../../runtime/include/nrt/nrt_version.h")),
+    (
+        "nrt_status.h",
+        include_str!("../../runtime/include/nrt/nrt_status.h"),
+    ),
+    (
+        "nrt_version.h",
+        include_str!("../../runtime/include/nrt/nrt_version.h"),
+    ),
 ];
 
 /// (file in the build directory, path under the prefix).
@@ -90,7 +96,10 @@ pub fn run(a: InstallArgs) -> Result<(), String> {
     }
     plan.push(("lib/libnrt.so".into(), Step::Link("libnrt.so.1")));
     for (name, text) in HEADERS {
-        plan.push((format!("include/nrt/{name}"), Step::Write(text.as_bytes().to_vec())));
+        plan.push((
+            format!("include/nrt/{name}"),
+            Step::Write(text.as_bytes().to_vec()),
+        ));
     }
     let old = read_manifest(&a.prefix);
     // Refuse before touching anything: every existing path must be ours, unchanged.
@@ -161,7 +170,11 @@ pub fn run(a: InstallArgs) -> Result<(), String> {
 /// Executables and shared objects get 0755, headers 0644.
 fn set_mode(p: &Path, rel: &str) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = if rel.starts_with("include/") { 0o644 } else { 0o755 };
+    let mode = if rel.starts_with("include/") {
+        0o644
+    } else {
+        0o755
+    };
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("{}: {e}", p.display()))
 }

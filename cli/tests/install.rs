@@ -45,7 +45,11 @@ fn install_lays_out_the_prefix_and_keeps_foreign_files() {
     let prefix = tmp("prefix");
     let o = install(&prefix, &from, &[]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for f in [
         "bin/neuron-ls",
         "bin/neuron-top",

@@ -102,12 +102,23 @@ pub fn error_class(s: NrtStatus) -> NcCounter {
         ExecCompletedWithNumErr => NcCounter::ERR_NUMERICAL,
         Invalid | ExecBadInput | ExecOob | UnsupportedNeffVersion => NcCounter::ERR_MODEL,
         Timeout | QueueFull | ExecNcBusy | CollPending => NcCounter::ERR_TRANSIENT,
-        HwError | ExecCompletedWithErr | ExecHwErrCollectives | ExecHwErrHbmUe | ExecHwErrNcUe
-        | ExecHwErrDmaAbort | ExecHwErrRepairableHbmUe => NcCounter::ERR_HW,
-        InvalidHandle | Resource | LoadNotEnoughNc | FailHostMemAlloc | Uninitialized | Closed
-        | QueueEmpty | ExecUnitUnrecoverable | ExecSwNqOverflow | NetworkProxyFailure => {
-            NcCounter::ERR_RT
-        }
+        HwError
+        | ExecCompletedWithErr
+        | ExecHwErrCollectives
+        | ExecHwErrHbmUe
+        | ExecHwErrNcUe
+        | ExecHwErrDmaAbort
+        | ExecHwErrRepairableHbmUe => NcCounter::ERR_HW,
+        InvalidHandle
+        | Resource
+        | LoadNotEnoughNc
+        | FailHostMemAlloc
+        | Uninitialized
+        | Closed
+        | QueueEmpty
+        | ExecUnitUnrecoverable
+        | ExecSwNqOverflow
+        | NetworkProxyFailure => NcCounter::ERR_RT,
         Success | Failure => NcCounter::ERR_GENERIC,
     }
 }
@@ -264,7 +275,9 @@ pub struct Datastore {
 
 impl std::fmt::Debug for Datastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Datastore").field("len", &self.page.len).finish()
+        f.debug_struct("Datastore")
+            .field("len", &self.page.len)
+            .finish()
     }
 }
 

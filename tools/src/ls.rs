@@ -224,7 +224,9 @@ pub fn topology(s: &Snapshot) -> String {
         }
         out.push('\n');
     }
-    out.push_str("Legend:\n  [ N ] = Neuron Device N\n  --    = link to the next device in the row\n");
+    out.push_str(
+        "Legend:\n  [ N ] = Neuron Device N\n  --    = link to the next device in the row\n",
+    );
     out
 }
 
@@ -252,7 +254,11 @@ pub fn run(
             let out = if o.json { json(&s, &o) } else { table(&s, &o) };
             (0, out, String::new())
         }
-        Ok(_) => (1, String::new(), no_device_line("No neuron devices found") + "\n"),
+        Ok(_) => (
+            1,
+            String::new(),
+            no_device_line("No neuron devices found") + "\n",
+        ),
         Err(e) => (1, String::new(), no_device_line(&e) + "\n"),
     }
 }

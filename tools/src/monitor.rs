@@ -8,7 +8,7 @@
 use crate::snapshot::{Device, Process, Snapshot};
 use neuron_abi::nds::{self, NcCounter};
 use neuron_abi::nds_runtime::{self as rta, RuntimeArea, HIST_BUCKETS, MEM_CATEGORIES};
-use neuron_runtime::nds::{ND_HOST_MEM_COUNTERS, NC_DEVICE_COUNTERS};
+use neuron_runtime::nds::{NC_DEVICE_COUNTERS, ND_HOST_MEM_COUNTERS};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -140,7 +140,8 @@ impl Config {
             .take(64)
         {
             let f = r.get("tag_filter").and_then(Value::as_str).unwrap_or(".*");
-            let re = Regex::new(&format!("^(?:{f})$")).map_err(|e| format!("tag_filter {f:?}: {e}"))?;
+            let re =
+                Regex::new(&format!("^(?:{f})$")).map_err(|e| format!("tag_filter {f:?}: {e}"))?;
             let g = groups(r.get("metrics"), &RUNTIME_GROUPS, &mut warnings);
             c.runtimes.push(RuntimeSel {
                 tag_filter: Some(re),
@@ -255,7 +256,8 @@ impl Monitor {
             let tag = pages[0].1.tag();
             let Some(sel) = sels
                 .iter()
-                .find(|s| s.tag_filter.as_ref().is_none_or(|r| r.is_match(&tag))) else {
+                .find(|s| s.tag_filter.as_ref().is_none_or(|r| r.is_match(&tag)))
+            else {
                 continue;
             };
             let mut report = Map::new();
@@ -303,7 +305,7 @@ fn pages_of(snap: &Snapshot, pid: u32) -> Vec<(&Device, &[u8])> {
         .collect()
 }
 
-fn page_for<'a>(snap: Option<&'a Snapshot>, dev: u32, pid: u32) -> Option<&'a [u8]> {
+fn page_for(snap: Option<&Snapshot>, dev: u32, pid: u32) -> Option<&[u8]> {
     snap?
         .devices
         .iter()
@@ -319,7 +321,13 @@ fn delta(cur: &[u8], base: Option<&[u8]>, nc: u32, c: NcCounter) -> u64 {
     nds::nc_counter(cur, nc, c).saturating_sub(base.map_or(0, |b| nds::nc_counter(b, nc, c)))
 }
 
-fn runtime_group(kind: &str, snap: &Snapshot, base: Option<&Snapshot>, pid: u32, secs: f64) -> Value {
+fn runtime_group(
+    kind: &str,
+    snap: &Snapshot,
+    base: Option<&Snapshot>,
+    pid: u32,
+    secs: f64,
+) -> Value {
     let pages = pages_of(snap, pid);
     match kind {
         "neuroncore_counters" => neuroncore_counters(&pages, base, pid, secs),
@@ -364,7 +372,10 @@ fn neuroncore_counters(
                 0.0
             };
             let macs = delta(page, b, nc, NcCounter::MAC_COUNT);
-            logical.entry(nc / lnc).or_default().push((nc % lnc, util, macs));
+            logical
+                .entry(nc / lnc)
+                .or_default()
+                .push((nc % lnc, util, macs));
         }
         for (l, phys) in logical {
             let util = phys.iter().map(|p| p.1).sum::<f64>() / lnc as f64;
@@ -420,7 +431,9 @@ fn execution_stats(pages: &[(&Device, &[u8])], base: Option<&Snapshot>, pid: u32
             .iter()
             .map(|(d, p)| {
                 let b = page_for(base, d.index, pid);
-                (0..d.physical_cores()).map(|nc| delta(p, b, nc, c)).sum::<u64>()
+                (0..d.physical_cores())
+                    .map(|nc| delta(p, b, nc, c))
+                    .sum::<u64>()
             })
             .sum()
     };
@@ -555,7 +568,10 @@ pub fn model_json(d: &Device, m: &rta::ModelRecord) -> Value {
         sg.insert("neuroncore_index".into(), json!(nc / d.lnc()));
         sg.insert("neuron_device_index".into(), json!(d.index));
         let ver = if d.lnc() > 1 { "v3d" } else { "v2" };
-        sg.insert(ver.into(), json!(format!("nc_{ver}.{}", nc % d.lnc().max(1))));
+        sg.insert(
+            ver.into(),
+            json!(format!("nc_{ver}.{}", nc % d.lnc().max(1))),
+        );
         subgraphs.insert(format!("sg_{k:02}"), Value::Object(sg));
     }
     json!({
@@ -577,7 +593,10 @@ fn runtime_vcpu(snap: &Snapshot, base: Option<&Snapshot>, pid: u32, secs: f64) -
     };
     let (u, s) = match (ticks(snap), base.and_then(ticks)) {
         (Some(c), Some(b)) if secs > 0.0 => {
-            let ncpu = snap.cpu.as_ref().map_or(1, |c| c.cpus.len().saturating_sub(1).max(1));
+            let ncpu = snap
+                .cpu
+                .as_ref()
+                .map_or(1, |c| c.cpus.len().saturating_sub(1).max(1));
             let pct = |d: u64| d as f64 / snap.clk_tck as f64 / secs * 100.0 / ncpu as f64;
             (pct(c.0.saturating_sub(b.0)), pct(c.1.saturating_sub(b.1)))
         }
@@ -633,7 +652,13 @@ fn usage_fields(cur: &[u64; 7], prev: &[u64; 7]) -> Value {
         .map(|(c, p)| c.saturating_sub(*p) as f64)
         .collect();
     let total: f64 = d.iter().sum();
-    let pct = |i: usize| if total > 0.0 { d[i] / total * 100.0 } else { 0.0 };
+    let pct = |i: usize| {
+        if total > 0.0 {
+            d[i] / total * 100.0
+        } else {
+            0.0
+        }
+    };
     json!({
         "user": pct(0), "nice": pct(1), "system": pct(2), "idle": pct(3),
         "io_wait": pct(4), "irq": pct(5), "soft_irq": pct(6),
@@ -646,7 +671,12 @@ fn vcpu_usage(snap: &Snapshot, base: Option<&Snapshot>) -> Value {
     };
     let zero = crate::snapshot::CpuStat::default();
     let prev = base.and_then(|b| b.cpu.as_ref()).unwrap_or(&zero);
-    let find = |name: &str| prev.cpus.iter().find(|(n, _)| n == name).map_or([0; 7], |c| c.1);
+    let find = |name: &str| {
+        prev.cpus
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or([0; 7], |c| c.1)
+    };
     let mut avg = json!({});
     let mut per = Map::new();
     for (name, v) in &cur.cpus {

@@ -146,7 +146,8 @@ impl Process {
     /// Its runtime version (`"2.0.0"`), from the RUNTIME_VERSION counter.
     pub fn runtime_version(&self) -> Option<String> {
         let page = self.page.as_deref().filter(|p| nds::is_initialised(p))?;
-        let v = nds::nd_counter_offset(NdCounter::RUNTIME_VERSION).map(|o| nds::read_u64(page, o))?;
+        let v =
+            nds::nd_counter_offset(NdCounter::RUNTIME_VERSION).map(|o| nds::read_u64(page, o))?;
         let (ma, mi, b) = neuron_runtime::nds::decode_version(v);
         Some(format!("{ma}.{mi}.{b}"))
     }
@@ -204,7 +205,10 @@ impl Device {
     }
     /// Short BDF as the current table shows it (`cc:00.0`).
     pub fn short_bdf(&self) -> String {
-        self.bdf.splitn(2, ':').nth(1).unwrap_or(&self.bdf).to_string()
+        self.bdf
+            .split_once(':')
+            .map_or(self.bdf.as_str(), |x| x.1)
+            .to_string()
     }
 }
 
@@ -307,9 +311,7 @@ fn device(
     let name = roots.dev_sys(index, "info/architecture/device_name");
     let arch = match arch_num {
         3 => Arch::V3Trn2,
-        _ if name.as_deref() == Some("Inferentia2")
-            || inst.instance_type.starts_with("inf2") =>
-        {
+        _ if name.as_deref() == Some("Inferentia2") || inst.instance_type.starts_with("inf2") => {
             Arch::V2Inf2
         }
         2 => Arch::V2Trn1,
@@ -410,10 +412,9 @@ fn process(f: &Arc<dyn DeviceFile>, a: &AppInfo, roots: &Roots) -> Process {
     let from_proc = roots
         .proc_file(&format!("{pid}/cmdline"))
         .filter(|c| !c.is_empty());
-    let from_page = page
-        .as_deref()
-        .and_then(RuntimeArea::of_page)
-        .map(|ar| ar.process.cmdline[..(ar.process.cmdline_len as usize).min(rta::CMDLINE_MAX)].to_vec());
+    let from_page = page.as_deref().and_then(RuntimeArea::of_page).map(|ar| {
+        ar.process.cmdline[..(ar.process.cmdline_len as usize).min(rta::CMDLINE_MAX)].to_vec()
+    });
     let command = from_proc
         .or(from_page)
         .map(|c| {
@@ -492,7 +493,9 @@ mod tests {
 
     #[test]
     fn proc_parsers() {
-        let st = parse_proc_stat(b"cpu  10 1 5 100 2 0 1 0 0 0\ncpu0 10 1 5 100 2 0 1 0\nintr 5\nctxt 777\n");
+        let st = parse_proc_stat(
+            b"cpu  10 1 5 100 2 0 1 0 0 0\ncpu0 10 1 5 100 2 0 1 0\nintr 5\nctxt 777\n",
+        );
         assert_eq!(st.cpus.len(), 2);
         assert_eq!(st.cpus[0].1, [10, 1, 5, 100, 2, 0, 1]);
         assert_eq!(st.ctxt, 777);

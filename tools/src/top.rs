@@ -108,11 +108,20 @@ pub fn draw(f: &mut Frame, s: &State) {
     );
     let tabs = Tabs::new(s.tabs())
         .select(s.tab)
-        .block(Block::default().borders(Borders::ALL).title("Neuron Processes"))
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title("Neuron Processes"),
+        )
         .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     f.render_widget(tabs, rows[1]);
     let sel = s.selected();
-    draw_utilization(f, rows[2], hw["neuroncore_version"].as_str().unwrap_or(""), &sel);
+    draw_utilization(
+        f,
+        rows[2],
+        hw["neuroncore_version"].as_str().unwrap_or(""),
+        &sel,
+    );
     draw_vcpu(f, rows[3], &s.report, &sel);
     draw_summary(f, rows[4], &sel);
     draw_details(f, rows[5], &sel);
@@ -246,7 +255,12 @@ fn draw_details(f: &mut Frame, area: Rect, sel: &[&Value]) {
             lines.push(Line::from(format!(
                 "{:<12} {:<28} {:>12} {:>14}",
                 m["model_id"],
-                m["name"].as_str().unwrap_or("").chars().take(28).collect::<String>(),
+                m["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(28)
+                    .collect::<String>(),
                 human(h),
                 human(d)
             )));

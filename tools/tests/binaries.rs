@@ -13,9 +13,13 @@ fn shim() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let deps = exe.parent()?;
     let prof = deps.parent()?;
-    [prof.join("libneuron_emu_preload.so"), deps.join("libneuron_emu_preload.so"), prof.join("../release/libneuron_emu_preload.so")]
-        .into_iter()
-        .find(|p| p.exists())
+    [
+        prof.join("libneuron_emu_preload.so"),
+        deps.join("libneuron_emu_preload.so"),
+        prof.join("../release/libneuron_emu_preload.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
 }
 
 fn sysfs_root(name: &str) -> PathBuf {
@@ -63,7 +67,11 @@ fn neuron_ls_and_monitor_under_the_shim() {
         .output()
         .expect("spawn");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.ends_with(']'));
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v[0]["neuron_device"], 0);
@@ -104,7 +112,10 @@ fn neuron_ls_and_monitor_under_the_shim() {
 fn neuron_top_in_tmux_shows_its_sections_and_quits_on_q() {
     let (Some(shim), true) = (
         shim(),
-        Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success()),
+        Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
     ) else {
         eprintln!("tmux or the shim missing: skipped");
         return;
@@ -123,20 +134,32 @@ fn neuron_top_in_tmux_shows_its_sections_and_quits_on_q() {
         shim.display(),
         env!("CARGO_BIN_EXE_neuron-top")
     );
-    let o = tmux(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "48", &cmd]);
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "160",
+        "-y",
+        "48",
+        &cmd,
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut pane = String::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(300));
-        pane = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
+        pane = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout)
+            .into_owned();
         if pane.contains("Memory Usage Details") {
             break;
         }
     }
     let _ = tmux(&["send-keys", "-t", &session, "q"]);
     std::thread::sleep(Duration::from_millis(800));
-    let after = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
+    let after =
+        String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
     let _ = tmux(&["kill-server"]);
     for s in [
         "neuron-top",

@@ -23,9 +23,13 @@ enum T {
 }
 
 fn check(v: &Value, fields: &[(&str, T)], what: &str) {
-    let o = v.as_object().unwrap_or_else(|| panic!("{what} is not an object: {v}"));
+    let o = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{what} is not an object: {v}"));
     for (name, t) in fields {
-        let f = o.get(*name).unwrap_or_else(|| panic!("{what} lacks `{name}`: {v}"));
+        let f = o
+            .get(*name)
+            .unwrap_or_else(|| panic!("{what} lacks `{name}`: {v}"));
         let ok = match t {
             T::Num => f.is_number(),
             T::Str => f.is_string(),
@@ -188,29 +192,71 @@ fn check_report(r: &Value) {
             .as_object()
             .expect("obj")
         {
-            check(c, &[("neuroncore_utilization", T::Num), ("flops", T::Num)], "core");
+            check(
+                c,
+                &[("neuroncore_utilization", T::Num), ("flops", T::Num)],
+                "core",
+            );
         }
         let es = &rep["execution_stats"];
         check(&es["error_summary"], ERROR_SUMMARY, "error_summary");
         check(&es["execution_summary"], EXEC_SUMMARY, "execution_summary");
         check(
             &es["latency_stats"],
-            &[("total_latency", T::NullOrObj), ("device_latency", T::NullOrObj)],
+            &[
+                ("total_latency", T::NullOrObj),
+                ("device_latency", T::NullOrObj),
+            ],
             "latency_stats",
         );
+        for l in ["total_latency", "device_latency"] {
+            if es["latency_stats"][l].is_object() {
+                check(&es["latency_stats"][l], PCT, l);
+            }
+        }
         let mu = &rep["memory_used"];
-        check(mu, &[("neuron_runtime_used_bytes", T::Obj), ("loaded_models", T::Arr)], "memory_used");
+        check(
+            mu,
+            &[
+                ("neuron_runtime_used_bytes", T::Obj),
+                ("loaded_models", T::Arr),
+            ],
+            "memory_used",
+        );
         let b = &mu["neuron_runtime_used_bytes"];
-        check(b, &[("host", T::Num), ("neuron_device", T::Num), ("usage_breakdown", T::Obj)], "used_bytes");
-        check(&b["usage_breakdown"]["host"], HOST_BREAKDOWN, "host breakdown");
-        for (_, c) in b["usage_breakdown"]["neuroncore_memory_usage"].as_object().expect("obj") {
+        check(
+            b,
+            &[
+                ("host", T::Num),
+                ("neuron_device", T::Num),
+                ("usage_breakdown", T::Obj),
+            ],
+            "used_bytes",
+        );
+        check(
+            &b["usage_breakdown"]["host"],
+            HOST_BREAKDOWN,
+            "host breakdown",
+        );
+        for (_, c) in b["usage_breakdown"]["neuroncore_memory_usage"]
+            .as_object()
+            .expect("obj")
+        {
             check(c, NC_MEM, "neuroncore_memory_usage");
         }
         for m in mu["loaded_models"].as_array().expect("arr") {
             check(m, MODEL, "loaded model");
             for (_, sg) in m["subgraphs"].as_object().expect("obj") {
                 check(sg, SUBGRAPH, "subgraph");
-                check(&sg["memory_used_bytes"], &[("host", T::Num), ("neuron_device", T::Num), ("usage_breakdown", T::Obj)], "sg memory");
+                check(
+                    &sg["memory_used_bytes"],
+                    &[
+                        ("host", T::Num),
+                        ("neuron_device", T::Num),
+                        ("usage_breakdown", T::Obj),
+                    ],
+                    "sg memory",
+                );
             }
         }
         check(
@@ -223,7 +269,10 @@ fn check_report(r: &Value) {
     for g in ["neuron_hw_counters", "vcpu_usage", "memory_info"] {
         check(&sys[g], GROUP, g);
     }
-    for d in sys["neuron_hw_counters"]["neuron_devices"].as_array().expect("arr") {
+    for d in sys["neuron_hw_counters"]["neuron_devices"]
+        .as_array()
+        .expect("arr")
+    {
         check(d, HW_COUNTERS, "hw counters");
     }
     check(&sys["vcpu_usage"]["average_usage"], CPU, "average_usage");
@@ -251,7 +300,10 @@ fn the_tools_see_another_process_through_the_driver() {
     let (code, out, err) = ls::run(&["-j".to_string()], || Ok(snap.clone()));
     assert_eq!((code, err.as_str()), (0, ""));
     assert!(out.ends_with(']'), "no newline after the closing bracket");
-    assert!(out.contains("\n    {\n        \"neuron_device\": 0,"), "4-space indent:\n{out}");
+    assert!(
+        out.contains("\n    {\n        \"neuron_device\": 0,"),
+        "4-space indent:\n{out}"
+    );
     let v: Value = serde_json::from_str(&out).expect("json");
     let arr = v.as_array().expect("top-level array");
     assert_eq!(arr.len(), 1);
@@ -279,7 +331,10 @@ fn the_tools_see_another_process_through_the_driver() {
     assert_eq!(lines[2], "logical-neuroncore-config: 2");
     assert!(t.contains("| NEURON | NEURON | LOGICAL |"), "{t}");
     assert!(t.contains("RUNTIME"), "{t}");
-    assert!(t.contains(&APP_PID.to_string()) && t.contains("2.0.0"), "{t}");
+    assert!(
+        t.contains(&APP_PID.to_string()) && t.contains("2.0.0"),
+        "{t}"
+    );
     assert!(t.contains("96 GB"), "{t}");
 
     // neuron-monitor: a first record, three more executions, a second record.
@@ -310,10 +365,15 @@ fn the_tools_see_another_process_through_the_driver() {
     assert_eq!(rts[0]["pid"], APP_PID);
     assert_eq!(rts[0]["neuron_runtime_tag"], "trainer");
     let es = &rts[0]["report"]["execution_stats"];
-    assert_eq!(es["execution_summary"]["completed"], 3, "per-period tally: {es}");
+    assert_eq!(
+        es["execution_summary"]["completed"], 3,
+        "per-period tally: {es}"
+    );
     assert_eq!(es["execution_summary"]["incorrect_input"], 1);
     assert_eq!(es["error_summary"]["model"], 1);
-    let p50 = es["latency_stats"]["total_latency"]["p50"].as_f64().expect("p50");
+    let p50 = es["latency_stats"]["total_latency"]["p50"]
+        .as_f64()
+        .expect("p50");
     assert!(p50 > 0.0 && p50 < 30.0, "{p50}");
     assert!(es["latency_stats"]["device_latency"].is_object());
     let mu = &rts[0]["report"]["memory_used"];
@@ -321,13 +381,21 @@ fn the_tools_see_another_process_through_the_driver() {
     assert_eq!(models.len(), 1);
     assert_eq!(models[0]["model_id"], 10001);
     assert_eq!(models[0]["is_running"], false);
-    assert!(mu["neuron_runtime_used_bytes"]["neuron_device"].as_u64().expect("n") > 0);
+    assert!(
+        mu["neuron_runtime_used_bytes"]["neuron_device"]
+            .as_u64()
+            .expect("n")
+            > 0
+    );
     assert!(rts[0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"].is_object());
     let hw = &r1["neuron_hardware_info"];
     assert_eq!(hw["neuron_device_type"], "trainium2");
     assert_eq!(hw["neuroncore_per_device_count"], 4);
     assert_eq!(r1["instance_info"]["instance_type"], "trn2.48xlarge");
-    assert_eq!(r1["system_data"]["memory_info"]["memory_total_bytes"], 2048 * 1024);
+    assert_eq!(
+        r1["system_data"]["memory_info"]["memory_total_bytes"],
+        2048 * 1024
+    );
 
     // A tag filter that does not match drops the runtime.
     let cfg = Config::parse(r#"{"period": "1s", "neuron_runtimes": [{"tag_filter": "other.*", "metrics": [{"type": "execution_stats"}]}], "system_metrics": [{"type": "memory_info"}]}"#).expect("config");
@@ -367,7 +435,10 @@ fn monitor_periods_parse_as_the_real_one() {
     let c = Config::parse(r#"{"period": "1.0s"}"#).expect("config");
     assert_eq!(c.period, Duration::from_secs(5));
     assert_eq!(c.warnings.len(), 1);
-    let c = Config::parse(r#"{"period": "1s", "system_metrics": [{"period": "2s", "type": "neuron_hw_counters"}]}"#).expect("config");
+    let c = Config::parse(
+        r#"{"period": "1s", "system_metrics": [{"period": "2s", "type": "neuron_hw_counters"}]}"#,
+    )
+    .expect("config");
     assert_eq!(c.system[0].period, Duration::from_secs(2));
     assert_eq!(c.tick(), Duration::from_secs(2));
     assert!(Config::parse("not json").is_err());

@@ -38,7 +38,10 @@ fn counters_follow_loads_executions_and_errors() {
         ds.nc(0, NcCounter::MEM_USAGE_CONSTANTS_DEVICE),
         u.device[neuron_abi::nds_runtime::MEM_CONSTANTS]
     );
-    assert!(ds.nd(NdCounter::MEM_USAGE_MISC_HOST) > 0, "rings and control words are host memory");
+    assert!(
+        ds.nd(NdCounter::MEM_USAGE_MISC_HOST) > 0,
+        "rings and control words are host memory"
+    );
     for _ in 0..3 {
         run(&mut m).expect("run");
     }
@@ -66,7 +69,10 @@ fn counters_follow_loads_executions_and_errors() {
     assert_eq!(nds::nc_counter(&page, 0, NcCounter::INFER_COMPLETED), 3);
     let a = RuntimeArea::of_page(&page).expect("area");
     assert_eq!(neuron_abi::nds_runtime::c_str(&a.process.tag), "job-a");
-    assert_eq!(neuron_abi::nds_runtime::c_str(&a.process.runtime_version), "2.0.0");
+    assert_eq!(
+        neuron_abi::nds_runtime::c_str(&a.process.runtime_version),
+        "2.0.0"
+    );
     assert_eq!(a.loaded_models().count(), 1);
 
     // Unload: the record goes and the memory is given back.

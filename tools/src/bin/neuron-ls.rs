@@ -5,9 +5,8 @@ use std::io::Write;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (code, out, err) = neuron_tools::ls::run(&args, || {
-        Snapshot::take(&SysDevices, &Roots::from_env())
-    });
+    let (code, out, err) =
+        neuron_tools::ls::run(&args, || Snapshot::take(&SysDevices, &Roots::from_env()));
     let _ = std::io::stdout().write_all(out.as_bytes());
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().write_all(err.as_bytes());

@@ -18,7 +18,7 @@ fn main() {
                 verbose = match args.next().and_then(|v| v.parse().ok()).filter(|v| *v <= 4) {
                     Some(v) => v,
                     None => {
-                        print!("{USAGE}neuron-monitor: error: --verbose takes 0 to 4\n");
+                        println!("{USAGE}neuron-monitor: error: --verbose takes 0 to 4");
                         std::process::exit(1);
                     }
                 }
@@ -28,7 +28,7 @@ fn main() {
                 return;
             }
             other => {
-                print!("{USAGE}neuron-monitor: error: unknown option: {other}\n");
+                println!("{USAGE}neuron-monitor: error: unknown option: {other}");
                 std::process::exit(1);
             }
         }

@@ -17,7 +17,9 @@ pub const APP_PID: u32 = 424_242;
 pub const TOOL_PID: u32 = 424_243;
 
 pub fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel)
 }
 
 pub fn mlp() -> Vec<u8> {
@@ -54,7 +56,10 @@ pub fn run(m: &mut Model) -> Result<neuron_runtime::ExecOutput, neuron_runtime::
         .inputs()
         .map(|t| (t.name.clone(), vec![0u8; t.size as usize]))
         .collect();
-    let refs: Vec<(&str, &[u8])> = data.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let refs: Vec<(&str, &[u8])> = data
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
     m.execute(&refs)
 }
 
@@ -94,8 +99,16 @@ pub fn roots(name: &str) -> Roots {
     std::fs::write(hw.join("mem_ecc_uncorrected"), "0\n").expect("write");
     let proc = d.join("proc");
     std::fs::create_dir_all(&proc).expect("mkdir");
-    std::fs::write(proc.join("stat"), "cpu  10 0 5 100 0 0 0 0\ncpu0 10 0 5 100 0 0 0 0\nctxt 50\n").expect("write");
-    std::fs::write(proc.join("meminfo"), "MemTotal: 2048 kB\nMemAvailable: 1024 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n").expect("write");
+    std::fs::write(
+        proc.join("stat"),
+        "cpu  10 0 5 100 0 0 0 0\ncpu0 10 0 5 100 0 0 0 0\nctxt 50\n",
+    )
+    .expect("write");
+    std::fs::write(
+        proc.join("meminfo"),
+        "MemTotal: 2048 kB\nMemAvailable: 1024 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+    )
+    .expect("write");
     Roots {
         sysfs: d.join("sys"),
         proc,
