@@ -150,3 +150,37 @@ fn a_dma_abort_counts_as_a_hardware_error() {
     assert_eq!(ds.nc(0, NcCounter::ERR_HW), 1);
     assert_eq!(ds.nc(0, NcCounter::GENERIC_FAIL), 1);
 }
+
+#[test]
+fn a_reader_in_another_process_never_sees_a_torn_record() {
+    let emu = emulator();
+    let rt = app(&emu, Duration::from_secs(30), None);
+    let mut m = rt.load(&mlp(), 0).expect("load");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let tool = EmuDevices(&emu);
+    let dev = neuron_tools::snapshot::Devices::open(&tool, 0).expect("tool fd");
+    let reads = std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..40 {
+                run(&mut m).expect("run");
+            }
+            stop.store(true, std::sync::atomic::Ordering::Release);
+        });
+        let mut reads = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Acquire) || reads == 0 {
+            let page = neuron_runtime::nds::read_page(&dev, APP_PID as i32).expect("page");
+            let a = RuntimeArea::of_page(&page).expect("area");
+            // The writer keeps these equal under the seqlock: a torn copy would split them.
+            for l in &a.latency {
+                assert_eq!(l.total.count, l.total.buckets.iter().sum::<u64>());
+                assert_eq!(l.device.count, l.device.buckets.iter().sum::<u64>());
+            }
+            let rec = a.loaded_models().next().expect("listed");
+            assert!(rec.executions >= a.latency[0].total.count);
+            assert!(rec.executions <= a.latency[0].total.count + 1);
+            reads += 1;
+        }
+        reads
+    });
+    assert!(reads > 0);
+}
