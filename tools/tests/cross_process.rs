@@ -323,6 +323,31 @@ fn the_tools_see_another_process_through_the_driver() {
         "the command comes from the page when /proc has none"
     );
 
+    // A process that opened the device but runs no runtime is listed only with -a, as NA.
+    let other = emu
+        .open(
+            0,
+            neuron_emulator::OpenOptions {
+                pid: 515_151,
+                write_only: false,
+            },
+        )
+        .expect("open");
+    let snap_a = Snapshot::take(&devs, &roots).expect("snapshot");
+    let (_, out, _) = ls::run(&["-j".to_string()], || Ok(snap_a.clone()));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v[0]["neuron_processes"].as_array().map(Vec::len), Some(1));
+    let (_, out, _) = ls::run(&["-j".to_string(), "-a".to_string()], || Ok(snap_a.clone()));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let all = v[0]["neuron_processes"].as_array().expect("procs");
+    assert_eq!(all.len(), 2);
+    assert!(all
+        .iter()
+        .any(|p| p["pid"] == 515_151 && p["neuron_runtime_version"] == "NA"));
+    let (_, t, _) = ls::run(&["-wa".to_string()], || Ok(snap_a.clone()));
+    assert!(t.contains("515151") && t.contains("NA"), "{t}");
+    drop(other);
+
     // The table.
     let (_, t, _) = ls::run(&["--wide".to_string()], || Ok(snap.clone()));
     let lines: Vec<&str> = t.lines().collect();
