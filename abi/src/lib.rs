@@ -11,6 +11,7 @@
 //! * [`device`]: the [`DeviceFile`] seam between a runtime and a device.
 //! * [`backend`]: the C ABI of a loadable device backend (how libnrt.so reaches the emulator).
 //! * [`nds`]: the per-process datastore page (counters the driver and the tools read).
+//! * [`nds_runtime`]: this project's records in the runtime's own area of that page.
 
 pub mod addr;
 pub mod arch;
@@ -19,6 +20,7 @@ pub mod consts;
 pub mod device;
 pub mod ioctl;
 pub mod nds;
+pub mod nds_runtime;
 pub mod notify;
 pub mod structs;
 pub mod tpb;

@@ -8,6 +8,7 @@ mod golden;
 mod hostgemm;
 mod inject;
 mod inspect;
+mod install;
 mod run;
 mod tensorio;
 mod trace;
@@ -47,6 +48,8 @@ enum Cmd {
     },
     /// Disassemble a NEFF's engine programs.
     Disasm(disasm::DisasmArgs),
+    /// Install neuron-ls/top/monitor, libnrt.so.1, the emulator libraries and the nrt headers.
+    Install(install::InstallArgs),
     /// Benchmarks that print a ratio against a host baseline measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -147,6 +150,7 @@ fn main() -> ExitCode {
         Cmd::Campaign(a) => campaign::run(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
+        Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
         Cmd::Calibrate {
             files,
             profiles,

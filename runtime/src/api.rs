@@ -366,6 +366,11 @@ impl Nrt {
                         format!("allocating {size} bytes for tensor '{name}': {e}"),
                     )
                 })?;
+                // Charged in the datastore's memory counters until the tensor is freed.
+                let charge = self
+                    .rt
+                    .datastore()
+                    .map(|ds| ds.charge(nc, host, mt, chunk.size));
                 if host {
                     let map = Mapped::new(self.drv.dev.clone(), chunk.size as usize, chunk.pa)
                         .map_err(|e| {
@@ -378,6 +383,7 @@ impl Nrt {
                         drv: self.drv.clone(),
                         chunk,
                         map,
+                        _charge: charge,
                     }
                 } else {
                     self.acct
@@ -408,6 +414,7 @@ impl Nrt {
                         vnc: v,
                         acct: self.acct.clone(),
                         map,
+                        _charge: charge,
                     }
                 }
             }
@@ -559,11 +566,13 @@ enum Storage {
         acct: Arc<Mutex<Accounting>>,
         /// The chunk mapped into the process (`NEURON_RT_MAP_HBM=1`).
         map: Option<Mapped>,
+        _charge: Option<crate::nds::MemCharge>,
     },
     Host {
         drv: Driver,
         chunk: Chunk,
         map: Mapped,
+        _charge: Option<crate::nds::MemCharge>,
     },
     Virtual(Mutex<Vec<u8>>),
     Attached(RawBuf),
@@ -591,6 +600,7 @@ impl Drop for Storage {
                 vnc,
                 acct,
                 map,
+                ..
             } => {
                 // Unmap before the free, so the chunk is not left reserved by the mapping.
                 drop(map.take());

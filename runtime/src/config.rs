@@ -11,6 +11,9 @@ pub struct Config {
     pub validate_hash: bool,
     /// How hardware errors are reported (`NEURON_EMU_HW_ERROR_CODES`).
     pub hw_errors: HwErrorCodes,
+    /// `NEURON_PROCESS_TAG` (at most 255 characters): the tools' name for this process
+    /// (default: its pid).
+    pub process_tag: Option<String>,
 }
 
 /// Which runtime's error codes hardware errors get (`users-faults-and-tools.md` §2.1: the
@@ -31,6 +34,7 @@ impl Default for Config {
             exec_timeout: Duration::from_secs(30),
             validate_hash: false,
             hw_errors: HwErrorCodes::Split,
+            process_tag: None,
         }
     }
 }
@@ -98,8 +102,22 @@ impl Config {
                 _ => bad("NEURON_EMU_HW_ERROR_CODES", &v, "split or timeout")?,
             }
         }
+        if let Ok(v) = std::env::var("NEURON_PROCESS_TAG") {
+            match parse_tag(&v) {
+                Some(t) => c.process_tag = Some(t),
+                None => {
+                    tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_PROCESS_TAG (1 to 255 characters, no NUL expected)")
+                }
+            }
+        }
         Ok(c)
     }
+}
+
+/// A `NEURON_PROCESS_TAG` value: 1 to 255 characters, no NUL.
+pub fn parse_tag(v: &str) -> Option<String> {
+    let n = v.chars().count();
+    (n > 0 && n <= 255 && v.len() <= 255 && !v.contains('\0')).then(|| v.to_string())
 }
 
 #[cfg(test)]
@@ -116,6 +134,10 @@ mod tests {
         assert_eq!(parse_bool("TRUE"), Some(true));
         assert_eq!(parse_bool("0"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+        assert_eq!(parse_tag("train-1"), Some("train-1".into()));
+        assert_eq!(parse_tag(""), None);
+        assert_eq!(parse_tag(&"x".repeat(256)), None);
+        assert_eq!(parse_tag("a\0b"), None);
     }
 
     #[test]

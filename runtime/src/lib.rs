@@ -9,6 +9,7 @@ pub mod drv;
 pub mod logging;
 mod mapped;
 pub mod model;
+pub mod nds;
 pub mod prologue;
 mod rawbuf;
 pub mod real;
@@ -30,6 +31,8 @@ pub struct Runtime {
     device_index: u32,
     arch: Arch,
     config: Config,
+    /// This process's datastore page on the device (none if the driver refused it).
+    nds: Option<Arc<nds::Datastore>>,
 }
 
 impl Runtime {
@@ -60,11 +63,21 @@ impl Runtime {
             )
         })?;
         tracing::debug!(target: "TDRV", "driver compatibility range {}..{}", cv.min, cv.max);
+        // The counters page the driver's sysfs tree and the tools read (`nds`). A driver that
+        // refuses it leaves the runtime working, uncounted.
+        let nds = match nds::Datastore::open(&drv.dev, config.process_tag.as_deref()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(target: "NRT", "nrt_init: no datastore on device {device_index} ({e}); the tools will not see this process's counters");
+                None
+            }
+        };
         Ok(Runtime {
             drv,
             device_index,
             arch,
             config,
+            nds,
         })
     }
 
@@ -79,6 +92,11 @@ impl Runtime {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// This process's datastore on the device.
+    pub fn datastore(&self) -> Option<&Arc<nds::Datastore>> {
+        self.nds.as_ref()
     }
 
     /// Place and translate a real NEFF as loading it on core `nc` would, returning the loaded
@@ -105,6 +123,21 @@ impl Runtime {
             hw_errors: self.config.hw_errors,
             arch: self.arch,
         };
-        model::load(&self.drv, neff, nc, opts)
+        let r = model::load(&self.drv, neff, nc, opts);
+        if let Some(ds) = &self.nds {
+            match r {
+                Ok(mut m) => {
+                    let uuid = neuron_neff::NeffHeader::decode(neff).map_or([0; 16], |h| h.uuid);
+                    let entry = ds.model_loaded(m.name(), uuid, nc, m.nc_count(), m.usage());
+                    m.attach_datastore(entry);
+                    return Ok(m);
+                }
+                Err(e) => {
+                    ds.load_failed(nc, e.status);
+                    return Err(e);
+                }
+            }
+        }
+        r
     }
 }

@@ -131,6 +131,12 @@ pub struct Model {
     owners: Vec<CoreOwner>,
     /// Each engine's span of the last completed execution (device time).
     last_spans: Vec<EngineSpan>,
+    /// Bytes the load allocated, per category (charged to the datastore).
+    usage: crate::nds::Usage,
+    /// The model's record in the process's datastore page, if it has one.
+    nds: Option<crate::nds::ModelEntry>,
+    /// The datastore counter of the device fault that ended the last execution.
+    last_fault: Option<neuron_abi::nds::NcCounter>,
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -196,6 +202,7 @@ struct Loader<'a> {
     drv: &'a Driver,
     nc: u32,
     chunks: Vec<Chunk>,
+    usage: crate::nds::Usage,
 }
 
 impl Loader<'_> {
@@ -204,6 +211,7 @@ impl Loader<'_> {
             .drv
             .mem_alloc(size.max(1), host, self.nc, mt)
             .map_err(|e| drv_err(&format!("allocating {size} bytes for {what}"), e))?;
+        self.usage.add(host, mt, c.size);
         self.chunks.push(c);
         Ok(c)
     }
@@ -250,6 +258,7 @@ pub(crate) fn load(
         drv,
         nc,
         chunks: Vec::new(),
+        usage: crate::nds::Usage::default(),
     };
     match load_inner(&mut l, neff_bytes, opts) {
         Ok(m) => Ok(m),
@@ -586,6 +595,9 @@ impl Model {
             id: next_model_id(),
             owners: Vec::new(),
             last_spans: Vec::new(),
+            usage: l.usage,
+            nds: None,
+            last_fault: None,
         }
     }
 
@@ -646,6 +658,50 @@ impl Model {
     /// `NRT_EXEC_COMPLETED_WITH_NUM_ERR`) still has its outputs, returned with that error, as
     /// `nrt_execute` writes the output tensors and returns 1003.
     pub fn execute_completed(
+        &mut self,
+        inputs: &[(&str, &[u8])],
+    ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
+        let Some(entry) = self.nds.take() else {
+            return self.run_once(inputs);
+        };
+        // Count the execution in the datastore (`crate::nds`): outcome, class, latency.
+        entry.begin();
+        self.last_fault = None;
+        let t0 = Instant::now();
+        let r = self.run_once(inputs);
+        let (status, device_ps) = match &r {
+            Ok((out, num)) => (
+                num.as_ref().map_or(NrtStatus::Success, |e| e.status),
+                Some(out.device_time_ps),
+            ),
+            Err(e) => (e.status, None),
+        };
+        entry.end(status, self.last_fault.take(), t0.elapsed(), device_ps);
+        self.nds = Some(entry);
+        r
+    }
+
+    /// Bytes the load allocated, per category.
+    pub fn usage(&self) -> crate::nds::Usage {
+        self.usage
+    }
+
+    /// How many NeuronCores the model runs on.
+    pub fn nc_count(&self) -> u32 {
+        self.cores.len() as u32
+    }
+
+    /// List the model in the process's datastore (done by `Runtime::load`).
+    pub fn attach_datastore(&mut self, entry: crate::nds::ModelEntry) {
+        self.nds = Some(entry);
+    }
+
+    /// The model's datastore id (10001, ...), if it is listed.
+    pub fn datastore_id(&self) -> Option<u32> {
+        self.nds.as_ref().map(|e| e.id())
+    }
+
+    fn run_once(
         &mut self,
         inputs: &[(&str, &[u8])],
     ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
@@ -756,6 +812,7 @@ impl Model {
                         continue;
                     }
                     self.unrecoverable = true;
+                    self.last_fault = crate::nds::fault_counter(err.value());
                     return Err(self.device_error(ci, &err));
                 }
             }
@@ -1237,6 +1294,7 @@ pub(crate) fn load_image(
         drv,
         nc,
         chunks: Vec::new(),
+        usage: crate::nds::Usage::default(),
     };
     let r = (|| {
         let popts = ParseOptions {
