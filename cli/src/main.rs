@@ -9,6 +9,7 @@ mod hostgemm;
 mod inject;
 mod inspect;
 mod run;
+mod serve;
 mod tensorio;
 mod trace;
 
@@ -55,6 +56,10 @@ enum Cmd {
     /// Fault-injection campaign: a golden run, then N seeded experiments with one fault of a
     /// plan each, classified masked / sdc / detected / hang / crash (docs/faults.md).
     Campaign(campaign::CampaignArgs),
+    /// Serve one emulated machine to many processes over a Unix socket (docs/daemon.md).
+    Serve(serve::ServeArgs),
+    /// Print the kernel log (dmesg) of a running `neuron-emu serve`.
+    Dmesg(serve::DmesgArgs),
     /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
     /// (issue intervals), with leave-one-kernel-out validation.
     Calibrate {
@@ -145,6 +150,8 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run::run(a),
         Cmd::Campaign(a) => campaign::run(a),
+        Cmd::Serve(a) => serve::serve(a),
+        Cmd::Dmesg(a) => serve::dmesg(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Calibrate {

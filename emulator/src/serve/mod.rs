@@ -14,7 +14,10 @@
 // getsockopt(SO_PEERCRED) is one libc call (with a SAFETY comment).
 #![allow(unsafe_code)]
 
+mod machine;
 mod usermem;
+
+pub use machine::Machine;
 
 use crate::{EmuFile, Emulator, OpenOptions};
 use neuron_abi::Errno;

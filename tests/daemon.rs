@@ -1,0 +1,463 @@
+//! `neuron-emu serve` with real processes: a daemon (a `Server` on a thread of this test, on a
+//! temporary socket, never the well-known path) and clients that are separate processes (this
+//! test binary run again on `daemon_child` with a role). They must share one machine with the
+//! real driver's per-process rules: read-only views of another process's chunks, the
+//! 16-process cap, core-range exclusion, cleanup on `kill -9`, no data left for the next
+//! process, an inherited fd after `fork`; and real programs (a C program under the preload
+//! shim, `libnrt.so`) run a NEFF through it.
+// Raw mappings, fork and waitpid in the child roles; every block has a SAFETY comment.
+#![allow(unsafe_code)]
+
+use neuron_abi::arch::Arch;
+use neuron_abi::consts::MemType;
+use neuron_abi::device::PROT_RW;
+use neuron_abi::ioctl::*;
+use neuron_abi::structs::*;
+use neuron_abi::{DeviceFile, Errno};
+use neuron_e2e_tests::call::ioctl;
+use neuron_emu_remote::RemoteMachine;
+use neuron_emulator::serve::Server;
+use neuron_emulator::Emulator;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use zerocopy::FromZeros;
+
+const ROLE: &str = "NEURON_DAEMON_TEST_ROLE";
+const SOCK: &str = "NEURON_DAEMON_TEST_SOCKET";
+
+/// A daemon on a thread of this process; stopped (socket removed) on drop.
+struct Daemon {
+    path: PathBuf,
+    emu: Arc<Emulator>,
+    stop: neuron_emulator::serve::Stopper,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Daemon {
+    fn start(name: &str) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("neuron-emu-test-{}", std::process::id()));
+        let path = dir.join(format!("{name}.sock"));
+        let server = Server::bind(Emulator::new(Arch::V3Trn2, 1), &path, "").expect("bind");
+        let emu = server.emulator().clone();
+        let stop = server.stopper();
+        let thread = std::thread::spawn(move || {
+            server.run().expect("serve");
+        });
+        Daemon {
+            path,
+            emu,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Device 0's bytes of memory owned by `pid`.
+    fn memory_of(&self, pid: u32) -> u64 {
+        let r = self.emu.device(0).expect("device 0");
+        r.memory.iter().filter(|m| m.pid == pid).map(|m| m.bytes).sum()
+    }
+
+    fn attached(&self) -> Vec<u32> {
+        let r = self.emu.device(0).expect("device 0");
+        r.processes.iter().map(|p| p.pid).collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        assert!(!self.path.exists(), "the socket file is removed");
+    }
+}
+
+/// A client process running `role`; talks over stdin/stdout lines.
+struct Client {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Client {
+    fn spawn(d: &Daemon, role: &str, env: &[(&str, String)]) -> Client {
+        let mut c = Command::new(std::env::current_exe().expect("test binary"));
+        c.args(["--exact", "daemon_child", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .env(SOCK, &d.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("spawn a client");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        Client { child, out }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The value of the next `key value` line the client prints (other lines skipped).
+    fn expect(&mut self, key: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.out.read_line(&mut line).expect("read client output");
+            if n == 0 {
+                let st = self.child.wait();
+                panic!("client ended before printing {key}: {st:?}");
+            }
+            // The harness may have printed "test daemon_child ... " before it on the line.
+            let tag = format!("@{key} ");
+            if let Some(at) = line.find(&tag) {
+                return line[at + tag.len()..].trim_end().to_string();
+            }
+        }
+    }
+
+    /// Let the client go on (it waits for a line on stdin).
+    fn go(&mut self) {
+        let i = self.child.stdin.as_mut().expect("stdin");
+        let _ = i.write_all(b"go\n");
+        let _ = i.flush();
+    }
+
+    fn wait_ok(mut self) {
+        self.go();
+        let st = self.child.wait().expect("wait");
+        assert!(st.success(), "client failed: {st:?}");
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("kill -9");
+        let _ = self.child.wait();
+    }
+}
+
+// ---- what the client processes do -----------------------------------------------------
+
+fn say(key: &str, v: impl std::fmt::Display) {
+    println!("@{key} {v}");
+    let _ = std::io::stdout().flush();
+}
+
+fn wait_go() {
+    let mut l = String::new();
+    let _ = std::io::stdin().read_line(&mut l);
+}
+
+fn machine() -> RemoteMachine {
+    RemoteMachine::connect(std::env::var(SOCK).expect("socket")).expect("daemon")
+}
+
+/// A chunk of `size` bytes (host or device): (handle, mmap offset).
+fn chunk(dev: &dyn DeviceFile, size: u64, host: bool) -> Result<(u64, u64), Errno> {
+    let mut handle = 0u64;
+    let mut a = MemAllocV2MemType {
+        size,
+        host_memory: u32::from(host),
+        mem_type: MemType::TENSORS_DEVICE.0,
+        mem_handle: &mut handle as *mut u64 as u64,
+        ..FromZeros::new_zeroed()
+    };
+    ioctl(dev, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a)?;
+    let mut info = MemGetExtendedInfo {
+        mem_handle: handle,
+        ..FromZeros::new_zeroed()
+    };
+    ioctl(dev, NEURON_IOCTL_MEM_GET_EXTENDED_INFO, &mut info)?;
+    Ok((handle, info.mmap_offset))
+}
+
+fn range_mark(dev: &dyn DeviceFile, count: u32) -> Result<u64, Errno> {
+    let mut m = CrwlNcMap {
+        nc_count: count,
+        start_nc_index: 0,
+        end_nc_index: 1,
+        ..FromZeros::new_zeroed()
+    };
+    ioctl(dev, NEURON_IOCTL_CRWL_NC_RANGE_MARK, &mut m).map(|_| m.bitmap)
+}
+
+fn errno_text(r: Result<impl Sized, Errno>) -> String {
+    match r {
+        Ok(_) => "ok".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A mapped view as a slice (test helper over a live mapping of `len` bytes).
+fn view<'a>(p: *mut u8, len: usize) -> &'a mut [u8] {
+    // SAFETY: `p` is a live mapping of `len` bytes the device just returned; the tests only
+    // touch it while it is mapped.
+    unsafe { std::slice::from_raw_parts_mut(p, len) }
+}
+
+const SIZE: usize = 1 << 16;
+
+/// The client processes' roles (run by the tests below; a no-op when run as a test).
+#[test]
+fn daemon_child() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let m = machine();
+    match role.as_str() {
+        // Allocates a host chunk, writes a pattern through its own (writable) mapping, holds.
+        "writer" => {
+            let f = m.open(0, false).expect("open");
+            let (_, off) = chunk(&f, SIZE as u64, true).expect("chunk");
+            let p = f.mmap(SIZE, off, PROT_RW).expect("map");
+            for (k, b) in view(p, SIZE).iter_mut().enumerate() {
+                *b = (k % 251) as u8;
+            }
+            say("offset", off);
+            wait_go();
+        }
+        // Maps another process's chunk: read-only, the bytes visible, stores refused.
+        "reader" => {
+            let f = m.open(0, false).expect("open");
+            let off: u64 = std::env::var("OFFSET").expect("offset").parse().expect("n");
+            let p = f.mmap(SIZE, off, PROT_RW).expect("map another's chunk");
+            let same = view(p, SIZE)
+                .iter()
+                .enumerate()
+                .all(|(k, b)| *b == (k % 251) as u8);
+            say("same", same);
+            say(
+                "store",
+                errno_text(neuron_emu_remote::client::copy_to_self(p as u64, &[1])),
+            );
+            f.munmap(p, SIZE).expect("unmap");
+        }
+        // Opens and holds (the process cap).
+        "holder" => {
+            let f = m.open(0, false);
+            say("open", errno_text(f.as_ref().map(|_| ()).map_err(|e| *e)));
+            wait_go();
+            drop(f);
+        }
+        // Holds chunks, core marks and a CRWL writer lock; prints its pid when done.
+        "hog" => {
+            let f = m.open(0, false).expect("open");
+            let misc = m.open(0, true).expect("misc open");
+            say("mark", errno_text(range_mark(&misc, 2)));
+            for _ in 0..4 {
+                chunk(&f, SIZE as u64, false).expect("chunk");
+            }
+            let (_, off) = chunk(&f, SIZE as u64, true).expect("host chunk");
+            let _p = f.mmap(SIZE, off, PROT_RW).expect("map");
+            let mut c = Crwl {
+                nc_id: 0,
+                uuid: Uuid32 { value: [3; 32] },
+            };
+            say(
+                "lock",
+                errno_text(ioctl(&f, NEURON_IOCTL_CRWL_WRITER_ENTER, &mut c)),
+            );
+            say("ready", 1);
+            wait_go();
+        }
+        // Marks cores (after another process's marks: EBUSY; after its end: granted).
+        "marker" => {
+            let misc = m.open(0, true).expect("misc open");
+            say("mark", errno_text(range_mark(&misc, 2)));
+            let f = m.open(0, false).expect("open");
+            let mut c = Crwl {
+                nc_id: 0,
+                uuid: Uuid32 { value: [4; 32] },
+            };
+            say(
+                "lock",
+                errno_text(ioctl(&f, NEURON_IOCTL_CRWL_WRITER_ENTER, &mut c)),
+            );
+        }
+        // Writes a secret into a device chunk and a host chunk, then exits.
+        "secret" => {
+            let f = m.open(0, false).expect("open");
+            for host in [false, true] {
+                let (_, off) = chunk(&f, SIZE as u64, host).expect("chunk");
+                let p = f.mmap(SIZE, off, PROT_RW).expect("map");
+                view(p, SIZE).fill(0xA5);
+            }
+            say("done", 1);
+        }
+        // New chunks of the same kinds: nothing of the secret.
+        "zeros" => {
+            let f = m.open(0, false).expect("open");
+            let mut clean = true;
+            for host in [false, true] {
+                let (_, off) = chunk(&f, SIZE as u64, host).expect("chunk");
+                let p = f.mmap(SIZE, off, PROT_RW).expect("map");
+                clean &= view(p, SIZE).iter().all(|b| *b == 0);
+                let mut buf = vec![0xffu8; SIZE];
+                let (h, _) = chunk(&f, SIZE as u64, host).expect("chunk");
+                let mut c = MemBufCopy64 {
+                    mem_handle: h,
+                    buffer: buf.as_mut_ptr() as u64,
+                    size: SIZE as u64,
+                    offset: 0,
+                    copy_to_mem_handle: 0,
+                    ..FromZeros::new_zeroed()
+                };
+                ioctl(&f, NEURON_IOCTL_MEM_BUF_COPY64, &mut c).expect("copy out");
+                clean &= buf.iter().all(|b| *b == 0);
+            }
+            say("clean", clean);
+        }
+        // A forked child using the parent's fd: an inherited file (A commands: EACCES).
+        "fork" => {
+            let f = m.open(0, false).expect("open");
+            chunk(&f, 4096, true).expect("the parent allocates");
+            // SAFETY: the child only issues ioctls through its socket connection, prints and
+            // leaves with _exit.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let mut handle = 0u64;
+                let mut a = MemAlloc {
+                    size: 4096,
+                    host_memory: 1,
+                    mem_handle: &mut handle as *mut u64 as u64,
+                    ..FromZeros::new_zeroed()
+                };
+                let alloc = ioctl(&f, NEURON_IOCTL_MEM_ALLOC, &mut a);
+                let mut info = DeviceBasicInfo::new_zeroed();
+                let basic = ioctl(&f, NEURON_IOCTL_DEVICE_BASIC_INFO, &mut info);
+                let code = match (alloc, basic) {
+                    (Err(Errno::EACCES), Ok(_)) if info.architecture == 3 => 0,
+                    (Err(Errno::EACCES), _) => 2,
+                    _ => 1,
+                };
+                // SAFETY: ends the child at once, running no destructors.
+                unsafe { libc::_exit(code) };
+            }
+            let mut st = 0;
+            // SAFETY: waiting for the child just forked.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            say("child", libc::WEXITSTATUS(st));
+            say("parent", errno_text(chunk(&f, 4096, true)));
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+// ---- the tests --------------------------------------------------------------------------
+
+#[test]
+fn two_processes_share_one_device_with_read_only_views_of_each_others_chunks() {
+    let d = Daemon::start("share");
+    let mut a = Client::spawn(&d, "writer", &[]);
+    let off = a.expect("offset");
+    let mut b = Client::spawn(&d, "reader", &[("OFFSET", off)]);
+    assert_eq!(b.expect("same"), "true", "B sees A's bytes");
+    assert_eq!(b.expect("store"), "EFAULT", "B's view is read-only");
+    b.wait_ok();
+    a.wait_ok();
+}
+
+#[test]
+fn the_seventeenth_process_gets_ebusy() {
+    let d = Daemon::start("cap");
+    let mut held: Vec<Client> = (0..16).map(|_| Client::spawn(&d, "holder", &[])).collect();
+    for c in &mut held {
+        assert_eq!(c.expect("open"), "ok");
+    }
+    let mut late = Client::spawn(&d, "holder", &[]);
+    assert_eq!(late.expect("open"), "EBUSY");
+    late.wait_ok();
+    let first = held.remove(0);
+    first.wait_ok();
+    // The slot is free once the process's connection is gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while d.attached().len() > 15 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut again = Client::spawn(&d, "holder", &[]);
+    assert_eq!(again.expect("open"), "ok");
+    again.wait_ok();
+    for c in held {
+        c.wait_ok();
+    }
+}
+
+#[test]
+fn core_marks_exclude_other_processes_and_kill_9_frees_everything() {
+    let d = Daemon::start("kill");
+    let mut a = Client::spawn(&d, "hog", &[]);
+    assert_eq!(a.expect("mark"), "ok");
+    assert_eq!(a.expect("lock"), "ok");
+    a.expect("ready");
+    let apid = a.pid();
+    assert!(d.memory_of(apid) >= 5 * SIZE as u64, "A holds its chunks");
+    let mut b = Client::spawn(&d, "marker", &[]);
+    assert_eq!(b.expect("mark"), "EBUSY", "A's cores are A's");
+    assert_eq!(b.expect("lock"), "EBUSY", "A holds the core's writer lock");
+    b.wait_ok();
+    a.kill9();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (d.memory_of(apid) > 0 || d.attached().contains(&apid))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(d.memory_of(apid), 0, "A's memory is freed");
+    assert!(!d.attached().contains(&apid), "A is detached");
+    let mut b = Client::spawn(&d, "marker", &[]);
+    assert_eq!(b.expect("mark"), "ok", "A's marks went with it");
+    assert_eq!(b.expect("lock"), "ok", "A's lock went with it");
+    b.wait_ok();
+}
+
+#[test]
+fn nothing_of_an_ended_process_is_readable_by_the_next() {
+    let d = Daemon::start("secret");
+    let mut a = Client::spawn(&d, "secret", &[]);
+    a.expect("done");
+    let apid = a.pid();
+    a.wait_ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while d.attached().contains(&apid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut b = Client::spawn(&d, "zeros", &[]);
+    assert_eq!(b.expect("clean"), "true");
+    b.wait_ok();
+}
+
+#[test]
+fn a_forked_child_on_the_parents_fd_is_not_attached() {
+    let d = Daemon::start("fork");
+    let mut a = Client::spawn(&d, "fork", &[]);
+    assert_eq!(a.expect("child"), "0", "MEM_ALLOC: EACCES; DEVICE_BASIC_INFO works");
+    assert_eq!(a.expect("parent"), "ok", "the parent is still attached");
+    a.wait_ok();
+}
+
+#[test]
+fn hello_dmesg_and_shutdown_are_control_requests() {
+    let d = Daemon::start("control");
+    let m = RemoteMachine::connect(&d.path).expect("hello");
+    assert_eq!((m.arch(), m.device_count(), m.instance()), (Arch::V3Trn2, 1, ""));
+    let f = m.open(0, false).expect("open");
+    let msg = std::ffi::CString::new("hello from a client").expect("c string");
+    let mut p = Printk {
+        buffer: msg.as_ptr() as u64,
+        size: msg.as_bytes_with_nul().len() as u32,
+        ..FromZeros::new_zeroed()
+    };
+    let _ = ioctl(&f, NEURON_IOCTL_PRINTK, &mut p);
+    let log = neuron_emu_remote::dmesg(&d.path).expect("dmesg");
+    assert!(log.contains("hello from a client"), "{log}");
+    assert_eq!(m.open(1, false).err(), Some(Errno::ENODEV));
+    drop(f);
+    neuron_emu_remote::shutdown(&d.path).expect("own uid may stop it");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while d.path.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(neuron_emu_remote::dmesg(&d.path).is_err(), "stopped");
+}
