@@ -461,3 +461,103 @@ fn hello_dmesg_and_shutdown_are_control_requests() {
     }
     assert!(neuron_emu_remote::dmesg(&d.path).is_err(), "stopped");
 }
+
+/// A library cargo built for this test run (`libnrt.so`, `libneuron_emu.so`, the shim).
+fn built(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let deps = exe.parent().expect("deps dir");
+    [deps, deps.parent().unwrap_or(deps)]
+        .iter()
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} not found next to {}", exe.display()))
+}
+
+/// `tests/c/run_neff.c` (written against nrt.h only) compiled against a copy of libnrt.so
+/// (with libneuron_emu.so beside it) in `tmp`.
+fn build_run_neff(tmp: &std::path::Path) -> PathBuf {
+    let lib = tmp.join("lib");
+    std::fs::create_dir_all(&lib).expect("tmp");
+    std::fs::copy(built("libnrt.so"), lib.join("libnrt.so")).expect("copy libnrt");
+    std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so")).expect("copy backend");
+    let _ = std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1"));
+    let exe = tmp.join("run_neff");
+    let repo = neuron_e2e_tests::repo_path("");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc)
+        .arg(repo.join("tests/c/run_neff.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-Wall", "-Werror"])
+        .arg(format!("-I{}", repo.join("runtime/include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lnrt")
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// An unmodified C program runs the MLP NEFF through the daemon twice: under the preload shim
+/// (libnrt.so's real-syscall path on /dev/neuron0) and through libnrt.so's `NEURON_EMU=1`
+/// backend; both outputs match the golden and the daemon's device did the work.
+#[test]
+fn a_c_program_runs_a_neff_through_the_daemon_via_the_shim_and_via_libnrt() {
+    let d = Daemon::start("neff");
+    let tmp = std::env::temp_dir().join(format!("neuron-emu-daemon-neff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let exe = build_run_neff(&tmp);
+    let x = neuron_e2e_tests::builtin_input(neuron_isa::Dtype::Bf16, 128 * 512, 0);
+    std::fs::write(tmp.join("x.bin"), &x).expect("x.bin");
+    let want = neuron_e2e_tests::read_f32_npy(&neuron_e2e_tests::repo_path(
+        "fixtures/neff/mlp.golden/y.npy",
+    ));
+    let neff = neuron_e2e_tests::repo_path("fixtures/neff/mlp.neff");
+    for via in ["shim", "libnrt"] {
+        let before = d.emu.stats(0).expect("stats").instructions;
+        let mut c = Command::new(&exe);
+        c.current_dir(&tmp)
+            .arg(&neff)
+            .args(["x", "x.bin"])
+            .env("NEURON_EMU_SOCKET", &d.path)
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("NEURON_EMU_LIB")
+            .env_remove("NEURON_EMU_FAULTS")
+            .env_remove("NEURON_RT_VISIBLE_CORES")
+            .env_remove("NEURON_RT_NUM_CORES");
+        if via == "shim" {
+            c.env("LD_PRELOAD", built("libneuron_emu_preload.so"))
+                .env_remove("NEURON_EMU");
+        } else {
+            c.env("NEURON_EMU", "1");
+        }
+        let _ = std::fs::remove_file(tmp.join("y.out"));
+        let out = c.output().expect("run run_neff");
+        assert!(
+            out.status.success(),
+            "{via}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let y: Vec<f32> = std::fs::read(tmp.join("y.out"))
+            .expect("y.out")
+            .chunks_exact(2)
+            .map(|c| neuron_isa::dtype::load_f32(neuron_isa::Dtype::Bf16, c))
+            .collect();
+        assert_eq!(y.len(), want.len(), "{via}");
+        let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let err = y
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(err / scale <= 2e-2, "{via}: relative error {}", err / scale);
+        let after = d.emu.stats(0).expect("stats").instructions;
+        assert!(after > before, "{via}: the daemon's device ran the NEFF");
+    }
+}
