@@ -1,5 +1,6 @@
 //! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
 
+mod benchdaemon;
 mod benchreal;
 mod calibrate;
 mod campaign;
@@ -105,6 +106,18 @@ enum BenchCmd {
         #[arg(long)]
         host_profile: bool,
     },
+    /// Through `neuron-emu serve` vs in-process: an ioctl round trip and one execution of an
+    /// attention kernel (default ../shared/fixtures/real-neff/akc-fused_bf16_s512.neff).
+    Daemon {
+        /// The NEFF to execute.
+        file: Option<PathBuf>,
+        /// Timed DEVICE_BASIC_INFO calls per round.
+        #[arg(long, default_value_t = 20000)]
+        ioctls: u32,
+        /// Timed executions (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+    },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
         /// Matmul instructions (each [128x128]^T x [128x512], fp32).
@@ -163,6 +176,14 @@ fn main() -> ExitCode {
         Cmd::Bench {
             which: BenchCmd::Gemm { matmuls, repeat },
         } => bench_gemm(matmuls, repeat),
+        Cmd::Bench {
+            which:
+                BenchCmd::Daemon {
+                    file,
+                    ioctls,
+                    repeat,
+                },
+        } => benchdaemon::run(file.as_deref(), ioctls, repeat),
         Cmd::Bench {
             which:
                 BenchCmd::Real {
