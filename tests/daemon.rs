@@ -56,7 +56,11 @@ impl Daemon {
     /// Device 0's bytes of memory owned by `pid`.
     fn memory_of(&self, pid: u32) -> u64 {
         let r = self.emu.device(0).expect("device 0");
-        r.memory.iter().filter(|m| m.pid == pid).map(|m| m.bytes).sum()
+        r.memory
+            .iter()
+            .filter(|m| m.pid == pid)
+            .map(|m| m.bytes)
+            .sum()
     }
 
     fn attached(&self) -> Vec<u32> {
@@ -432,7 +436,11 @@ fn nothing_of_an_ended_process_is_readable_by_the_next() {
 fn a_forked_child_on_the_parents_fd_is_not_attached() {
     let d = Daemon::start("fork");
     let mut a = Client::spawn(&d, "fork", &[]);
-    assert_eq!(a.expect("child"), "0", "MEM_ALLOC: EACCES; DEVICE_BASIC_INFO works");
+    assert_eq!(
+        a.expect("child"),
+        "0",
+        "MEM_ALLOC: EACCES; DEVICE_BASIC_INFO works"
+    );
     assert_eq!(a.expect("parent"), "ok", "the parent is still attached");
     a.wait_ok();
 }
@@ -441,7 +449,10 @@ fn a_forked_child_on_the_parents_fd_is_not_attached() {
 fn hello_dmesg_and_shutdown_are_control_requests() {
     let d = Daemon::start("control");
     let m = RemoteMachine::connect(&d.path).expect("hello");
-    assert_eq!((m.arch(), m.device_count(), m.instance()), (Arch::V3Trn2, 1, ""));
+    assert_eq!(
+        (m.arch(), m.device_count(), m.instance()),
+        (Arch::V3Trn2, 1, "")
+    );
     let f = m.open(0, false).expect("open");
     let msg = std::ffi::CString::new("hello from a client").expect("c string");
     let mut p = Printk {
@@ -560,4 +571,79 @@ fn a_c_program_runs_a_neff_through_the_daemon_via_the_shim_and_via_libnrt() {
         let after = d.emu.stats(0).expect("stats").instructions;
         assert!(after > before, "{via}: the daemon's device ran the NEFF");
     }
+}
+
+/// A remote caller's store to a mapped register page (writable, untrapped: the mailbox mode)
+/// takes effect with no ioctl after it: the device thread drains the mailboxes after its
+/// settle time. Before that drain existed, the value register stayed 0 until the next ioctl.
+#[test]
+fn a_remote_store_with_no_ioctl_after_it_still_takes_effect() {
+    let d = Daemon::start("store");
+    let f = RemoteMachine::connect(&d.path)
+        .expect("hello")
+        .open(0, false)
+        .expect("open");
+    let w = Arch::V3Trn2
+        .resource_mmap(
+            neuron_abi::consts::MMAP_BLOCK_TPB,
+            0,
+            neuron_abi::consts::MMAP_RESOURCE_SEMAPHORE,
+        )
+        .expect("semaphore row");
+    let p = f.mmap(w.size as usize, w.offset, PROT_RW).expect("map");
+    const SEM_VALUE: usize = 0x1000;
+    const SEM_INC: usize = 0x1800;
+    neuron_e2e_tests::call::map_write_u32(p, SEM_INC + 4 * 3, 5);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while neuron_e2e_tests::call::map_read_u32(p, SEM_VALUE + 4 * 3) != 5
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        neuron_e2e_tests::call::map_read_u32(p, SEM_VALUE + 4 * 3),
+        5
+    );
+    f.munmap(p, w.size as usize).expect("unmap");
+}
+
+/// Threads of one process share one fd: each concurrent caller gets a connection attached to
+/// the same file (same pid, same attach slot), and all calls answer correctly.
+#[test]
+fn threads_of_one_process_share_one_fd() {
+    let d = Daemon::start("threads");
+    let f = Arc::new(
+        RemoteMachine::connect(&d.path)
+            .expect("hello")
+            .open(0, false)
+            .expect("open"),
+    );
+    let hs: Vec<_> = (0..4)
+        .map(|_| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                for _ in 0..200 {
+                    let mut i = DeviceBasicInfo::new_zeroed();
+                    ioctl(&*f, NEURON_IOCTL_DEVICE_BASIC_INFO, &mut i).expect("basic info");
+                    assert_eq!(i.architecture, 3);
+                }
+                chunk(&*f, 4096, true).expect("chunk")
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("thread");
+    }
+    assert_eq!(
+        d.attached(),
+        vec![std::process::id()],
+        "one process, one slot"
+    );
+    assert_eq!(d.memory_of(std::process::id()), 4 * 4096);
+    drop(f);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !d.attached().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(d.attached().is_empty(), "closing the fd detaches");
 }

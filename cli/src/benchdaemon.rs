@@ -129,8 +129,8 @@ pub fn run(file: Option<&Path>, ioctls: u32, repeat: u32) -> Result<(), Failure>
         return Err(usage("--ioctls and --repeat must be positive"));
     }
     let path = file.map_or_else(default_neff, Path::to_path_buf);
-    let neff = std::fs::read(&path)
-        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    let neff =
+        std::fs::read(&path).map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
     let daemon = Daemon::start()?;
     let (_emu, local) = open_emulated(Arch::V3Trn2)?;
     let remote = daemon.open()?;
@@ -167,9 +167,7 @@ pub fn run(file: Option<&Path>, ioctls: u32, repeat: u32) -> Result<(), Failure>
     let rmin = rt.iter().copied().fold(f64::MAX, f64::min);
     let (lmed, rmed) = (median(&mut lt), median(&mut rt));
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
-    println!(
-        "execute {stem} ({repeat} alternating executions each, after a warm-up)"
-    );
+    println!("execute {stem} ({repeat} alternating executions each, after a warm-up)");
     println!(
         "  best    in-process {:>9.2} ms   daemon {:>9.2} ms   ratio {:.2}x",
         lmin * 1e3,
@@ -186,10 +184,17 @@ pub fn run(file: Option<&Path>, ioctls: u32, repeat: u32) -> Result<(), Failure>
         "device time  in-process {} ps   daemon {} ps{}",
         lps,
         rps,
-        if lps == rps { "   (identical)" } else { "   (DIFFERENT)" }
+        if lps == rps {
+            "   (identical)"
+        } else {
+            "   (DIFFERENT)"
+        }
     );
     if lps != rps {
-        return Err(Failure(1, "the device time differs through the daemon".into()));
+        return Err(Failure(
+            1,
+            "the device time differs through the daemon".into(),
+        ));
     }
     Ok(())
 }

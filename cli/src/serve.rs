@@ -54,7 +54,10 @@ pub fn serve(a: ServeArgs) -> Result<(), Failure> {
         .ok_or_else(|| crate::usage(format!("--arch {:?}: expected trn2, trn1 or inf2", a.arch)))?;
     let max = neuron_emulator::envconfig::MAX_DEVICES;
     if !(1..=max).contains(&a.devices) {
-        return Err(crate::usage(format!("--devices {}: expected 1..={max}", a.devices)));
+        return Err(crate::usage(format!(
+            "--devices {}: expected 1..={max}",
+            a.devices
+        )));
     }
     // Instance presets (`--instance trn2.48xlarge`) belong here: a preset chooses `arch` and
     // `devices` and its name goes in the hello (`instance` below).

@@ -521,7 +521,12 @@ impl EmuFile {
 
     /// An ioctl whose user memory is `mem` (a daemon's remote caller) instead of this
     /// process's: the same gates, quiescent point and dispatch as [`DeviceFile::ioctl`].
-    pub fn ioctl_with(&self, cmd: u32, arg: u64, mem: &dyn uaccess::UserMemory) -> Result<i32, Errno> {
+    pub fn ioctl_with(
+        &self,
+        cmd: u32,
+        arg: u64,
+        mem: &dyn uaccess::UserMemory,
+    ) -> Result<i32, Errno> {
         // A bug in a handler answers EIO instead of unwinding into the caller.
         if !self.misc {
             claim_mail(&self.sh);

@@ -383,7 +383,8 @@ impl RemoteFile {
             match c.recv(&mut Vec::new()).map_err(io)? {
                 Reply::ReadMem { addr, len } => {
                     let mut b = Vec::new();
-                    b.try_reserve_exact(len as usize).map_err(|_| Errno::ENOMEM)?;
+                    b.try_reserve_exact(len as usize)
+                        .map_err(|_| Errno::ENOMEM)?;
                     b.resize(len as usize, 0);
                     let m = match copy_from_self(addr, &mut b) {
                         Ok(()) => Request::MemData(b),
@@ -413,7 +414,14 @@ impl RemoteFile {
         }
     }
 
-    fn map_on(&self, pool: &Pool, c: &Conn, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
+    fn map_on(
+        &self,
+        pool: &Pool,
+        c: &Conn,
+        len: usize,
+        offset: u64,
+        prot: i32,
+    ) -> Result<*mut u8, Errno> {
         let req = Request::Mmap {
             len: len as u64,
             offset,

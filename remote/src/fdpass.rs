@@ -145,6 +145,8 @@ mod tests {
         let mut one = [0u8; 1];
         let e = recv_exact(&b, &mut one, &mut fds).expect_err("eof");
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
-        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("fdpass-{}", std::process::id())));
+        let _ = std::fs::remove_file(
+            std::env::temp_dir().join(format!("fdpass-{}", std::process::id())),
+        );
     }
 }

@@ -74,29 +74,51 @@ pub enum Control {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// First message of every connection.
-    Hello { version: u32 },
+    Hello {
+        version: u32,
+    },
     /// `open("/dev/neuron<index>")`: this connection becomes the file's owner; its end is the
     /// file's close.
-    Open { index: u32, write_only: bool },
+    Open {
+        index: u32,
+        write_only: bool,
+    },
     /// Run further requests of this connection against the file `token` (one more thread of
     /// the same process on the same fd).
-    Attach { token: u64 },
+    Attach {
+        token: u64,
+    },
     /// The fd `token` used by a forked child: a new file as `EmuFile::inherit` makes it, owned
     /// by this connection.
-    Inherit { token: u64 },
+    Inherit {
+        token: u64,
+    },
     /// `ioctl(fd, cmd, arg)`; `pre` holds the bytes at `arg` (up to `_IOC_SIZE`) if readable.
-    Ioctl { cmd: u32, arg: u64, pre: Vec<u8> },
+    Ioctl {
+        cmd: u32,
+        arg: u64,
+        pre: Vec<u8>,
+    },
     /// `mmap(len, prot, offset)`.
-    Mmap { len: u64, offset: u64, prot: i32 },
+    Mmap {
+        len: u64,
+        offset: u64,
+        prot: i32,
+    },
     /// `munmap` of a range, in the daemon's addresses of the views.
-    Munmap { addr: u64, len: u64 },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
     Control(Control),
     /// Answer to [`Reply::ReadMem`]: the bytes.
     MemData(Vec<u8>),
     /// Answer to [`Reply::WriteMem`]: written.
     MemDone,
     /// Answer to a memory callback: the access failed with this errno (`EFAULT`).
-    MemFault { errno: i32 },
+    MemFault {
+        errno: i32,
+    },
 }
 
 /// Daemon → client.
@@ -111,7 +133,10 @@ pub enum Reply {
         instance: String,
     },
     /// The file's token; `arena`: the device arena's memfd rides with this message.
-    Opened { token: u64, arena: bool },
+    Opened {
+        token: u64,
+        arena: bool,
+    },
     /// The end of a request: a value ≥ 0, or −errno; `writeback`: bytes to store at an
     /// address first (the ioctl argument the driver wrote), a failure of which is `EFAULT`.
     Done {
@@ -119,9 +144,15 @@ pub enum Reply {
         writeback: Option<(u64, Vec<u8>)>,
     },
     /// During an ioctl: send `len` bytes from the caller's address `addr`.
-    ReadMem { addr: u64, len: u32 },
+    ReadMem {
+        addr: u64,
+        len: u32,
+    },
     /// During an ioctl: store `data` at the caller's address `addr`.
-    WriteMem { addr: u64, data: Vec<u8> },
+    WriteMem {
+        addr: u64,
+        data: Vec<u8>,
+    },
     /// A mapping: `addr` is the daemon's view, `arena_off` where its bytes lie in the arena
     /// memfd, `prot` the protection granted.
     Mapped {
@@ -571,7 +602,10 @@ mod tests {
             Request::decode(&[tag::CONTROL, 0x99]),
             Err(DecodeError::UnknownControl(0x99))
         );
-        assert_eq!(Request::decode(&[tag::ATTACH, 1]), Err(DecodeError::Truncated));
+        assert_eq!(
+            Request::decode(&[tag::ATTACH, 1]),
+            Err(DecodeError::Truncated)
+        );
         assert_eq!(
             Request::decode(&[tag::MEM_DONE, 0]),
             Err(DecodeError::Trailing(1))

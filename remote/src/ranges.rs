@@ -45,4 +45,3 @@ pub fn carve<T: Copy>(
     }
     Some(out)
 }
-

@@ -60,9 +60,7 @@ pub fn daemon() -> Option<PathBuf> {
     match resolve() {
         Resolved::InProcess => None,
         Resolved::Explicit(p) => Some(p),
-        Resolved::WellKnown(p) => std::os::unix::net::UnixStream::connect(&p)
-            .ok()
-            .map(|_| p),
+        Resolved::WellKnown(p) => std::os::unix::net::UnixStream::connect(&p).ok().map(|_| p),
     }
 }
 
@@ -84,8 +82,14 @@ mod tests {
             resolve_with(env(&[("NEURON_EMU_SOCKET", "/x/s.sock")])),
             Resolved::Explicit("/x/s.sock".into())
         );
-        assert_eq!(resolve_with(env(&[("NEURON_EMU_SOCKET", "off")])), Resolved::InProcess);
-        assert_eq!(resolve_with(env(&[("NEURON_EMU_SOCKET", "")])), Resolved::InProcess);
+        assert_eq!(
+            resolve_with(env(&[("NEURON_EMU_SOCKET", "off")])),
+            Resolved::InProcess
+        );
+        assert_eq!(
+            resolve_with(env(&[("NEURON_EMU_SOCKET", "")])),
+            Resolved::InProcess
+        );
         assert_eq!(
             resolve_with(env(&[("XDG_RUNTIME_DIR", "/run/user/7")])),
             Resolved::WellKnown("/run/user/7/neuron-emu.sock".into())

@@ -52,9 +52,7 @@ impl State {
         }
         &self
             .emu
-            .get_or_insert_with(|| {
-                (key, Machine::from_env().map(Arc::new))
-            })
+            .get_or_insert_with(|| (key, Machine::from_env().map(Arc::new)))
             .1
     }
 }
@@ -63,10 +61,16 @@ impl State {
 fn env_key() -> Vec<Option<String>> {
     use neuron_emu_remote::SOCKET_ENV;
     use neuron_emulator::envconfig::{ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV};
-    [ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV, SOCKET_ENV]
-        .iter()
-        .map(|k| std::env::var(k).ok())
-        .collect()
+    [
+        ARCH_ENV,
+        DEVICES_ENV,
+        FAULTS_ENV,
+        FAULTS_SEED_ENV,
+        SOCKET_ENV,
+    ]
+    .iter()
+    .map(|k| std::env::var(k).ok())
+    .collect()
 }
 
 fn file(handle: i64) -> Result<Arc<dyn DeviceFile>, Errno> {

@@ -48,7 +48,10 @@ impl Machine {
         match self {
             Machine::Local(_) => format!("an emulated {arch} device x{n}"),
             Machine::Remote(m) => {
-                format!("an emulated {arch} device x{n} (daemon {})", m.path().display())
+                format!(
+                    "an emulated {arch} device x{n} (daemon {})",
+                    m.path().display()
+                )
             }
         }
     }

@@ -115,7 +115,9 @@ impl<'a, 'b> RemoteMem<'a, 'b> {
 
     fn callback_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
         for (k, piece) in buf.chunks_mut(MAX_DATA).enumerate() {
-            let at = addr.checked_add((k * MAX_DATA) as u64).ok_or(Errno::EFAULT)?;
+            let at = addr
+                .checked_add((k * MAX_DATA) as u64)
+                .ok_or(Errno::EFAULT)?;
             let r = self.exchange(&Reply::ReadMem {
                 addr: at,
                 len: piece.len() as u32,
@@ -134,7 +136,9 @@ impl<'a, 'b> RemoteMem<'a, 'b> {
 
     fn callback_write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
         for (k, piece) in data.chunks(MAX_DATA).enumerate() {
-            let at = addr.checked_add((k * MAX_DATA) as u64).ok_or(Errno::EFAULT)?;
+            let at = addr
+                .checked_add((k * MAX_DATA) as u64)
+                .ok_or(Errno::EFAULT)?;
             let r = self.exchange(&Reply::WriteMem {
                 addr: at,
                 data: piece.to_vec(),
