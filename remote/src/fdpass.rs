@@ -119,15 +119,13 @@ mod tests {
     #[test]
     fn an_fd_rides_with_the_bytes() {
         let (a, b) = UnixStream::pair().expect("pair");
-        let mut f = std::fs::File::from(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(std::env::temp_dir().join(format!("fdpass-{}", std::process::id())))
-                .expect("tmp"),
-        );
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(std::env::temp_dir().join(format!("fdpass-{}", std::process::id())))
+            .expect("tmp");
         f.write_all(b"shared").expect("write");
         send(&a, b"hello", Some(f.as_raw_fd())).expect("send");
         send(&a, b"!", None).expect("send");
