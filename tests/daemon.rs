@@ -345,6 +345,23 @@ fn daemon_child() {
             say("child", libc::WEXITSTATUS(st));
             say("parent", errno_text(chunk(&f, 4096, true)));
         }
+        // Closes its fd while a forked child (holding copies of its sockets) still lives.
+        "forkclose" => {
+            let f = m.open(0, false).expect("open");
+            chunk(&f, 4096, true).expect("chunk");
+            // SAFETY: the child only sleeps and leaves with _exit.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                // SAFETY: ends the child at once, running no destructors.
+                unsafe { libc::_exit(0) };
+            }
+            drop(f);
+            say("closed", 1);
+            let mut st = 0;
+            // SAFETY: waiting for the child just forked.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -646,4 +663,24 @@ fn threads_of_one_process_share_one_fd() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert!(d.attached().is_empty(), "closing the fd detaches");
+}
+
+/// A close is seen at once even while a forked child holds copies of the fd's sockets: the
+/// parent's memory is freed and it is detached (the kernel's flush at each close).
+#[test]
+fn a_close_is_seen_while_a_forked_child_lives() {
+    let d = Daemon::start("forkclose");
+    let mut a = Client::spawn(&d, "forkclose", &[]);
+    a.expect("closed");
+    let apid = a.pid();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while d.attached().contains(&apid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        !d.attached().contains(&apid),
+        "detached before the child ends"
+    );
+    assert_eq!(d.memory_of(apid), 0);
+    a.wait_ok();
 }

@@ -530,6 +530,11 @@ impl Drop for RemoteFile {
         let me = std::process::id();
         if me == self.main.pid {
             self.main.unmap_all();
+            // A forked child may still hold copies of these sockets: shut them down so the
+            // daemon sees this close now (the kernel's flush runs at each close).
+            for c in lock(&self.main.idle).iter() {
+                let _ = c.sock.shutdown(std::net::Shutdown::Both);
+            }
         }
         if let Some(p) = lock(&self.forked).as_ref().filter(|p| p.pid == me) {
             p.unmap_all();
