@@ -684,3 +684,69 @@ fn a_close_is_seen_while_a_forked_child_lives() {
     assert_eq!(d.memory_of(apid), 0);
     a.wait_ok();
 }
+
+/// Garbage on the socket (no hello, a wrong version, a huge length, random frames, a memory
+/// answer outside an ioctl) only ends that connection: the daemon keeps serving others.
+#[test]
+fn garbage_on_the_socket_ends_only_that_connection() {
+    use neuron_emu_remote::proto::{Reply, Request};
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let d = Daemon::start("garbage");
+    let hello = Request::Hello {
+        version: neuron_emu_remote::proto::VERSION,
+    }
+    .encode();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cases: Vec<Vec<u8>> = vec![
+        vec![0xff; 16],
+        Request::Hello { version: 99 }.encode(),
+        [hello.clone(), vec![0xff, 0xff, 0xff, 0x7f, 1]].concat(),
+        [hello.clone(), Request::MemData(vec![1; 8]).encode()].concat(),
+        [
+            hello.clone(),
+            Request::Ioctl {
+                cmd: 0x4008_4e64,
+                arg: 16,
+                pre: vec![],
+            }
+            .encode(),
+        ]
+        .concat(),
+    ];
+    for _ in 0..50 {
+        let n = (rnd() % 64) as usize;
+        let body: Vec<u8> = (0..n).map(|_| rnd() as u8).collect();
+        let mut f = (n as u32).to_le_bytes().to_vec();
+        f.extend_from_slice(&body);
+        cases.push([hello.clone(), f].concat());
+    }
+    for c in cases {
+        let mut s = UnixStream::connect(&d.path).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        let _ = s.write_all(&c);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // Whatever came back are well-formed replies.
+        let mut r = &rest[..];
+        while let Ok(b) = neuron_emu_remote::proto::read_frame(&mut r) {
+            assert!(Reply::decode(&b).is_ok(), "{b:?}");
+        }
+    }
+    let f = RemoteMachine::connect(&d.path)
+        .expect("still serving")
+        .open(0, false)
+        .expect("open");
+    let mut i = DeviceBasicInfo::new_zeroed();
+    ioctl(&f, NEURON_IOCTL_DEVICE_BASIC_INFO, &mut i).expect("basic info");
+    assert_eq!(i.architecture, 3);
+    assert!(d.attached().contains(&std::process::id()));
+}

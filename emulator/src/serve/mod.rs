@@ -11,8 +11,6 @@
 //! ([`EmuFile::inherit`]). Memory the driver reads or writes goes through callbacks to the
 //! caller (`usermem`). Mappings are made here with the in-process bookkeeping unchanged and
 //! handed to the caller as (arena memfd, offset, protection).
-// getsockopt(SO_PEERCRED) is one libc call (with a SAFETY comment).
-#![allow(unsafe_code)]
 
 mod machine;
 mod usermem;
@@ -104,6 +102,8 @@ pub struct Server {
 }
 
 /// The peer of a connection: (pid, uid).
+// getsockopt(SO_PEERCRED) is one libc call.
+#[allow(unsafe_code)]
 fn peer(sock: &UnixStream) -> Option<(u32, u32)> {
     let mut c = libc::ucred {
         pid: 0,
