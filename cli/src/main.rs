@@ -1,5 +1,6 @@
 //! `neuron-emu`: run NEFFs on an emulated Neuron device through the real driver ABI.
 
+mod benchdaemon;
 mod benchreal;
 mod calibrate;
 mod campaign;
@@ -10,6 +11,7 @@ mod inject;
 mod inspect;
 mod install;
 mod run;
+mod serve;
 mod tensorio;
 mod trace;
 
@@ -58,6 +60,10 @@ enum Cmd {
     /// Fault-injection campaign: a golden run, then N seeded experiments with one fault of a
     /// plan each, classified masked / sdc / detected / hang / crash (docs/faults.md).
     Campaign(campaign::CampaignArgs),
+    /// Serve one emulated machine to many processes over a Unix socket (docs/daemon.md).
+    Serve(serve::ServeArgs),
+    /// Print the kernel log (dmesg) of a running `neuron-emu serve`.
+    Dmesg(serve::DmesgArgs),
     /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
     /// (issue intervals), with leave-one-kernel-out validation.
     Calibrate {
@@ -102,6 +108,18 @@ enum BenchCmd {
         /// microseconds per execution for each instruction kind (the device thread's data path).
         #[arg(long)]
         host_profile: bool,
+    },
+    /// Through `neuron-emu serve` vs in-process: an ioctl round trip and one execution of an
+    /// attention kernel (default ../shared/fixtures/real-neff/akc-fused_bf16_s512.neff).
+    Daemon {
+        /// The NEFF to execute.
+        file: Option<PathBuf>,
+        /// Timed DEVICE_BASIC_INFO calls per round.
+        #[arg(long, default_value_t = 20000)]
+        ioctls: u32,
+        /// Timed executions (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
     },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
@@ -148,6 +166,8 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run::run(a),
         Cmd::Campaign(a) => campaign::run(a),
+        Cmd::Serve(a) => serve::serve(a),
+        Cmd::Dmesg(a) => serve::dmesg(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
@@ -160,6 +180,14 @@ fn main() -> ExitCode {
         Cmd::Bench {
             which: BenchCmd::Gemm { matmuls, repeat },
         } => bench_gemm(matmuls, repeat),
+        Cmd::Bench {
+            which:
+                BenchCmd::Daemon {
+                    file,
+                    ioctls,
+                    repeat,
+                },
+        } => benchdaemon::run(file.as_deref(), ioctls, repeat),
         Cmd::Bench {
             which:
                 BenchCmd::Real {

@@ -202,6 +202,18 @@ impl Arena {
         Some(p as *mut u8)
     }
 
+    /// Where the arena byte the device sees at `rw` lies in the memfd (a daemon passes the
+    /// memfd and this offset to a remote caller, which maps the same bytes).
+    pub fn offset_of(&self, rw: *const u8) -> Option<u64> {
+        let off = (rw as usize).checked_sub(self.inner.base)? as u64;
+        (off < self.inner.size).then_some(off)
+    }
+
+    /// The memfd (owned by the arena; valid while it lives).
+    pub fn fd(&self) -> i32 {
+        self.inner.fd
+    }
+
     /// Remove (part of) a mapping made by [`Arena::map_user`].
     pub fn unmap_user(&self, p: *mut u8, len: usize) {
         // SAFETY: `p`/`len` lie in a user mapping this arena created (checked by the caller's

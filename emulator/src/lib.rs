@@ -24,6 +24,7 @@ mod forks;
 pub mod fuzzing;
 pub mod kmsg;
 pub mod mmio;
+pub mod serve;
 pub mod uaccess;
 
 pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
@@ -86,51 +87,13 @@ struct Origin {
     va: usize,
     live: usize,
     kind: MapKind,
+    /// Where the view's first byte lies in the device arena, and the protection granted
+    /// (what a daemon tells its remote caller to map).
+    arena_off: u64,
+    prot: i32,
 }
 
-/// Remove `[addr, addr + len)` from `pieces` (start -> (tag, length)), splitting the pieces
-/// it cuts, as `munmap` does to mappings. The range must be covered by pieces without a gap,
-/// else nothing changes and the answer is `None`; otherwise the removed parts
-/// (start, length, tag) in address order.
-pub fn carve<T: Copy>(
-    pieces: &mut BTreeMap<usize, (T, usize)>,
-    addr: usize,
-    len: usize,
-) -> Option<Vec<(usize, usize, T)>> {
-    let end = addr.checked_add(len).filter(|_| len > 0)?;
-    let (&first, _) = pieces
-        .range(..=addr)
-        .next_back()
-        .filter(|(s, (_, l))| **s + *l > addr)?;
-    let mut cover = first;
-    let mut hits = Vec::new();
-    for (&s, &(t, l)) in pieces.range(first..) {
-        if s >= end {
-            break;
-        }
-        if s != cover {
-            return None;
-        }
-        hits.push((s, t, l));
-        cover = s + l;
-    }
-    if cover < end {
-        return None;
-    }
-    let mut out = Vec::with_capacity(hits.len());
-    for (s, t, l) in hits {
-        pieces.remove(&s);
-        let (cs, ce) = (s.max(addr), (s + l).min(end));
-        if s < cs {
-            pieces.insert(s, (t, cs - s));
-        }
-        if ce < s + l {
-            pieces.insert(ce, (t, s + l - ce));
-        }
-        out.push((cs, ce - cs, t));
-    }
-    Some(out)
-}
+pub use neuron_emu_remote::ranges::carve;
 
 /// One attach slot (`attached_processes[16]`, `driver-abi.md` §1).
 #[derive(Debug, Clone, Copy)]
@@ -166,6 +129,9 @@ pub(crate) struct DevState {
     pub(crate) drain_pending: bool,
     /// Ioctls waiting for the device to reach a quiescent point (`claim_mail`).
     ioctls_waiting: u32,
+    /// A register page was mapped writable without store traps (a daemon's remote caller):
+    /// the device thread also applies mailbox stores no ioctl claims.
+    untrapped_views: bool,
 }
 
 impl DevState {
@@ -249,6 +215,8 @@ fn worker(sh: Arc<DevShared>) {
     // Trapped-store count covered by this thread's last drain, and seen at its last poll.
     let mut applied = mmio::posted();
     let mut last = applied;
+    // Whether untrapped mailbox stores were there at the last idle poll already.
+    let mut mail_stood = false;
     let mut g = sh.lock();
     loop {
         if sh.stop.load(Ordering::Acquire) {
@@ -260,10 +228,16 @@ fn worker(sh: Arc<DevShared>) {
             }
             let posted = mmio::posted();
             let settled = posted != applied && posted == last && backoff >= SETTLE;
-            if g.drain_pending || settled {
+            // Stores through untrapped views (remote callers) post no count: they are applied
+            // once they stood through one idle poll, after the same settle time.
+            let mail = g.untrapped_views && backoff >= SETTLE && g.dev.has_mail();
+            if g.drain_pending || settled || (mail && mail_stood) {
                 g.drain_pending = false;
                 g.dev.drain_mailboxes();
                 applied = posted;
+                mail_stood = false;
+            } else {
+                mail_stood = mail;
             }
             last = posted;
         }
@@ -391,6 +365,7 @@ impl Emulator {
                 drv: DrvState::new(arch),
                 drain_pending: false,
                 ioctls_waiting: 0,
+                untrapped_views: false,
             };
             let sh = Arc::new(DevShared {
                 index,
@@ -452,6 +427,7 @@ impl Emulator {
             pid: opts.pid,
             misc: opts.write_only,
             inherited: false,
+            untrapped: false,
         })
     }
 
@@ -492,6 +468,9 @@ pub struct EmuFile {
     misc: bool,
     /// Inherited across a (simulated) fork: the holder never attached.
     inherited: bool,
+    /// Register pages map writable without store traps (stores land in the mailboxes): for
+    /// a daemon serving another process, whose stores this process cannot trap.
+    untrapped: bool,
 }
 
 impl EmuFile {
@@ -507,7 +486,66 @@ impl EmuFile {
             pid,
             misc: self.misc,
             inherited: true,
+            untrapped: self.untrapped,
         }
+    }
+
+    /// This file's register-page mappings are writable views without store traps (their
+    /// stores land in the page's mailboxes, applied at the next ioctl or by the device thread
+    /// after its settle time). For a daemon, whose callers' stores it cannot trap.
+    pub fn without_store_traps(mut self) -> EmuFile {
+        self.untrapped = true;
+        self
+    }
+
+    /// Whether this is the misc (`O_WRONLY`) fd.
+    pub fn is_misc(&self) -> bool {
+        self.misc
+    }
+
+    /// The device arena's memfd (every mapping's bytes), if the device has one. Valid as long
+    /// as the emulator lives; the caller must not close it.
+    pub fn arena_fd(&self) -> Option<i32> {
+        self.sh.lock().arena.as_ref().map(|a| a.fd())
+    }
+
+    /// For the start `p` of a mapping made by [`DeviceFile::mmap`] on this device: where its
+    /// bytes lie in the arena memfd, and the protection granted.
+    pub fn mapping_source(&self, p: *mut u8) -> Option<(u64, i32)> {
+        let g = self.sh.lock();
+        let (&start, &(id, _)) = g.maps.range(..=p as usize).next_back()?;
+        let o = g.origins.get(&id)?;
+        let delta = (p as usize).checked_sub(o.va)?;
+        (start <= p as usize).then_some((o.arena_off + delta as u64, o.prot))
+    }
+
+    /// An ioctl whose user memory is `mem` (a daemon's remote caller) instead of this
+    /// process's: the same gates, quiescent point and dispatch as [`DeviceFile::ioctl`].
+    pub fn ioctl_with(
+        &self,
+        cmd: u32,
+        arg: u64,
+        mem: &dyn uaccess::UserMemory,
+    ) -> Result<i32, Errno> {
+        // A bug in a handler answers EIO instead of unwinding into the caller.
+        if !self.misc {
+            claim_mail(&self.sh);
+        }
+        let caller = Caller { pid: self.pid, mem };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            driver::ioctl(&self.sh, self.misc, &caller, cmd, arg)
+        }))
+        .unwrap_or(Err(Errno::EIO));
+        let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
+        match r {
+            Ok(_) => {
+                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> 0", self.pid)
+            }
+            Err(e) => {
+                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> {e}", self.pid)
+            }
+        }
+        r
     }
 
     pub fn pid(&self) -> u32 {
@@ -526,28 +564,7 @@ impl DeviceFile for EmuFile {
     // turns bad pointers into EFAULT, so this implementation is sound for any `arg`.
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno> {
-        // A bug in a handler answers EIO instead of unwinding into the caller.
-        if !self.misc {
-            claim_mail(&self.sh);
-        }
-        let caller = Caller {
-            pid: self.pid,
-            mem: &uaccess::OwnProcess,
-        };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            driver::ioctl(&self.sh, self.misc, &caller, cmd, arg as u64)
-        }))
-        .unwrap_or(Err(Errno::EIO));
-        let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
-        match r {
-            Ok(_) => {
-                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> 0", self.pid)
-            }
-            Err(e) => {
-                tracing::debug!(target: "KDRV", "ioctl {name} (0x{cmd:08x}) pid {} -> {e}", self.pid)
-            }
-        }
-        r
+        self.ioctl_with(cmd, arg as u64, &uaccess::OwnProcess)
     }
 
     fn mmap(&self, len: usize, offset: u64, prot: i32) -> Result<*mut u8, Errno> {
@@ -587,7 +604,8 @@ impl DeviceFile for EmuFile {
             let p = arena.map_user(rw, len, uprot).ok_or(Errno::ENOMEM)?;
             g.chunks.map_ref(c.pa, 1);
             let hbm = !c.host;
-            add_mapping(&mut g, p, len, MapKind::Chunk { pa: c.pa, hbm });
+            let src = (arena.offset_of(rw), uprot);
+            add_mapping(&mut g, p, len, MapKind::Chunk { pa: c.pa, hbm }, src);
             if hbm {
                 self.sh
                     .global
@@ -602,7 +620,7 @@ impl DeviceFile for EmuFile {
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SEMAPHORE {
                 let page = g.dev.regs(w.block_id as usize).ok_or(Errno::EINVAL)?;
                 // With traps, the view is read-only and each store faults into `mmio`.
-                let trapped = mmio::available();
+                let trapped = mmio::available() && !self.untrapped;
                 let vprot = match (trapped, prot) {
                     (_, 0) => 0,
                     (true, _) => PROT_READ,
@@ -627,7 +645,11 @@ impl DeviceFile for EmuFile {
                     }
                 }
                 tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
-                add_mapping(&mut g, p, len, MapKind::Regs { _page: page, traps });
+                if !trapped && vprot & PROT_WRITE != 0 {
+                    g.untrapped_views = true;
+                }
+                let src = (arena.offset_of(page.as_ptr()), vprot);
+                add_mapping(&mut g, p, len, MapKind::Regs { _page: page, traps }, src);
                 return Ok(p);
             }
             if w.block == MMAP_BLOCK_TPB && w.resource == MMAP_RESOURCE_SBUF {
@@ -637,7 +659,8 @@ impl DeviceFile for EmuFile {
                     .ok_or(Errno::EINVAL)?;
                 let p = arena.map_user(rw, len, prot).ok_or(Errno::ENOMEM)?;
                 tracing::debug!(target: "KDRV", "mmap TPB {} SBUF window (offset 0x{offset:x})", w.block_id);
-                add_mapping(&mut g, p, len, MapKind::Sbuf);
+                let src = (arena.offset_of(rw), prot);
+                add_mapping(&mut g, p, len, MapKind::Sbuf, src);
                 return Ok(p);
             }
             // TOP_SP pages and whole-HBM DMEM rows are not backed by a consistent host memory
@@ -683,7 +706,7 @@ impl DeviceFile for EmuFile {
 }
 
 /// Record a new user mapping of `len` bytes at `p`.
-fn add_mapping(g: &mut DevState, p: *mut u8, len: usize, kind: MapKind) {
+fn add_mapping(g: &mut DevState, p: *mut u8, len: usize, kind: MapKind, src: (Option<u64>, i32)) {
     let len = len.next_multiple_of(PAGE);
     let id = g.next_origin;
     g.next_origin += 1;
@@ -694,6 +717,8 @@ fn add_mapping(g: &mut DevState, p: *mut u8, len: usize, kind: MapKind) {
             va: p as usize,
             live: len,
             kind,
+            arena_off: src.0.unwrap_or(0),
+            prot: src.1,
         },
     );
 }

@@ -5,60 +5,19 @@
 //! kernel. Dereferencing them directly would crash the process on a bad pointer, where the
 //! kernel returns EFAULT. `process_vm_readv`/`process_vm_writev` on our own pid give the
 //! kernel's behaviour: a bad address fails with EFAULT instead of faulting.
-#![allow(unsafe_code)]
 
 use neuron_abi::Errno;
 use zerocopy::{FromBytes, IntoBytes};
 
-/// Copy `buf.len()` bytes from user address `addr`.
+/// Copy `buf.len()` bytes from user address `addr` (the implementation is shared with the
+/// daemon's client, which answers the daemon's reads the same way).
 pub fn copy_from_user(addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
-    if buf.is_empty() {
-        return Ok(());
-    }
-    if addr == 0 {
-        return Err(Errno::EFAULT);
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes our own exclusively borrowed buffer; the kernel validates
-    // `remote` and reports EFAULT instead of touching invalid memory.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n == buf.len() as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
-    }
+    neuron_emu_remote::client::copy_from_self(addr, buf)
 }
 
 /// Copy `data` to user address `addr`.
 pub fn copy_to_user(addr: u64, data: &[u8]) -> Result<(), Errno> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    if addr == 0 {
-        return Err(Errno::EFAULT);
-    }
-    let local = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // SAFETY: `local` describes our own buffer (only read); the kernel validates `remote`.
-    let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n == data.len() as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
-    }
+    neuron_emu_remote::client::copy_to_self(addr, data)
 }
 
 /// Read a whole argument struct.

@@ -3,13 +3,14 @@
 //! Exports [`neuron_abi::backend::BACKEND_SYMBOL`], a table of C functions (open, close, ioctl,
 //! mmap, munmap) over one process-wide [`Emulator`] configured from `NEURON_EMU_ARCH` /
 //! `NEURON_EMU_DEVICES`. `libnrt.so` loads it with `dlopen` when `NEURON_EMU=1`, so the runtime
-//! links only the ABI and the emulator stays on its side of the seam.
+//! links only the ABI and the emulator stays on its side of the seam. When a daemon is
+//! configured (`NEURON_EMU_SOCKET`, or one answers on the well-known socket; `docs/daemon.md`)
+//! the devices are the daemon's, shared with other processes, instead of an in-process emulator.
 #![allow(unsafe_code)]
 
 use neuron_abi::backend::{BackendV1, BACKEND_VERSION};
 use neuron_abi::{DeviceFile, Errno};
-use neuron_emulator::envconfig::EmuConfig;
-use neuron_emulator::{EmuFile, Emulator, OpenOptions};
+use neuron_emulator::serve::Machine;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -18,14 +19,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// each time) when first needed and dropped when the last handle closes, so every
 /// `nrt_init` after an `nrt_close` starts on fresh devices, as with the runtime's reset.
 type Configured = Vec<Option<String>>;
-type Built = Result<Arc<Emulator>, String>;
+type Built = Result<Arc<Machine>, String>;
 
 #[derive(Default)]
 struct State {
     /// The configuration read and the emulator built from it (or why it could not be).
     emu: Option<(Configured, Built)>,
     next: i64,
-    open: HashMap<i64, Arc<EmuFile>>,
+    open: HashMap<i64, Arc<dyn DeviceFile>>,
 }
 
 fn state() -> MutexGuard<'static, State> {
@@ -51,24 +52,28 @@ impl State {
         }
         &self
             .emu
-            .get_or_insert_with(|| {
-                let e = EmuConfig::from_env().map(|c| Arc::new(c.build()));
-                (key, e)
-            })
+            .get_or_insert_with(|| (key, Machine::from_env().map(Arc::new)))
             .1
     }
 }
 
 /// The environment variables an emulator's configuration comes from, as set now.
 fn env_key() -> Vec<Option<String>> {
+    use neuron_emu_remote::SOCKET_ENV;
     use neuron_emulator::envconfig::{ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV};
-    [ARCH_ENV, DEVICES_ENV, FAULTS_ENV, FAULTS_SEED_ENV]
-        .iter()
-        .map(|k| std::env::var(k).ok())
-        .collect()
+    [
+        ARCH_ENV,
+        DEVICES_ENV,
+        FAULTS_ENV,
+        FAULTS_SEED_ENV,
+        SOCKET_ENV,
+    ]
+    .iter()
+    .map(|k| std::env::var(k).ok())
+    .collect()
 }
 
-fn file(handle: i64) -> Result<Arc<EmuFile>, Errno> {
+fn file(handle: i64) -> Result<Arc<dyn DeviceFile>, Errno> {
     state().open.get(&handle).cloned().ok_or(Errno::EBADF)
 }
 
@@ -97,11 +102,7 @@ unsafe extern "C" fn describe(buf: *mut u8, len: usize) -> usize {
     let s = guarded(
         || {
             Ok(match state().emu() {
-                Ok(e) => format!(
-                    "an emulated {} device x{}",
-                    e.arch().map_or("?", |a| a.name()),
-                    e.device_count()
-                ),
+                Ok(m) => m.describe(),
                 Err(why) => format!("no emulated device: {why}"),
             })
         },
@@ -123,16 +124,10 @@ unsafe extern "C" fn open(index: u32, write_only: i32, pid: u32) -> i64 {
         || {
             let mut st = state();
             let emu = st.emu().as_ref().map_err(|_| Errno::ENODEV)?.clone();
-            let f = emu.open(
-                index as usize,
-                OpenOptions {
-                    pid,
-                    write_only: write_only != 0,
-                },
-            )?;
+            let f = emu.open(index as usize, write_only != 0, pid)?;
             st.next += 1;
             let h = st.next;
-            st.open.insert(h, Arc::new(f));
+            st.open.insert(h, Arc::from(f));
             Ok(h)
         },
         |e| -(e.0 as i64),

@@ -8,7 +8,9 @@
 //! `/dev/neuron<N>` (N below `NEURON_EMU_DEVICES`, default 1) open files on an emulator living
 //! in the same process (`NEURON_EMU_ARCH` = trn2 | trn1 | inf2, default trn2); every other path
 //! and fd passes through to libc untouched. Each emulated fd is backed by a real fd on
-//! `/dev/null`, so fd numbers stay unique and `close` works on them.
+//! `/dev/null`, so fd numbers stay unique and `close` works on them. With a daemon configured
+//! (`NEURON_EMU_SOCKET`, or one on the well-known socket; `docs/daemon.md`) the files are the
+//! daemon's, shared with other processes, and its hello gives the device count.
 //!
 //! Re-entrancy: the emulator itself allocates memory (which may call `mmap`/`munmap`) while the
 //! shim holds its lock, so a thread-local flag sends every call made from inside the shim
@@ -20,8 +22,8 @@
 use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
 use neuron_abi::arch::Arch;
 use neuron_abi::DeviceFile;
-use neuron_emulator::envconfig::EmuConfig;
-use neuron_emulator::{EmuFile, Emulator, OpenOptions};
+use neuron_emulator::serve::Machine;
+use neuron_emulator::Emulator;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CStr;
@@ -38,8 +40,8 @@ static FD_BITS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
 static MAPS: AtomicUsize = AtomicUsize::new(0);
 
 struct Shim {
-    emu: Emulator,
-    fds: Mutex<HashMap<c_int, EmuFile>>,
+    emu: Machine,
+    fds: Mutex<HashMap<c_int, Box<dyn DeviceFile>>>,
     /// Emulated mapping pieces: start -> (fd, length in whole pages).
     maps: Mutex<BTreeMap<usize, (c_int, usize)>>,
 }
@@ -78,11 +80,12 @@ fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
         // NEURON_EMU_ARCH / NEURON_EMU_DEVICES / NEURON_EMU_FAULTS, validated: a bad value is
         // reported once and leaves the process without emulated devices, never a silent default.
-        let emu = match EmuConfig::from_env() {
-            Ok(c) => c.build(),
+        // A daemon's machine when one is configured, else an in-process emulator.
+        let emu = match Machine::from_env() {
+            Ok(m) => m,
             Err(e) => {
                 eprintln!("neuron-emu preload: {e}; no emulated /dev/neuron* in this process");
-                Emulator::new(Arch::V3Trn2, 0)
+                Machine::Local(Emulator::new(Arch::V3Trn2, 0))
             }
         };
         Shim {
@@ -139,13 +142,7 @@ fn open_emulated(index: usize, flags: c_int) -> c_int {
     inside(|| {
         let s = shim();
         let write_only = flags & libc::O_ACCMODE == libc::O_WRONLY;
-        let file = match s.emu.open(
-            index,
-            OpenOptions {
-                pid: std::process::id(),
-                write_only,
-            },
-        ) {
+        let file = match s.emu.open(index, write_only, std::process::id()) {
             Ok(f) => f,
             Err(e) => {
                 set_errno(e.0);
