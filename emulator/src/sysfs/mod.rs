@@ -58,8 +58,9 @@ pub struct Tree {
     nodes: BTreeMap<String, Node>,
 }
 
-/// Collapse repeated and trailing slashes and `.`; `..` pops a component.
-fn normalise(path: &str) -> Option<String> {
+/// Collapse repeated and trailing slashes and `.`; `..` pops a component. `None` for a
+/// relative path.
+pub fn normalise(path: &str) -> Option<String> {
     if !path.starts_with('/') {
         return None;
     }
@@ -165,6 +166,13 @@ impl Tree {
             }
         }
         None
+    }
+
+    /// The entry `path` names once every link is followed, and its resolved path.
+    pub fn lookup(&self, path: &str) -> Option<(String, &Node)> {
+        let r = self.resolve(path)?;
+        let n = self.nodes.get(&r)?;
+        Some((r, n))
     }
 
     /// The contents of the attribute at `path` (links followed).
