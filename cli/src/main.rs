@@ -9,6 +9,7 @@ mod hostgemm;
 mod inject;
 mod inspect;
 mod run;
+mod sysfs;
 mod tensorio;
 mod trace;
 
@@ -47,6 +48,8 @@ enum Cmd {
     },
     /// Disassemble a NEFF's engine programs.
     Disasm(disasm::DisasmArgs),
+    /// The emulated driver's sysfs tree: print an attribute or the tree, or write it to DIR.
+    Sysfs(sysfs::SysfsArgs),
     /// Benchmarks that print a ratio against a host baseline measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -147,6 +150,7 @@ fn main() -> ExitCode {
         Cmd::Campaign(a) => campaign::run(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
+        Cmd::Sysfs(a) => sysfs::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Calibrate {
             files,
             profiles,

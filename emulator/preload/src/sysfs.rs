@@ -39,8 +39,12 @@ type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::
 
 /// The private directory holding the materialised tree (`<root>/sys/...`).
 static MIRROR: OnceLock<Option<PathBuf>> = OnceLock::new();
-/// Serialises refreshes of the materialised tree.
-static REFRESH: Mutex<()> = Mutex::new(());
+/// Serialises refreshes of the materialised tree; when the last one finished.
+static REFRESH: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+/// Refreshes closer together than this reuse the last one: the tree's shape is fixed for the
+/// emulator's life (only values change, and attribute opens always render afresh), so a walk
+/// such as `ls -R` opening thousands of directories refreshes about once.
+const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 extern "C" fn remove_mirror() {
     if let Some(Some(root)) = MIRROR.get() {
@@ -86,8 +90,11 @@ fn mirror(refresh: bool) -> Option<PathBuf> {
         })
         .clone()?;
     if refresh || fresh {
-        let _g = REFRESH.lock().unwrap_or_else(|e| e.into_inner());
-        Tree::render(&shim().emu).write_to(&root).ok()?;
+        let mut last = REFRESH.lock().unwrap_or_else(|e| e.into_inner());
+        if fresh || last.is_none_or(|t| t.elapsed() >= REFRESH_EVERY) {
+            Tree::render(&shim().emu).write_to(&root).ok()?;
+            *last = Some(std::time::Instant::now());
+        }
     }
     Some(root)
 }
