@@ -36,6 +36,12 @@ fn read(emu: &Emulator, rel: &str) -> String {
 /// `nsysfsmetric_register`, the v2/v3 HAL nodes), for `nc` cores, plus the device-model files
 /// every class device has (`dev`, `uevent`, `subsystem`).
 fn expected_device_files(nc: u32) -> BTreeSet<String> {
+    // A memory counter directory has total, present and peak.
+    let mem = |v: &mut Vec<String>, dir: String| {
+        for f in ["total", "present", "peak"] {
+            v.push(format!("{dir}/{f}"));
+        }
+    };
     let mut v: Vec<String> = [
         "core_count",
         "connected_devices",
@@ -66,9 +72,7 @@ fn expected_device_files(nc: u32) -> BTreeSet<String> {
         "dma_rings",
         "uncategorized",
     ] {
-        for f in ["total", "present", "peak"] {
-            v.push(format!("stats/memory_usage/host_mem/{cat}/{f}"));
-        }
+        mem(&mut v, format!("stats/memory_usage/host_mem/{cat}"));
     }
     for c in 0..nc {
         let p = format!("neuron_core{c}");
@@ -104,9 +108,7 @@ fn expected_device_files(nc: u32) -> BTreeSet<String> {
             v.push(format!("{p}/stats/status/{s}/present"));
         }
         for m in ["host_mem", "device_mem"] {
-            for f in ["total", "present", "peak"] {
-                v.push(format!("{p}/stats/memory_usage/{m}/{f}"));
-            }
+            mem(&mut v, format!("{p}/stats/memory_usage/{m}"));
         }
         for cat in [
             "model_code",
@@ -121,9 +123,7 @@ fn expected_device_files(nc: u32) -> BTreeSet<String> {
             "dma_rings",
             "uncategorized",
         ] {
-            for f in ["total", "present", "peak"] {
-                v.push(format!("{p}/stats/memory_usage/device_mem/{cat}/{f}"));
-            }
+            mem(&mut v, format!("{p}/stats/memory_usage/device_mem/{cat}"));
         }
         for o in [
             "flop_count",

@@ -59,8 +59,12 @@ pub fn links(arch: Arch, count: usize, dev: usize) -> Vec<u32> {
     }
     let high = dev as u32 & 0x10;
     match arch {
-        Arch::V2Trn1 if count % 16 == 0 => TRN1_16[dev % 16].iter().map(|d| d | high).collect(),
-        Arch::V3Trn2 if count % 16 == 0 => TRN2_16[dev % 16].iter().map(|d| d | high).collect(),
+        Arch::V2Trn1 if count.is_multiple_of(16) => {
+            TRN1_16[dev % 16].iter().map(|d| d | high).collect()
+        }
+        Arch::V3Trn2 if count.is_multiple_of(16) => {
+            TRN2_16[dev % 16].iter().map(|d| d | high).collect()
+        }
         Arch::V2Inf2 if count == 12 => {
             let d = dev as u32;
             vec![(d + 11) % 12, (d + 1) % 12]

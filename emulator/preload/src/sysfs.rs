@@ -146,7 +146,7 @@ fn snapshot_fd(data: &[u8], cloexec: bool) -> c_int {
 pub(crate) fn open(path: *const c_char, flags: c_int) -> Option<c_int> {
     let p = emulated(path)?;
     let r = inside(|| {
-        let tree = Tree::render(&shim().emu);
+        let tree = Tree::render_for(&shim().emu, &p);
         match tree.lookup(&p) {
             Some((_, Node::File { data, .. })) => {
                 if flags & libc::O_ACCMODE != libc::O_RDONLY {
@@ -358,52 +358,20 @@ fn redirect(path: *const c_char) -> (Option<CString>, *const c_char) {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn getxattr(
-    path: *const c_char,
-    name: *const c_char,
-    value: *mut c_void,
-    size: size_t,
-) -> ssize_t {
-    let (_keep, p) = redirect(path);
-    let f = real!("getxattr", GetxattrFn);
-    // SAFETY: a valid path (the caller's or the mirror's) and the caller's other arguments.
-    unsafe { f(p, name, value, size) }
+/// An interposed xattr call whose path argument is redirected to the materialised copy.
+macro_rules! xattr_redirect {
+    ($name:ident, $sym:literal, $ty:ty, ($($arg:ident: $t:ty),*)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: *const c_char, $($arg: $t),*) -> ssize_t {
+            let (_keep, p) = redirect(path);
+            let f = real!($sym, $ty);
+            // SAFETY: a valid path (the caller's or the mirror's) and the caller's arguments.
+            unsafe { f(p, $($arg),*) }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn lgetxattr(
-    path: *const c_char,
-    name: *const c_char,
-    value: *mut c_void,
-    size: size_t,
-) -> ssize_t {
-    let (_keep, p) = redirect(path);
-    let f = real!("lgetxattr", GetxattrFn);
-    // SAFETY: as getxattr.
-    unsafe { f(p, name, value, size) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn listxattr(
-    path: *const c_char,
-    list: *mut c_char,
-    size: size_t,
-) -> ssize_t {
-    let (_keep, p) = redirect(path);
-    let f = real!("listxattr", ListxattrFn);
-    // SAFETY: as getxattr.
-    unsafe { f(p, list, size) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn llistxattr(
-    path: *const c_char,
-    list: *mut c_char,
-    size: size_t,
-) -> ssize_t {
-    let (_keep, p) = redirect(path);
-    let f = real!("llistxattr", ListxattrFn);
-    // SAFETY: as getxattr.
-    unsafe { f(p, list, size) }
-}
+xattr_redirect!(getxattr, "getxattr", GetxattrFn, (name: *const c_char, value: *mut c_void, size: size_t));
+xattr_redirect!(lgetxattr, "lgetxattr", GetxattrFn, (name: *const c_char, value: *mut c_void, size: size_t));
+xattr_redirect!(listxattr, "listxattr", ListxattrFn, (list: *mut c_char, size: size_t));
+xattr_redirect!(llistxattr, "llistxattr", ListxattrFn, (list: *mut c_char, size: size_t));

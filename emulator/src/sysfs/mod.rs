@@ -80,7 +80,21 @@ pub fn normalise(path: &str) -> Option<String> {
 impl Tree {
     /// Render the tree of `emu` now.
     pub fn render(emu: &Emulator) -> Tree {
-        render::render(emu)
+        render::render(emu, None)
+    }
+
+    /// A tree good for reading `path`: when it lies under one device's directory (or its class
+    /// link), only that device is rendered (one device's lock and datastore pages, not all).
+    pub fn render_for(emu: &Emulator, path: &str) -> Tree {
+        let dev = normalise(path).and_then(|p| {
+            let rest = p
+                .strip_prefix(DEVICES_DIR)
+                .or_else(|| p.strip_prefix(CLASS_DIR))?
+                .strip_prefix("/neuron")?;
+            let n = rest.split('/').next()?;
+            n.parse::<usize>().ok().filter(|_| !n.starts_with('+'))
+        });
+        render::render(emu, dev)
     }
 
     fn insert(&mut self, path: &str, node: Node) {
@@ -278,7 +292,7 @@ impl Tree {
 /// notification is not emulated). Anything else: `EACCES` for a read-only attribute, `ENOENT`
 /// for no attribute.
 pub fn write(emu: &Emulator, path: &str, data: &[u8]) -> Result<usize, Errno> {
-    let tree = Tree::render(emu);
+    let tree = Tree::render_for(emu, path);
     let real = tree.resolve(path).ok_or(Errno::ENOENT)?;
     match tree.nodes.get(&real) {
         Some(Node::File { writable: true, .. }) => {}
@@ -356,6 +370,17 @@ mod tests {
             Some(vec!["neuron_device".to_string()])
         );
         assert_eq!(t.read("relative"), None);
+    }
+
+    #[test]
+    fn a_device_path_renders_only_that_device() {
+        let emu = Emulator::new(neuron_abi::arch::Arch::V2Inf2, 3);
+        let p = "/sys/class/neuron_device/neuron1/info/architecture/device_name";
+        let t = Tree::render_for(&emu, p);
+        assert_eq!(t.read(p).as_deref(), Some("Inferentia2\n"));
+        assert_eq!(t.list(DEVICES_DIR), Some(vec!["neuron1".to_string()]));
+        let all = Tree::render_for(&emu, "/sys/module/neuron/version");
+        assert_eq!(all, Tree::render(&emu));
     }
 
     #[test]

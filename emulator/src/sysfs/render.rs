@@ -253,9 +253,15 @@ fn device(t: &mut Tree, emu: &Emulator, s: &Snapshot) {
     );
 }
 
-pub(super) fn render(emu: &Emulator) -> Tree {
+/// The tree, with only device `only`'s directory when given (the rest is unchanged).
+pub(super) fn render(emu: &Emulator, only: Option<usize>) -> Tree {
     let mut t = Tree::default();
-    let snaps: Vec<Snapshot> = emu.devices.iter().map(|d| snapshot(d)).collect();
+    let snaps: Vec<Snapshot> = emu
+        .devices
+        .iter()
+        .filter(|d| only.is_none_or(|i| i == d.index))
+        .map(|d| snapshot(d))
+        .collect();
     for s in &snaps {
         device(&mut t, emu, s);
     }
@@ -274,7 +280,7 @@ pub(super) fn render(emu: &Emulator) -> Tree {
             if v3 { v3_value } else { "" },
         );
     }
-    if snaps.is_empty() {
+    if emu.devices.is_empty() {
         t.insert(CLASS_DIR, super::Node::Dir);
         t.insert(DEVICES_DIR, super::Node::Dir);
     }
