@@ -29,13 +29,11 @@ macro_rules! sysfs_hook {
 }
 
 type LstatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat64) -> c_int;
-type FstatatFn = unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat64, c_int) -> c_int;
 type AccessFn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 type StatxFn =
     unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
 type ReadlinkFn = unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t;
 type OpendirFn = unsafe extern "C" fn(*const c_char) -> *mut libc::DIR;
-type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
 
 /// The private directory holding the materialised tree (`<root>/sys/...`).
 static MIRROR: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -218,61 +216,33 @@ pub(crate) fn access(path: *const c_char, mode: c_int) -> Option<c_int> {
     Some(unsafe { f(m.as_ptr(), mode) })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn lstat64(path: *const c_char, st: *mut libc::stat64) -> c_int {
-    sysfs_hook!(stat(path, st, false));
-    let f = real!("lstat64", LstatFn);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(path, st) }
+/// An interposed call: the sysfs hook first, else libc's own with the same arguments.
+macro_rules! interpose {
+    ($name:ident, $sym:literal, ($($arg:ident: $t:ty),*) -> $ret:ty, $hook:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> $ret {
+            sysfs_hook!($hook);
+            let f = real!($sym, unsafe extern "C" fn($($t),*) -> $ret);
+            // SAFETY: forwarding the caller's arguments unchanged to libc.
+            unsafe { f($($arg),*) }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn lstat(path: *const c_char, st: *mut libc::stat64) -> c_int {
-    sysfs_hook!(stat(path, st, false));
-    let f = real!("lstat", LstatFn);
-    // SAFETY: as lstat64 (`struct stat` == `stat64` on x86_64 and aarch64 glibc).
-    unsafe { f(path, st) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat64(
-    dirfd: c_int,
-    path: *const c_char,
-    st: *mut libc::stat64,
-    flags: c_int,
-) -> c_int {
-    sysfs_hook!(stat(path, st, flags & libc::AT_SYMLINK_NOFOLLOW == 0));
-    let f = real!("fstatat64", FstatatFn);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(dirfd, path, st, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat(
-    dirfd: c_int,
-    path: *const c_char,
-    st: *mut libc::stat64,
-    flags: c_int,
-) -> c_int {
-    sysfs_hook!(stat(path, st, flags & libc::AT_SYMLINK_NOFOLLOW == 0));
-    let f = real!("fstatat", FstatatFn);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(dirfd, path, st, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn faccessat(
-    dirfd: c_int,
-    path: *const c_char,
-    mode: c_int,
-    flags: c_int,
-) -> c_int {
-    sysfs_hook!(access(path, mode));
-    type F = unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
-    let f = real!("faccessat", F);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(dirfd, path, mode, flags) }
-}
+// `struct stat` == `stat64` on x86_64 and aarch64 glibc.
+interpose!(lstat64, "lstat64", (path: *const c_char, st: *mut libc::stat64) -> c_int,
+    stat(path, st, false));
+interpose!(lstat, "lstat", (path: *const c_char, st: *mut libc::stat64) -> c_int,
+    stat(path, st, false));
+interpose!(fstatat64, "fstatat64",
+    (dirfd: c_int, path: *const c_char, st: *mut libc::stat64, flags: c_int) -> c_int,
+    stat(path, st, flags & libc::AT_SYMLINK_NOFOLLOW == 0));
+interpose!(fstatat, "fstatat",
+    (dirfd: c_int, path: *const c_char, st: *mut libc::stat64, flags: c_int) -> c_int,
+    stat(path, st, flags & libc::AT_SYMLINK_NOFOLLOW == 0));
+interpose!(faccessat, "faccessat",
+    (dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int,
+    access(path, mode));
 
 #[no_mangle]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, len: size_t) -> ssize_t {
@@ -326,21 +296,10 @@ fn fopen_emulated(path: *const c_char, mode: *const c_char) -> Option<*mut libc:
     Some(f)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    sysfs_hook!(fopen_emulated(path, mode));
-    let f = real!("fopen", FopenFn);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    sysfs_hook!(fopen_emulated(path, mode));
-    let f = real!("fopen64", FopenFn);
-    // SAFETY: forwarding the caller's arguments unchanged to libc.
-    unsafe { f(path, mode) }
-}
+interpose!(fopen, "fopen", (path: *const c_char, mode: *const c_char) -> *mut libc::FILE,
+    fopen_emulated(path, mode));
+interpose!(fopen64, "fopen64", (path: *const c_char, mode: *const c_char) -> *mut libc::FILE,
+    fopen_emulated(path, mode));
 
 type GetxattrFn =
     unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t;
