@@ -463,7 +463,7 @@ fn resets_are_counted_per_core_and_a_sysfs_reset_needs_a_closed_node() {
     };
     assert_eq!((req(0), req(1)), ("0\n".into(), "1\n".into()));
     let p = format!("{DEV}/neuron0/reset");
-    assert_eq!(sysfs::write(&emu, &p, b"1\n"), Err(Errno::EBUSY));
+    assert_eq!(emu.write_sysfs(&p, b"1\n"), Err(Errno::EBUSY));
     assert_eq!(
         sysfs::write(&emu, &format!("{DEV}/neuron0/core_count"), b"1"),
         Err(Errno::EACCES)
@@ -474,6 +474,7 @@ fn resets_are_counted_per_core_and_a_sysfs_reset_needs_a_closed_node() {
         Ok(2)
     );
     assert_eq!((req(0), req(1)), ("1\n".into(), "2\n".into()));
+    assert_eq!(emu.sysfs().read(&p).as_deref(), Some("1\n"), "READY again");
     assert_eq!(
         read(
             &emu,
