@@ -12,6 +12,7 @@ mod inspect;
 mod install;
 mod run;
 mod serve;
+mod sysfs;
 mod tensorio;
 mod trace;
 
@@ -52,6 +53,8 @@ enum Cmd {
     Disasm(disasm::DisasmArgs),
     /// Install neuron-ls/top/monitor, libnrt.so.1, the emulator libraries and the nrt headers.
     Install(install::InstallArgs),
+    /// The emulated driver's sysfs tree: print an attribute or the tree, or write it to DIR.
+    Sysfs(sysfs::SysfsArgs),
     /// Benchmarks that print a ratio against a host baseline measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
+        Cmd::Sysfs(a) => sysfs::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Calibrate {
             files,
             profiles,

@@ -46,6 +46,27 @@ fn serve_prints_its_socket_refuses_a_second_daemon_and_cleans_up_on_sigterm() {
         l2.trim(),
         format!("export NEURON_EMU_SOCKET={}", path.display())
     );
+    let mut l3 = String::new();
+    out.read_line(&mut l3).expect("line");
+    let root = PathBuf::from(format!("{}.sysfs", path.display()));
+    assert_eq!(
+        l3.trim(),
+        format!("neuron-emu: sysfs tree under {}", root.display())
+    );
+    // The tree as real files, for programs that cannot be preloaded.
+    let version = root.join("sys/module/neuron/version");
+    let t0 = std::time::Instant::now();
+    while !version.exists() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let v = std::fs::read_to_string(&version);
+    let cores =
+        std::fs::read_to_string(root.join("sys/devices/virtual/neuron_device/neuron1/core_count"));
+    if v.is_err() || cores.is_err() {
+        let _ = d.kill();
+    }
+    assert_eq!(v.expect("module version").trim(), "2.26.5.0");
+    assert_eq!(cores.expect("core_count"), "8");
     let o = dmesg(&path);
     assert!(o.status.success(), "{o:?}");
     let second = bin()

@@ -84,9 +84,41 @@ impl RangeAlloc {
     }
 }
 
+/// Bytes of one memory category as sysfs `memory_usage` shows them: `present` now, `peak` the
+/// most `present` ever was, `total` every byte ever allocated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemCounter {
+    pub total: u64,
+    pub present: u64,
+    pub peak: u64,
+}
+
+impl MemCounter {
+    fn add(&mut self, n: u64) {
+        self.total = self.total.saturating_add(n);
+        self.present = self.present.saturating_add(n);
+        self.peak = self.peak.max(self.present);
+    }
+    fn sub(&mut self, n: u64) {
+        self.present = self.present.saturating_sub(n);
+    }
+}
+
+/// A sysfs memory counter a chunk counts under: its side (host or device), its category
+/// (`None`: all of the side) and NC label (`None`: device-wide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemKey {
+    pub host: bool,
+    pub category: Option<&'static str>,
+    pub nc: Option<u32>,
+}
+
 /// The per-device chunk table.
 #[derive(Debug)]
 pub struct ChunkTable {
+    /// Bytes by (side, type, NC), kept as chunks come and go (the driver's mc_alloc/mc_free
+    /// sysfs accounting).
+    usage: BTreeMap<MemKey, MemCounter>,
     chunks: HashMap<u64, Chunk>,
     /// Freed handles, reused last-in first-out as the driver does.
     free_handles: Vec<u64>,
@@ -104,6 +136,7 @@ const HOST_BUS_END: u64 = 0x1_0000_0000;
 impl ChunkTable {
     pub fn new(hbm: &[(u64, u64)], host_bit: u64) -> Self {
         ChunkTable {
+            usage: BTreeMap::new(),
             chunks: HashMap::new(),
             free_handles: Vec::new(),
             next_handle: 1,
@@ -170,8 +203,34 @@ impl ChunkTable {
             zombie: false,
         };
         self.by_pa.insert(pa, handle);
+        for k in Self::keys(&c) {
+            self.usage.entry(k).or_default().add(c.size);
+        }
         self.chunks.insert(handle, c.clone());
         Ok(c)
+    }
+
+    /// The driver's two counters per chunk: its category (device categories per NC, host
+    /// categories device-wide) and its side's total for its NC label.
+    fn keys(c: &Chunk) -> [MemKey; 2] {
+        let category = crate::sysfs::category(c.host, c.mem_type);
+        [
+            MemKey {
+                host: c.host,
+                category: Some(category),
+                nc: (!c.host).then_some(c.nc),
+            },
+            MemKey {
+                host: c.host,
+                category: None,
+                nc: Some(c.nc),
+            },
+        ]
+    }
+
+    /// Bytes per sysfs memory counter since the table was created.
+    pub fn usage(&self) -> &BTreeMap<MemKey, MemCounter> {
+        &self.usage
     }
 
     pub fn get(&self, handle: u64) -> Option<&Chunk> {
@@ -207,6 +266,11 @@ impl ChunkTable {
     fn remove(&mut self, handle: u64) -> Option<Chunk> {
         let c = self.chunks.remove(&handle)?;
         self.by_pa.remove(&c.pa);
+        for k in Self::keys(&c) {
+            if let Some(u) = self.usage.get_mut(&k) {
+                u.sub(c.size);
+            }
+        }
         if c.host {
             self.host.release(c.pa & !self.host_bit, c.size);
         } else if let Some(a) = self.hbm.get_mut(c.hbm as usize) {
@@ -313,5 +377,31 @@ mod tests {
         assert_eq!(big.pa % (1 << 20), 0);
         assert_eq!(t.find_pa(big.pa + 100).map(|c| c.handle), Some(big.handle));
         assert_eq!(t.free(999).map(|_| ()), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn usage_counts_present_peak_and_total_by_type_and_nc() {
+        let mut t = ChunkTable::new(&[(0x100_0000, 0x1000_0000)], 0x4000_0000_0000);
+        let key = MemKey {
+            host: false,
+            category: Some("tensors"),
+            nc: Some(1),
+        };
+        let a = t
+            .alloc(4096, 0, false, 0, 1, 9, 1, Lifespan::CurProcess)
+            .expect("a");
+        let b = t
+            .alloc(8192, 0, false, 0, 1, 9, 1, Lifespan::CurProcess)
+            .expect("b");
+        let _ = t.free(a.handle).expect("free");
+        let u = t.usage()[&key];
+        assert_eq!((u.present, u.peak, u.total), (8192, 12288, 12288));
+        // A mapped chunk's bytes stay present until the mapping is gone.
+        t.map_ref(b.pa, 1);
+        let _ = t.free(b.handle).expect("free");
+        assert_eq!(t.usage()[&key].present, 8192);
+        assert!(t.map_ref(b.pa, -1).is_some());
+        assert_eq!(t.usage()[&key].present, 0);
+        assert_eq!(t.usage().len(), 2, "the category and the side's total");
     }
 }

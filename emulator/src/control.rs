@@ -236,6 +236,16 @@ impl Emulator {
         Some(self.devices.get(index)?.lock().dev.status())
     }
 
+    /// The driver's sysfs tree now (`sysfs::Tree::render`; `docs/sysfs.md`).
+    pub fn sysfs(&self) -> crate::sysfs::Tree {
+        crate::sysfs::Tree::render(self)
+    }
+
+    /// A write to sysfs attribute `path` (`sysfs::write`: `neuron<N>/reset`, `notify_delay`).
+    pub fn write_sysfs(&self, path: &str, data: &[u8]) -> Result<usize, neuron_abi::Errno> {
+        crate::sysfs::write(self, path, data)
+    }
+
     /// Device `index`'s memory-error counters, as sysfs `stats/hardware/*` reports them.
     pub fn ecc(&self, index: usize) -> Option<neuron_devmodel::ecc::EccCounters> {
         Some(self.devices.get(index)?.lock().dev.ecc())

@@ -9,6 +9,7 @@ use neuron_abi::consts::{
     MemType, CINIT_STATE_INVALID, CRWL_MAX_NC_PER_DEVICE, DMA_ENG_STATE_NORMAL,
     MAX_NEURON_DEVICE_COUNT, NDS_SLOTS_PER_DEVICE, NDS_SLOT_SIZE,
 };
+use neuron_abi::nds;
 use neuron_abi::Errno;
 use std::collections::{HashMap, HashSet};
 
@@ -18,6 +19,10 @@ pub const CRWL_GLOBAL_SLOTS: usize = (MAX_NEURON_DEVICE_COUNT * CRWL_MAX_NC_PER_
 pub const MAX_NC_PER_DEVICE: u32 = CRWL_MAX_NC_PER_DEVICE;
 /// Datastore header version this emulator writes after "nds\0" (project-defined).
 pub const NDS_VERSION: u32 = 1;
+/// NeuronCore counter ids a datastore page has (original + extended).
+pub const NDS_NC_IDS: usize = nds::NC_COUNTER_COUNT + nds::EXT_NC_COUNTER_COUNT;
+/// Per-NC datastore counters, indexed by `NcCounter` id.
+pub type NcCounters = [u64; NDS_NC_IDS];
 
 /// One per-NC model reader/writer lock.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +72,12 @@ pub struct DrvState {
     pub reset_done: HashSet<u32>,
     /// (nc, H2T queue) -> chunk handle of its H2D completion queue (2.27).
     pub compl_queues: HashMap<(u32, u32), u64>,
+    /// Per NC: the datastore counters of entries already released, summed (the driver's
+    /// `nsysfsmetric_nds_aggregate` on release; sysfs `total` adds them to the live ones).
+    pub ds_released: Vec<NcCounters>,
+    /// Per NC: reset requests (NC_RESET, DEVICE_RESET, sysfs `reset`) and failed resets.
+    pub reset_req: Vec<u64>,
+    pub reset_fail: Vec<u64>,
 }
 
 impl DrvState {
@@ -87,6 +98,9 @@ impl DrvState {
             misc_ram: HashMap::new(),
             reset_done: HashSet::new(),
             compl_queues: HashMap::new(),
+            ds_released: vec![[0; NDS_NC_IDS]; arch.nc_count() as usize],
+            reset_req: vec![0; arch.nc_count() as usize],
+            reset_fail: vec![0; arch.nc_count() as usize],
         }
     }
 }
@@ -116,7 +130,44 @@ pub fn crwl_release_process(g: &mut DevState, pid: u32) {
     }
 }
 
+/// The driver-defined part of datastore entry `i`'s page, if it has one.
+fn ds_page(g: &DevState, i: usize) -> Option<Vec<u8>> {
+    let pa = g.chunks.get(g.drv.ds.get(i)?.handle)?.pa;
+    let mut page = vec![0u8; nds::DRIVER_AREA_END];
+    g.dev.read(pa, &mut page).ok()?;
+    Some(page)
+}
+
+/// Add every per-NC counter of `page` into `acc` (one array per NC of the device).
+fn add_page(acc: &mut [NcCounters], page: &[u8]) {
+    for (nc, a) in acc.iter_mut().enumerate() {
+        for (id, v) in a.iter_mut().enumerate() {
+            *v = v.wrapping_add(nds::nc_counter(page, nc as u32, nds::NcCounter(id as u32)));
+        }
+    }
+}
+
+/// Per NC, the counters of the datastore entries in use now (sysfs `present`).
+pub fn ds_live_counters(g: &DevState) -> Vec<NcCounters> {
+    let mut acc = vec![[0; NDS_NC_IDS]; g.drv.ds_released.len()];
+    for i in 0..g.drv.ds.len() {
+        if g.drv.ds[i].pid == 0 {
+            continue;
+        }
+        if let Some(page) = ds_page(g, i) {
+            add_page(&mut acc, &page);
+        }
+    }
+    acc
+}
+
 fn ds_clear_entry(g: &mut DevState, i: usize) {
+    // Fold the leaving process's counters into the device's before the page is zeroed.
+    if g.drv.ds[i].pid != 0 {
+        if let Some(page) = ds_page(g, i) {
+            add_page(&mut g.drv.ds_released, &page);
+        }
+    }
     let tick = g.drv.ds_tick;
     g.drv.ds_tick += 1;
     let e = &mut g.drv.ds[i];

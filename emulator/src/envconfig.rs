@@ -1,8 +1,10 @@
 //! Which devices an emulator embedded in a process emulates, from the environment:
 //! `NEURON_EMU_ARCH` (trn2 | trn1 | inf2, default trn2), `NEURON_EMU_DEVICES` (1..=64,
 //! default 1), and a fault plan to inject (`NEURON_EMU_FAULTS` = a plan file,
-//! `NEURON_EMU_FAULTS_SEED` = its seed, default 0; `docs/faults.md`). A set but invalid value
-//! is an error naming the variable, never a silent default.
+//! `NEURON_EMU_FAULTS_SEED` = its seed, default 0; `docs/faults.md`), or a whole instance
+//! (`NEURON_EMU_INSTANCE` = a preset such as trn2.48xlarge: arch, device count, links and
+//! identity; ARCH/DEVICES may be set too only if they agree). A set but invalid value is an
+//! error naming the variable, never a silent default.
 
 use neuron_abi::arch::Arch;
 
@@ -10,6 +12,8 @@ use neuron_abi::arch::Arch;
 pub const ARCH_ENV: &str = "NEURON_EMU_ARCH";
 /// The environment variable selecting the number of devices.
 pub const DEVICES_ENV: &str = "NEURON_EMU_DEVICES";
+/// The environment variable selecting an instance preset (`instance::Instance::by_name`).
+pub const INSTANCE_ENV: &str = "NEURON_EMU_INSTANCE";
 /// The environment variable naming a fault plan to inject.
 pub const FAULTS_ENV: &str = "NEURON_EMU_FAULTS";
 /// The environment variable with the fault plan's seed.
@@ -22,6 +26,8 @@ pub const MAX_DEVICES: usize = neuron_abi::consts::MAX_NEURON_DEVICE_COUNT as us
 pub struct EmuConfig {
     pub arch: Arch,
     pub devices: usize,
+    /// The instance preset, if `NEURON_EMU_INSTANCE` chose one (else a generic instance).
+    pub instance: Option<crate::instance::Instance>,
     /// The validated fault plan to inject, and its seed.
     pub faults: Option<(neuron_faults::Plan, u64)>,
 }
@@ -31,6 +37,7 @@ impl Default for EmuConfig {
         EmuConfig {
             arch: Arch::V3Trn2,
             devices: 1,
+            instance: None,
             faults: None,
         }
     }
@@ -59,6 +66,29 @@ impl EmuConfig {
                     format!("{DEVICES_ENV}={s:?}: expected a number in 1..={MAX_DEVICES}")
                 })?;
         }
+        if let Some(s) = get(INSTANCE_ENV).filter(|s| !s.trim().is_empty()) {
+            let name = s.trim();
+            let inst = crate::instance::Instance::by_name(name).ok_or_else(|| {
+                let all: Vec<&str> = crate::instance::Instance::names().collect();
+                format!("{INSTANCE_ENV}={s:?}: expected one of {}", all.join(", "))
+            })?;
+            if get(ARCH_ENV).is_some() && c.arch != inst.arch {
+                return Err(format!(
+                    "{INSTANCE_ENV}={name} is a {} instance but {ARCH_ENV} says {}",
+                    inst.arch.name(),
+                    c.arch.name()
+                ));
+            }
+            if get(DEVICES_ENV).is_some() && c.devices != inst.devices {
+                return Err(format!(
+                    "{INSTANCE_ENV}={name} has {} devices but {DEVICES_ENV} says {}",
+                    inst.devices, c.devices
+                ));
+            }
+            c.arch = inst.arch;
+            c.devices = inst.devices;
+            c.instance = Some(inst);
+        }
         let seed = match get(FAULTS_SEED_ENV) {
             Some(s) => s
                 .trim()
@@ -80,7 +110,10 @@ impl EmuConfig {
     /// An emulator of this configuration, with the fault plan (if any) installed on its
     /// devices: each fault on the device its site names.
     pub fn build(&self) -> crate::Emulator {
-        let emu = crate::Emulator::new(self.arch, self.devices);
+        let emu = match &self.instance {
+            Some(i) => crate::Emulator::with_instance(i),
+            None => crate::Emulator::new(self.arch, self.devices),
+        };
         if let Some((plan, seed)) = &self.faults {
             let limits = neuron_faults::Limits::for_arch(self.arch, self.devices as u32);
             let all = plan.sample_all(&limits, *seed);
@@ -148,6 +181,29 @@ mod tests {
         assert!(e.starts_with(FAULTS_SEED_ENV), "{e}");
         let e = cfg(&[(FAULTS_ENV, "/nonexistent/plan.toml")]).expect_err("missing");
         assert!(e.contains("/nonexistent/plan.toml"), "{e}");
+    }
+
+    #[test]
+    fn an_instance_sets_arch_and_devices_and_must_agree_with_them() {
+        let c = cfg(&[(INSTANCE_ENV, "trn2.48xlarge")]).expect("preset");
+        assert_eq!((c.arch, c.devices), (Arch::V3Trn2, 16));
+        assert_eq!(c.build().instance().name, Some("trn2.48xlarge"));
+        let c = cfg(&[
+            (INSTANCE_ENV, "inf2.48xlarge"),
+            (ARCH_ENV, "inf2"),
+            (DEVICES_ENV, "12"),
+        ])
+        .expect("consistent");
+        assert_eq!(c.instance.map(|i| i.topology[0].clone()), Some(vec![11, 1]));
+        let e = cfg(&[(INSTANCE_ENV, "trn2.48xlarge"), (ARCH_ENV, "trn1")]).expect_err("arch");
+        assert!(e.contains(INSTANCE_ENV) && e.contains(ARCH_ENV), "{e}");
+        let e = cfg(&[(INSTANCE_ENV, "trn1.2xlarge"), (DEVICES_ENV, "2")]).expect_err("n");
+        assert!(e.contains(INSTANCE_ENV) && e.contains(DEVICES_ENV), "{e}");
+        let e = cfg(&[(INSTANCE_ENV, "p5.48xlarge")]).expect_err("unknown");
+        assert!(
+            e.starts_with(INSTANCE_ENV) && e.contains("trn1.32xlarge") && e.contains("inf2.xlarge"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -22,9 +22,11 @@ pub mod envconfig;
 mod forks;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod instance;
 pub mod kmsg;
 pub mod mmio;
 pub mod serve;
+pub mod sysfs;
 pub mod uaccess;
 
 pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
@@ -160,6 +162,8 @@ pub(crate) struct Global {
     pub(crate) va_maps: Mutex<BTreeMap<usize, (u32, usize, usize, u32)>>,
     /// The kernel log (`dmesg`).
     pub(crate) kmsg: Mutex<kmsg::Kmsg>,
+    /// The emulated instance: its devices' links (DEVICE_INFO, sysfs) and identity.
+    pub(crate) instance: instance::Instance,
 }
 
 impl Global {
@@ -319,11 +323,19 @@ fn claim_mail(sh: &DevShared) {
 pub struct Emulator {
     devices: Vec<Arc<DevShared>>,
     workers: Vec<JoinHandle<()>>,
+    global: Arc<Global>,
 }
 
 impl Emulator {
-    /// Create `count` devices of architecture `arch`, each with its worker thread.
+    /// Create `count` devices of architecture `arch`, each with its worker thread: a generic
+    /// instance (`instance::Instance::generic`: the driver's links for that arch and count).
     pub fn new(arch: Arch, count: usize) -> Emulator {
+        Emulator::with_instance(&instance::Instance::generic(arch, count))
+    }
+
+    /// Create the devices of instance `inst` (a preset of `instance::Instance::by_name`).
+    pub fn with_instance(inst: &instance::Instance) -> Emulator {
+        let (arch, count) = (inst.arch, inst.devices);
         let mut devices = Vec::new();
         let mut workers = Vec::new();
         let count = count.min(neuron_abi::consts::MAX_NEURON_DEVICE_COUNT as usize);
@@ -332,6 +344,7 @@ impl Emulator {
             crwl_range: Mutex::new(vec![0; drvstate::CRWL_GLOBAL_SLOTS]),
             va_maps: Mutex::new(BTreeMap::new()),
             kmsg: Mutex::new(kmsg::Kmsg::default()),
+            instance: inst.clone(),
         });
         for index in 0..count {
             let profile = ArchProfile::new(arch);
@@ -387,7 +400,16 @@ impl Emulator {
             }
             devices.push(sh);
         }
-        Emulator { devices, workers }
+        Emulator {
+            devices,
+            workers,
+            global,
+        }
+    }
+
+    /// The emulated instance.
+    pub fn instance(&self) -> &instance::Instance {
+        &self.global.instance
     }
 
     pub fn device_count(&self) -> usize {

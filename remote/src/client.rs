@@ -234,6 +234,11 @@ impl RemoteMachine {
     pub fn dmesg(&self) -> Result<String, ControlError> {
         dmesg(&self.path)
     }
+
+    /// The daemon's encoded sysfs tree (see [`sysfs`]).
+    pub fn sysfs(&self, attr: &str) -> Result<String, ControlError> {
+        sysfs(&self.path, attr)
+    }
 }
 
 fn control(path: &Path, c: Control) -> Result<Reply, ControlError> {
@@ -255,6 +260,23 @@ fn control(path: &Path, c: Control) -> Result<Reply, ControlError> {
 /// The kernel log (`dmesg`) of the daemon at `path`.
 pub fn dmesg(path: &Path) -> Result<String, ControlError> {
     match control(path, Control::Dmesg)? {
+        Reply::Text(s) => Ok(s),
+        _ => Err(ControlError::Proto {
+            path: path.to_path_buf(),
+            err: ProtoError::Unexpected("no text"),
+        }),
+    }
+}
+
+/// The encoded sysfs tree of the daemon at `path` (all of it if `attr` is empty, else enough
+/// to read `attr`).
+pub fn sysfs(path: &Path, attr: &str) -> Result<String, ControlError> {
+    match control(
+        path,
+        Control::Sysfs {
+            path: attr.to_string(),
+        },
+    )? {
         Reply::Text(s) => Ok(s),
         _ => Err(ControlError::Proto {
             path: path.to_path_buf(),

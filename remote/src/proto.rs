@@ -68,6 +68,9 @@ pub enum Control {
     Dmesg,
     /// Stop the daemon (only from the daemon's own uid).
     Shutdown,
+    /// The driver's sysfs tree, encoded as `neuron_emulator::sysfs::Tree::encode` writes it:
+    /// the whole tree (`path` empty), or enough of it to read `path`.
+    Sysfs { path: String },
 }
 
 /// Client → daemon.
@@ -187,6 +190,7 @@ mod tag {
 
     pub const C_DMESG: u8 = 0x01;
     pub const C_SHUTDOWN: u8 = 0x02;
+    pub const C_SYSFS: u8 = 0x03;
 }
 
 /// Encoder of one frame (the length prefix is filled in by [`Enc::finish`]).
@@ -289,10 +293,11 @@ impl Request {
                 Enc::new(MMAP).u64(*len).u64(*offset).u32(*prot as u32)
             }
             Request::Munmap { addr, len } => Enc::new(MUNMAP).u64(*addr).u64(*len),
-            Request::Control(c) => Enc::new(CONTROL).u8(match c {
-                Control::Dmesg => C_DMESG,
-                Control::Shutdown => C_SHUTDOWN,
-            }),
+            Request::Control(Control::Dmesg) => Enc::new(CONTROL).u8(C_DMESG),
+            Request::Control(Control::Shutdown) => Enc::new(CONTROL).u8(C_SHUTDOWN),
+            Request::Control(Control::Sysfs { path }) => {
+                Enc::new(CONTROL).u8(C_SYSFS).bytes(path.as_bytes())
+            }
             Request::MemData(d) => Enc::new(MEM_DATA).bytes(d),
             Request::MemDone => Enc::new(MEM_DONE),
             Request::MemFault { errno } => Enc::new(MEM_FAULT).u32(*errno as u32),
@@ -330,6 +335,7 @@ impl Request {
             CONTROL => Request::Control(match d.u8()? {
                 C_DMESG => Control::Dmesg,
                 C_SHUTDOWN => Control::Shutdown,
+                C_SYSFS => Control::Sysfs { path: d.text()? },
                 c => return Err(DecodeError::UnknownControl(c)),
             }),
             MEM_DATA => Request::MemData(d.bytes(MAX_DATA)?),
@@ -498,6 +504,9 @@ mod tests {
             },
             Request::Control(Control::Dmesg),
             Request::Control(Control::Shutdown),
+            Request::Control(Control::Sysfs {
+                path: "/sys/module/neuron/version".into(),
+            }),
             Request::MemData(vec![9; 100]),
             Request::MemDone,
             Request::MemFault { errno: 14 },

@@ -137,6 +137,9 @@ type StatxFn =
     unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
 type AccessFn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 
+#[macro_use]
+mod sysfs;
+
 /// Open an emulated node: a placeholder fd on /dev/null carries the number.
 fn open_emulated(index: usize, flags: c_int) -> c_int {
     inside(|| {
@@ -189,6 +192,7 @@ unsafe fn path_of<'a>(p: *const c_char) -> Option<&'a CStr> {
 
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    sysfs_hook!(sysfs::open(path, flags));
     // SAFETY: path from the caller.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !IN_SHIM.with(Cell::get) {
@@ -204,6 +208,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
 
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    sysfs_hook!(sysfs::open(path, flags));
     // SAFETY: path from the caller.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !IN_SHIM.with(Cell::get) {
@@ -224,6 +229,7 @@ pub unsafe extern "C" fn openat(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
+    sysfs_hook!(sysfs::openat(dirfd, path, flags));
     // SAFETY: path from the caller; /dev/neuron paths are absolute, so dirfd does not matter.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !IN_SHIM.with(Cell::get) {
@@ -244,6 +250,7 @@ pub unsafe extern "C" fn openat64(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
+    sysfs_hook!(sysfs::openat(dirfd, path, flags));
     // SAFETY: as openat.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !IN_SHIM.with(Cell::get) {
@@ -457,6 +464,7 @@ fn fake_stat(index: usize, st: *mut libc::stat64) {
 
 #[no_mangle]
 pub unsafe extern "C" fn stat64(path: *const c_char, st: *mut libc::stat64) -> c_int {
+    sysfs_hook!(sysfs::stat(path, st, true));
     // SAFETY: path from the caller.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !st.is_null() {
@@ -473,6 +481,7 @@ pub unsafe extern "C" fn stat64(path: *const c_char, st: *mut libc::stat64) -> c
 
 #[no_mangle]
 pub unsafe extern "C" fn stat(path: *const c_char, st: *mut libc::stat64) -> c_int {
+    sysfs_hook!(sysfs::stat(path, st, true));
     // SAFETY: path from the caller; on x86_64 and aarch64 glibc `struct stat` == `stat64`.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !st.is_null() {
@@ -489,6 +498,7 @@ pub unsafe extern "C" fn stat(path: *const c_char, st: *mut libc::stat64) -> c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    sysfs_hook!(sysfs::access(path, mode));
     // SAFETY: path from the caller.
     if unsafe { path_of(path) }.and_then(device_index).is_some() {
         return 0;
@@ -508,6 +518,7 @@ pub unsafe extern "C" fn statx(
     mask: libc::c_uint,
     buf: *mut libc::statx,
 ) -> c_int {
+    sysfs_hook!(sysfs::statx(path, flags, mask, buf));
     // SAFETY: path from the caller.
     if let Some(i) = unsafe { path_of(path) }.and_then(device_index) {
         if !buf.is_null() {

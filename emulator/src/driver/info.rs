@@ -116,6 +116,12 @@ impl Req {
                 v.revision = REVISION;
                 v.bar_address = [BAR0_KVA, 0];
                 v.bar_size = [bar0_size(arch), 0];
+                // The instance's links (the driver's fw_io_topology table), at most 8.
+                let links = cx.global().instance.connected(cx.index());
+                for (slot, d) in v.connected_devices.iter_mut().zip(links) {
+                    *slot = *d;
+                }
+                v.connected_device_count = links.len().min(v.connected_devices.len()) as u32;
                 cx.reply(&v)
             }
             Req::DriverInfoGet => cx.reply(&DeviceDriverInfo {
@@ -278,6 +284,32 @@ mod tests {
         assert_eq!(b.raw(NEURON_IOCTL_DRIVER_INFO_SET, 0), Err(Errno::ENOTSUPP));
         // A bad pointer is EFAULT, never a crash.
         assert_eq!(b.raw(NEURON_IOCTL_DEVICE_INFO, 16), Err(Errno::EFAULT));
+    }
+
+    #[test]
+    fn device_info_reports_the_instance_links() {
+        let emu = crate::Emulator::with_instance(
+            &crate::instance::Instance::by_name("trn2.48xlarge").expect("preset"),
+        );
+        let f = emu.open(0, crate::OpenOptions::default()).expect("open");
+        let mut v = DeviceInfo::default();
+        // SAFETY: a live, exclusively borrowed argument of the command's size.
+        #[allow(unsafe_code)]
+        let r = unsafe {
+            neuron_abi::DeviceFile::ioctl(
+                &f,
+                NEURON_IOCTL_DEVICE_INFO,
+                v.as_mut_bytes().as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, Ok(0));
+        assert_eq!(v.connected_device_count, 4);
+        assert_eq!(v.connected_devices[..4], [12, 1, 3, 4]);
+        assert_eq!(v.connected_devices[4..], [0; 4]);
+        // One device: no links, as before.
+        let b = Bench::v3();
+        let (r, v) = b.io(NEURON_IOCTL_DEVICE_INFO, &DeviceInfo::default());
+        assert_eq!((r, v.connected_device_count), (Ok(0), 0));
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod sem;
 pub(crate) mod testutil;
 
 pub use info::{pci_bdf, BAR0_KVA, REVISION};
+pub(crate) use reset::reset_nc;
 
 use crate::uaccess::UserMemory;
 use crate::{DevShared, DevState, Global};

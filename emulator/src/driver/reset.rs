@@ -111,6 +111,10 @@ impl Req {
 
 /// Reset one core: the model's state, its core-init token and its notification queues.
 pub(crate) fn reset_nc(g: &mut DevState, nc: u32) {
+    // sysfs `other_info/reset_req_count` counts every request per core (`driver-abi.md` §7.1).
+    if let Some(n) = g.drv.reset_req.get_mut(nc as usize) {
+        *n += 1;
+    }
     g.dev.reset_nc(nc as usize);
     // The core must be initialised again (CINIT token back to INVALID).
     if let Some(s) = g.drv.cinit.get_mut(nc as usize) {

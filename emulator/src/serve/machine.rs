@@ -69,4 +69,15 @@ impl Machine {
             Machine::Remote(m) => Box::new(m.open(index, write_only)?),
         })
     }
+
+    /// This machine's sysfs tree (`crate::sysfs`): rendered here, or fetched from the daemon
+    /// (`None` if the daemon cannot be reached). With `path`, only what reading it needs.
+    pub fn sysfs(&self, path: Option<&str>) -> Option<crate::sysfs::Tree> {
+        use crate::sysfs::Tree;
+        match (self, path) {
+            (Machine::Local(e), Some(p)) => Some(Tree::render_for(e, p)),
+            (Machine::Local(e), None) => Some(Tree::render(e)),
+            (Machine::Remote(m), p) => Tree::decode(&m.sysfs(p.unwrap_or("")).ok()?),
+        }
+    }
 }

@@ -407,6 +407,14 @@ fn serve_conn(sh: &Shared, sock: UnixStream) {
                     .collect();
                 Reply::Text(text)
             }
+            Request::Control(Control::Sysfs { path }) => {
+                let tree = if path.is_empty() {
+                    crate::sysfs::Tree::render(&sh.emu)
+                } else {
+                    crate::sysfs::Tree::render_for(&sh.emu, &path)
+                };
+                Reply::Text(tree.encode())
+            }
             Request::Control(Control::Shutdown) => {
                 if uid == sh.uid {
                     let _ = (&sock).write_all(&done(Ok(0)).encode());
