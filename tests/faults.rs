@@ -70,6 +70,17 @@ impl Faulty {
     fn fired(&self) -> bool {
         self.fired.load(Ordering::Acquire)
     }
+    /// `neuron0/neuron_core0/stats/status/<name>/present` as the driver's sysfs shows it (the
+    /// counters the runtime keeps in its datastore page).
+    fn status_counter(&self, name: &str) -> u64 {
+        let path = format!(
+            "/sys/devices/virtual/neuron_device/neuron0/neuron_core0/stats/status/{name}/present"
+        );
+        let v = self.s.emu.sysfs().read(&path);
+        v.as_deref()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {v:?}"))
+    }
 }
 
 fn status(r: &Result<ExecOutput, NrtError>) -> u32 {
@@ -96,6 +107,18 @@ fn hardware_error(plan: &str, want: NrtStatus, line: &str, kind: &str) {
                 && l.contains("nd-id=0 nc-id=0")),
         "{k:?}"
     );
+    // The runtime counts the error where the driver's sysfs shows it (`users-faults-and-tools.md`
+    // §2.6): the hardware class and the fault's own counter.
+    let counter = match want {
+        NrtStatus::ExecHwErrNcUe => "hw_nc_ue_error",
+        NrtStatus::ExecHwErrHbmUe => "hw_hbm_ue_error",
+        NrtStatus::ExecHwErrRepairableHbmUe => "hw_repairable_hbm_ue_error",
+        NrtStatus::ExecHwErrDmaAbort => "hw_dma_abort_error",
+        _ => unreachable!("not a hardware error: {want:?}"),
+    };
+    assert_eq!(f.status_counter(counter), 1, "{counter}");
+    assert_eq!(f.status_counter("hw_error"), 1);
+    assert_eq!(f.status_counter("success"), 0);
     let ecc = f.s.emu.ecc(0).expect("device 0");
     match want {
         NrtStatus::ExecHwErrNcUe => assert_eq!(ecc.sysfs_sram_ecc_uncorrected(), 1, "{ecc:?}"),
@@ -206,9 +229,11 @@ fn a_nan_completes_with_a_numerical_error_and_leaves_the_core_usable() {
     );
     assert!(e.message.contains("numerical error"), "{}", e.message);
     assert!(f.kmsg().is_empty(), "no kernel-log line for a NaN");
+    assert_eq!(f.status_counter("execute_completed_with_num_error"), 1);
     // Not sticky: the next execution runs (the fault fired once).
     f.s.emu.set_hooks(0, None);
     run(&mut m).expect("the core is still usable");
+    assert_eq!(f.status_counter("success"), 1);
 }
 
 #[test]
@@ -244,6 +269,7 @@ fn hangs(plan: &str) {
         f.kmsg().is_empty(),
         "a compute hang writes no kernel-log line"
     );
+    assert_eq!(f.status_counter("timeout"), 1, "sysfs status/timeout");
     assert_eq!(
         status(&run(&mut m)),
         NrtStatus::ExecUnitUnrecoverable.code()
