@@ -490,46 +490,7 @@ fn hello_dmesg_and_shutdown_are_control_requests() {
     assert!(neuron_emu_remote::dmesg(&d.path).is_err(), "stopped");
 }
 
-/// A library cargo built for this test run (`libnrt.so`, `libneuron_emu.so`, the shim).
-fn built(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps dir");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} not found next to {}", exe.display()))
-}
-
-/// `tests/c/run_neff.c` (written against nrt.h only) compiled against a copy of libnrt.so
-/// (with libneuron_emu.so beside it) in `tmp`.
-fn build_run_neff(tmp: &std::path::Path) -> PathBuf {
-    let lib = tmp.join("lib");
-    std::fs::create_dir_all(&lib).expect("tmp");
-    std::fs::copy(built("libnrt.so"), lib.join("libnrt.so")).expect("copy libnrt");
-    std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so")).expect("copy backend");
-    let _ = std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1"));
-    let exe = tmp.join("run_neff");
-    let repo = neuron_e2e_tests::repo_path("");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc)
-        .arg(repo.join("tests/c/run_neff.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-Wall", "-Werror"])
-        .arg(format!("-I{}", repo.join("runtime/include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lnrt")
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
+use neuron_e2e_tests::cprog::built;
 
 /// An unmodified C program runs the MLP NEFF through the daemon twice: under the preload shim
 /// (libnrt.so's real-syscall path on /dev/neuron0) and through libnrt.so's `NEURON_EMU=1`
@@ -539,7 +500,7 @@ fn a_c_program_runs_a_neff_through_the_daemon_via_the_shim_and_via_libnrt() {
     let d = Daemon::start("neff");
     let tmp = std::env::temp_dir().join(format!("neuron-emu-daemon-neff-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let exe = build_run_neff(&tmp);
+    let exe = neuron_e2e_tests::cprog::nrt_program("run_neff", &tmp);
     let x = neuron_e2e_tests::builtin_input(neuron_isa::Dtype::Bf16, 128 * 512, 0);
     std::fs::write(tmp.join("x.bin"), &x).expect("x.bin");
     let want = neuron_e2e_tests::read_f32_npy(&neuron_e2e_tests::repo_path(

@@ -109,3 +109,53 @@ pub mod call {
         unsafe { std::ptr::write_volatile(p.add(off) as *mut u32, v) }
     }
 }
+
+/// Building and finding the C programs of the tests: the shared libraries cargo built for this
+/// run, and a program from `tests/c/` compiled with the system `cc` against `nrt.h` and a copy
+/// of `libnrt.so` (with `libneuron_emu.so` beside it and the `libnrt.so.1` SONAME link).
+pub mod cprog {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// A library cargo built for this test run, next to the test binary (or one level up).
+    pub fn built(name: &str) -> PathBuf {
+        let exe = std::env::current_exe().expect("test exe");
+        let deps = exe.parent().expect("deps dir");
+        [deps, deps.parent().unwrap_or(deps)]
+            .iter()
+            .map(|d| d.join(name))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{name} not built next to {}", exe.display()))
+    }
+
+    /// `tests/c/<name>.c` compiled into `tmp/<name>`, linked with `-lnrt` against copies of the
+    /// built libraries in `tmp/lib` (found through the program's rpath).
+    pub fn nrt_program(name: &str, tmp: &Path) -> PathBuf {
+        let lib = tmp.join("lib");
+        std::fs::create_dir_all(&lib).expect("tmp");
+        std::fs::copy(built("libnrt.so"), lib.join("libnrt.so")).expect("copy libnrt.so");
+        std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so"))
+            .expect("copy libneuron_emu.so");
+        let _ = std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1"));
+        let exe = tmp.join(name);
+        let repo = super::repo_path("");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(cc)
+            .arg(repo.join(format!("tests/c/{name}.c")))
+            .arg("-o")
+            .arg(&exe)
+            .args(["-Wall", "-Werror"])
+            .arg(format!("-I{}", repo.join("runtime/include").display()))
+            .arg(format!("-L{}", lib.display()))
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lnrt")
+            .output()
+            .expect("run cc");
+        assert!(
+            out.status.success(),
+            "cc {name}.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+}

@@ -7,6 +7,7 @@
 //! is refused as the runtime refuses it (`NRT_RESOURCE`, "NeuronCore(s) not available");
 //! `kill -9` of the first frees everything, and the second then gets the core.
 
+use neuron_e2e_tests::cprog::{built, nrt_program};
 use neuron_emulator::instance::Instance;
 use neuron_emulator::serve::Server;
 use neuron_emulator::Emulator;
@@ -18,49 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
-}
-
-/// A library cargo built for this run, next to the test binary.
-fn built(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps dir");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} not built next to {}", exe.display()))
-}
-
-/// `tests/c/hold_model.c` against a copy of libnrt.so (libneuron_emu.so beside it).
-fn build_hold_model(tmp: &Path) -> PathBuf {
-    let lib = tmp.join("lib");
-    std::fs::create_dir_all(&lib).expect("tmp");
-    std::fs::copy(built("libnrt.so"), lib.join("libnrt.so")).expect("libnrt.so");
-    std::fs::copy(built("libneuron_emu.so"), lib.join("libneuron_emu.so")).expect("backend");
-    let _ = std::os::unix::fs::symlink("libnrt.so", lib.join("libnrt.so.1"));
-    let exe = tmp.join("hold_model");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc)
-        .arg(repo().join("tests/c/hold_model.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-Wall", "-Werror"])
-        .arg(format!("-I{}", repo().join("runtime/include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lnrt")
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    neuron_e2e_tests::repo_path("")
 }
 
 struct Daemon {
@@ -208,7 +167,7 @@ fn a_second_process_sees_the_first_one_through_the_tools_and_kill_9_frees_it() {
     let dir = std::env::temp_dir().join(format!("neuron-tools-machine-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("tmp");
-    let exe = build_hold_model(&dir);
+    let exe = nrt_program("hold_model", &dir);
     let d = daemon(&dir);
 
     // The application holds logical core 0 with the MLP loaded and run 3 times.
