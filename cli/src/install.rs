@@ -21,7 +21,7 @@ pub struct InstallArgs {
 }
 
 /// The headers, as built into this binary (`runtime/include/nrt`).
-const HEADERS: [(&str, &str); 4] = [
+const HEADERS: [(&str, &str); 7] = [
     ("nrt.h", include_str!("../../runtime/include/nrt/nrt.h")),
     (
         "nrt_experimental.h",
@@ -35,21 +35,34 @@ const HEADERS: [(&str, &str); 4] = [
         "nrt_version.h",
         include_str!("../../runtime/include/nrt/nrt_version.h"),
     ),
+    (
+        "nrt_profile.h",
+        include_str!("../../runtime/include/nrt/nrt_profile.h"),
+    ),
+    (
+        "nrt_sys_trace.h",
+        include_str!("../../runtime/include/nrt/nrt_sys_trace.h"),
+    ),
+    (
+        "nrt_async.h",
+        include_str!("../../runtime/include/nrt/nrt_async.h"),
+    ),
 ];
 
-/// (file in the build directory, path under the prefix).
-const ARTIFACTS: [(&str, &str); 6] = [
+/// (file in the build directory, path under the prefix). `libnrt.so` goes to
+/// `lib/libnrt.so.<version>` with the `libnrt.so.1` (SONAME) and `libnrt.so` links, as the
+/// SDK's package lays it out.
+const ARTIFACTS: [(&str, &str); 5] = [
     ("neuron-ls", "bin/neuron-ls"),
     ("neuron-top", "bin/neuron-top"),
     ("neuron-monitor", "bin/neuron-monitor"),
-    ("libnrt.so", "lib/libnrt.so.1"),
     ("libneuron_emu.so", "lib/libneuron_emu.so"),
     ("libneuron_emu_preload.so", "lib/libneuron_emu_preload.so"),
 ];
 
 const MANIFEST: &str = "share/neuron-emu/install-manifest";
-/// The manifest's entry for the `lib/libnrt.so` symlink.
-const LINK_MARK: &str = "symlink:libnrt.so.1";
+/// The manifest's hash field for a symlink (followed by its target).
+const LINK_MARK: &str = "symlink:";
 
 fn sha(b: &[u8]) -> String {
     Sha256::digest(b)
@@ -71,7 +84,7 @@ fn read_manifest(prefix: &Path) -> BTreeMap<String, String> {
 #[derive(Debug, PartialEq, Eq)]
 enum Step {
     Write(Vec<u8>),
-    Link(&'static str),
+    Link(String),
 }
 
 /// Run the install; prints one line per path.
@@ -94,7 +107,17 @@ pub fn run(a: InstallArgs) -> Result<(), String> {
         })?;
         plan.push((dst.to_string(), Step::Write(b)));
     }
-    plan.push(("lib/libnrt.so".into(), Step::Link("libnrt.so.1")));
+    let lib = from.join("libnrt.so");
+    let b = std::fs::read(&lib).map_err(|e| {
+        format!(
+            "{}: {e} (build everything first: cargo build --release --workspace)",
+            lib.display()
+        )
+    })?;
+    let versioned = format!("libnrt.so.{}", neuron_runtime::nds::version_string());
+    plan.push((format!("lib/{versioned}"), Step::Write(b)));
+    plan.push(("lib/libnrt.so.1".into(), Step::Link(versioned)));
+    plan.push(("lib/libnrt.so".into(), Step::Link("libnrt.so.1".into())));
     for (name, text) in HEADERS {
         plan.push((
             format!("include/nrt/{name}"),
@@ -111,7 +134,7 @@ pub fn run(a: InstallArgs) -> Result<(), String> {
                 continue;
             };
             let ours = match old.get(rel) {
-                Some(h) if h == LINK_MARK => meta.file_type().is_symlink(),
+                Some(h) if h.starts_with(LINK_MARK) => meta.file_type().is_symlink(),
                 Some(h) => std::fs::read(&p).map(|b| sha(&b) == *h).unwrap_or(false),
                 None => false,
             };
@@ -154,7 +177,7 @@ pub fn run(a: InstallArgs) -> Result<(), String> {
                 std::os::unix::fs::symlink(target, &p)
                     .map_err(|e| format!("{}: {e}", p.display()))?;
                 println!("linked {} -> {target}", p.display());
-                manifest.push_str(&format!("{LINK_MARK} {rel}\n"));
+                manifest.push_str(&format!("{LINK_MARK}{target} {rel}\n"));
             }
         }
     }
@@ -177,4 +200,23 @@ fn set_mode(p: &Path, rel: &str) -> Result<(), String> {
     };
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every header of `runtime/include/nrt` is installed (a new header cannot be forgotten).
+    #[test]
+    fn every_header_is_installed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/include/nrt");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .expect("runtime/include/nrt")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".h"))
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = super::HEADERS.iter().map(|(n, _)| n.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+    }
 }

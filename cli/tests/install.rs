@@ -54,13 +54,16 @@ fn install_lays_out_the_prefix_and_keeps_foreign_files() {
         "bin/neuron-ls",
         "bin/neuron-top",
         "bin/neuron-monitor",
-        "lib/libnrt.so.1",
+        "lib/libnrt.so.2.0.0",
         "lib/libneuron_emu.so",
         "lib/libneuron_emu_preload.so",
         "include/nrt/nrt.h",
         "include/nrt/nrt_status.h",
         "include/nrt/nrt_version.h",
         "include/nrt/nrt_experimental.h",
+        "include/nrt/nrt_profile.h",
+        "include/nrt/nrt_sys_trace.h",
+        "include/nrt/nrt_async.h",
     ] {
         assert!(prefix.join(f).is_file(), "{f} missing:\n{out}");
         assert!(out.contains(f), "not reported: {f}\n{out}");
@@ -68,6 +71,10 @@ fn install_lays_out_the_prefix_and_keeps_foreign_files() {
     assert_eq!(
         std::fs::read_link(prefix.join("lib/libnrt.so")).expect("symlink"),
         PathBuf::from("libnrt.so.1")
+    );
+    assert_eq!(
+        std::fs::read_link(prefix.join("lib/libnrt.so.1")).expect("symlink"),
+        PathBuf::from("libnrt.so.2.0.0")
     );
     assert_eq!(
         std::fs::read_to_string(prefix.join("lib/libnrt.so.1")).expect("read"),
