@@ -170,7 +170,6 @@ impl Config {
 struct Last {
     at: Instant,
     base: Snapshot,
-    value: Value,
 }
 
 /// The streaming monitor: feeds snapshots, yields reports.
@@ -194,19 +193,22 @@ impl Monitor {
         &self.cfg
     }
 
-    /// Group `key`'s value at `snap`: recomputed when its period has passed since its last
-    /// computation (or it never ran), diffed against the snapshot of that computation.
+    /// Group `key`'s value at `snap`: computed when its period has passed since its last
+    /// computation (or it never ran), diffed against the snapshot of that computation; `None`
+    /// while it is not due. A report carries only newly collected groups: their tallies are
+    /// per period, and consumers (AWS's Prometheus exporter) add every record's tallies up, so
+    /// a repeated group would count its executions twice.
     fn group(
         &mut self,
         key: String,
         period: Duration,
         snap: &Snapshot,
         f: impl FnOnce(Option<&Snapshot>, f64) -> Value,
-    ) -> Value {
+    ) -> Option<Value> {
         if let Some(l) = self.last.get(&key) {
             // A little slack: a tick that comes a hair early still counts as due.
             if snap.at.duration_since(l.at) + Duration::from_millis(20) < period {
-                return l.value.clone();
+                return None;
             }
         }
         let (base, secs) = match self.last.get(&key) {
@@ -226,10 +228,9 @@ impl Monitor {
             Last {
                 at: snap.at,
                 base: snap.clone(),
-                value: v.clone(),
             },
         );
-        v
+        Some(v)
     }
 
     /// One report for `snap` (`Err`: no device could be read; the hardware group says so).
@@ -267,7 +268,9 @@ impl Monitor {
                 let v = self.group(key, g.period, snap, |base, secs| {
                     runtime_group(&g.kind, snap, base, pid, secs)
                 });
-                report.insert(g.kind.clone(), v);
+                if let Some(v) = v {
+                    report.insert(g.kind.clone(), v);
+                }
             }
             rts.push(json!({
                 "pid": pid,
@@ -283,7 +286,9 @@ impl Monitor {
             let v = self.group(format!("sys/{}", g.kind), g.period, snap, |base, secs| {
                 system_group(&g.kind, snap, base, secs)
             });
-            sys.insert(g.kind.clone(), v);
+            if let Some(v) = v {
+                sys.insert(g.kind.clone(), v);
+            }
         }
         top.insert("system_data".into(), Value::Object(sys));
         top.insert("instance_info".into(), instance_info(Some(snap)));

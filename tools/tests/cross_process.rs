@@ -468,3 +468,39 @@ fn monitor_periods_parse_as_the_real_one() {
     assert_eq!(c.tick(), Duration::from_secs(2));
     assert!(Config::parse("not json").is_err());
 }
+
+/// A record carries only the groups collected for it: a group whose period has not passed is
+/// left out, so a consumer that adds every record's per-period tallies (AWS's Prometheus
+/// exporter: `execution_status_total`) counts each execution once.
+#[test]
+fn a_group_not_due_is_left_out_of_the_next_record() {
+    let emu = emulator();
+    let roots = roots("not-due");
+    let devs = EmuDevices(&emu);
+    let rt = app(&emu, Duration::from_secs(30), None);
+    let mut m = rt.load(&mlp(), 0).expect("load");
+    run(&mut m).expect("run");
+    let mut mon = Monitor::new(Config::default()); // every group every 5 s
+    let r0 = mon.report(Ok(&Snapshot::take(&devs, &roots).expect("snapshot")));
+    let es0 = &r0["neuron_runtime_data"][0]["report"]["execution_stats"];
+    assert_eq!(es0["execution_summary"]["completed"], 1, "{r0}");
+    let r1 = mon.report(Ok(&Snapshot::take(&devs, &roots).expect("snapshot")));
+    let rep = &r1["neuron_runtime_data"][0]["report"];
+    assert!(
+        rep.get("execution_stats").is_none(),
+        "a group not due must not repeat its tallies: {r1}"
+    );
+    assert!(
+        r1["system_data"].get("neuron_hw_counters").is_none(),
+        "{r1}"
+    );
+    let total: u64 = [&r0, &r1]
+        .iter()
+        .filter_map(|r| {
+            r["neuron_runtime_data"][0]["report"]["execution_stats"]["execution_summary"]
+                ["completed"]
+                .as_u64()
+        })
+        .sum();
+    assert_eq!(total, 1, "each execution counted once over the stream");
+}
