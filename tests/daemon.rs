@@ -24,6 +24,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use zerocopy::FromZeros;
 
+/// Removes a test's temporary directory when the test ends (the libraries copied there are
+/// tens of megabytes; repeated runs must not fill the disk).
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 const ROLE: &str = "NEURON_DAEMON_TEST_ROLE";
 const SOCK: &str = "NEURON_DAEMON_TEST_SOCKET";
 
@@ -499,6 +509,7 @@ use neuron_e2e_tests::cprog::built;
 fn a_c_program_runs_a_neff_through_the_daemon_via_the_shim_and_via_libnrt() {
     let d = Daemon::start("neff");
     let tmp = std::env::temp_dir().join(format!("neuron-emu-daemon-neff-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
     let _ = std::fs::remove_dir_all(&tmp);
     let exe = neuron_e2e_tests::cprog::nrt_program("run_neff", &tmp);
     let x = neuron_e2e_tests::builtin_input(neuron_isa::Dtype::Bf16, 128 * 512, 0);

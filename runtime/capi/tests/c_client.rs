@@ -5,6 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Removes a test's temporary directory when the test ends (the libraries copied there are
+/// tens of megabytes; repeated runs must not fill the disk).
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -117,6 +127,7 @@ fn build_c(tmp: &Path, src: &Path, name: &str) -> PathBuf {
 #[test]
 fn c_client_calls_every_function_spike_uses() {
     let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-calls-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
     let exe = build_c(
         &tmp,
         &repo().join("runtime/capi/tests/c/client_calls.c"),
@@ -171,6 +182,7 @@ fn client(exe: &Path, tmp: &Path, neff: &Path, inputs: &[(&str, &str)]) -> Comma
 #[test]
 fn a_fault_plan_reaches_a_libnrt_client() {
     let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-faults-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
     let exe = build_client(&tmp);
     let plan = tmp.join("hbm.toml");
     std::fs::write(
@@ -194,6 +206,7 @@ fn a_fault_plan_reaches_a_libnrt_client() {
 #[test]
 fn run_neff_c_client_matches_golden() {
     let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
     let exe = build_client(&tmp);
 
     // The built-in input x of `neuron-emu run` (seed 0), as raw bf16 bytes.
@@ -240,6 +253,7 @@ fn rel_err(got: &[f32], want: &[f32]) -> f32 {
 #[test]
 fn run_neff_c_client_runs_a_compiler_produced_neff() {
     let tmp = std::env::temp_dir().join(format!("neuron-emu-capi-real-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
     let exe = build_client(&tmp);
     let names = ["q_ref", "k_ref", "v_ref"];
     let mut args = Vec::new();
