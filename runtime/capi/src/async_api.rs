@@ -172,6 +172,27 @@ fn status_of(r: Result<(), NrtError>) -> u32 {
     }
 }
 
+/// The checked arguments of an async tensor transfer: the tensor, the caller's buffer address
+/// (null only for an empty transfer) and length, and the logical core.
+///
+/// # Safety
+/// `tensor` must be null or a tensor handed out by this library.
+unsafe fn transfer_args(
+    tensor: *mut CTensor,
+    addr: usize,
+    size: u64,
+    lnc: i32,
+) -> Result<(neuron_runtime::api::Tensor, usize, usize, u32), NrtError> {
+    // SAFETY: checked helper; the caller vouches for the handle.
+    let t = unsafe { tensor_ref(tensor)? }.t.clone();
+    if addr == 0 && size > 0 {
+        return Err(null("buf"));
+    }
+    let len = usize::try_from(size).map_err(|_| NrtError::invalid("size too large"))?;
+    let lnc = u32::try_from(lnc).map_err(|_| NrtError::invalid(format!("lnc {lnc}")))?;
+    Ok((t, addr, len, lnc))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn nrta_tensor_write(
     tensor: *mut CTensor,
@@ -184,16 +205,8 @@ pub unsafe extern "C" fn nrta_tensor_write(
     req_sequence: *mut u64,
 ) -> u32 {
     guard("nrta_tensor_write", || {
-        // SAFETY: checked helper.
-        let t = unsafe { tensor_ref(tensor)? }.t.clone();
-        if buf.is_null() && size > 0 {
-            return Err(null("buf"));
-        }
-        let (addr, len) = (
-            buf as usize,
-            usize::try_from(size).map_err(|_| NrtError::invalid("size too large"))?,
-        );
-        let lnc = u32::try_from(lnc).map_err(|_| NrtError::invalid(format!("lnc {lnc}")))?;
+        // SAFETY: pointers checked inside.
+        let (t, addr, len, lnc) = unsafe { transfer_args(tensor, buf as usize, size, lnc)? };
         let job: Job = Box::new(move || {
             let data = if len == 0 {
                 &[][..]
@@ -220,16 +233,8 @@ pub unsafe extern "C" fn nrta_tensor_read(
     req_sequence: *mut u64,
 ) -> u32 {
     guard("nrta_tensor_read", || {
-        // SAFETY: checked helper.
-        let t = unsafe { tensor_ref(tensor)? }.t.clone();
-        if buf.is_null() && size > 0 {
-            return Err(null("buf"));
-        }
-        let (addr, len) = (
-            buf as usize,
-            usize::try_from(size).map_err(|_| NrtError::invalid("size too large"))?,
-        );
-        let lnc = u32::try_from(lnc).map_err(|_| NrtError::invalid(format!("lnc {lnc}")))?;
+        // SAFETY: pointers checked inside.
+        let (t, addr, len, lnc) = unsafe { transfer_args(tensor, buf as usize, size, lnc)? };
         let job: Job = Box::new(move || {
             let out = if len == 0 {
                 &mut [][..]
