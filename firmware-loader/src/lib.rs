@@ -415,7 +415,10 @@ fn symbol_images(
         };
         // Sections without file bytes (.bss) cannot carry an image.
         let (sec_off, sec_size) = section.file_range().ok_or_else(past)?;
-        let rel = sym.address.checked_sub(section.address()).ok_or_else(past)?;
+        let rel = sym
+            .address
+            .checked_sub(section.address())
+            .ok_or_else(past)?;
         let rel_end = rel.checked_add(sym.size).ok_or_else(past)?;
         if rel_end > sec_size {
             return Err(past());
@@ -465,9 +468,7 @@ fn ucode_images(file: &object::File<'_>, data: &[u8]) -> Result<Vec<Image>, Erro
     };
     // check_sections proved the section lies in the file.
     let base = sec_off as usize;
-    let sec = data
-        .get(base..base + sec_size as usize)
-        .unwrap_or_default();
+    let sec = data.get(base..base + sec_size as usize).unwrap_or_default();
     let mut images = Vec::new();
     let mut at = 0usize;
     // Each pass consumes at least one header, so the loop runs at most sec.len()/24 times.
@@ -542,7 +543,15 @@ fn ucode_images(file: &object::File<'_>, data: &[u8]) -> Result<Vec<Image>, Erro
             });
         }
         let name = format!("ucode[{}]", images.len());
-        images.push(make_image(kind, name, Engine::GpSimd, load, data, start, end));
+        images.push(make_image(
+            kind,
+            name,
+            Engine::GpSimd,
+            load,
+            data,
+            start,
+            end,
+        ));
         let next = (at + UCODE_HEADER_LEN + size).next_multiple_of(UCODE_ALIGN as usize);
         at = next;
     }
