@@ -8,6 +8,8 @@ use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+pub mod write;
+
 /// Largest carrier accepted (the real carriers are a few MiB).
 pub const MAX_CARRIER_BYTES: usize = 256 << 20;
 /// Most sections a carrier may declare.

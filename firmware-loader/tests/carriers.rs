@@ -2,11 +2,10 @@
 //! both carrier kinds, a malformed corpus, and writer -> reader / random-bytes properties.
 
 use neuron_firmware_loader::{
-    encode_ucode_record, parse, CarrierKind, Engine, Error, ImageKind, MAX_IMAGES,
+    encode_ucode_record, parse, write, CarrierKind, Engine, Error, ImageKind, MAX_IMAGES,
 };
-use object::write::{Object, Symbol, SymbolSection};
-use object::SymbolScope;
-use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind};
+use object::write::Object;
+use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -14,40 +13,21 @@ fn new_obj() -> Object<'static> {
     Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little)
 }
 
-/// A `libncfw.so`-shaped carrier: each image a sized data symbol in `.rodata`.
 fn sequencer_carrier(images: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let mut obj = new_obj();
-    let sec = obj.add_section(Vec::new(), b".rodata".to_vec(), SectionKind::ReadOnlyData);
-    for (name, bytes) in images {
-        let off = obj.append_section_data(sec, bytes, 16);
-        obj.add_symbol(Symbol {
-            name: name.as_bytes().to_vec(),
-            value: off,
-            size: bytes.len() as u64,
-            kind: SymbolKind::Data,
-            scope: SymbolScope::Dynamic,
-            weak: false,
-            section: SymbolSection::Section(sec),
-            flags: SymbolFlags::None,
-        });
-    }
-    obj.write().expect("write carrier")
+    let refs: Vec<(&str, &[u8])> = images.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+    write::sequencer_carrier(&refs).expect("write carrier")
 }
 
-/// A `libnrtucode_extisa.so`-shaped carrier: stripped, records in `.rodata`.
 fn ucode_carrier_raw(section: &[u8]) -> Vec<u8> {
-    let mut obj = new_obj();
-    let sec = obj.add_section(Vec::new(), b".rodata".to_vec(), SectionKind::ReadOnlyData);
-    obj.append_section_data(sec, section, 16);
-    obj.write().expect("write carrier")
+    write::ucode_carrier_raw(section).expect("write carrier")
 }
 
 fn ucode_carrier(images: &[(u16, u32, Vec<u8>)]) -> Vec<u8> {
-    let body: Vec<u8> = images
+    let refs: Vec<(u16, u32, &[u8])> = images
         .iter()
-        .flat_map(|(k, a, b)| encode_ucode_record(*k, *a, b))
+        .map(|(k, a, b)| (*k, *a, b.as_slice()))
         .collect();
-    ucode_carrier_raw(&body)
+    write::ucode_carrier(&refs).expect("write carrier")
 }
 
 /// File offset of the first occurrence of `needle`.
