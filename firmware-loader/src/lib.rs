@@ -18,6 +18,9 @@ pub const MAX_SECTIONS: usize = 4096;
 pub const MAX_SYMBOLS: usize = 1 << 16;
 /// Most images one carrier may hold.
 pub const MAX_IMAGES: usize = 1024;
+/// Most image bytes copied out of one carrier (aliased symbols could otherwise copy the same
+/// large section many times over).
+pub const MAX_TOTAL_IMAGE_BYTES: usize = MAX_CARRIER_BYTES;
 
 /// Magic of a project-defined GpSimd microcode image header (`docs/firmware.md`, grade C).
 pub const UCODE_MAGIC: [u8; 4] = *b"NXUC";
@@ -113,6 +116,8 @@ pub struct Image {
     pub kind: ImageKind,
     /// The symbol name (sequencer carriers) or `ucode[N]` (microcode carriers).
     pub name: String,
+    /// The section that holds it.
+    pub section: String,
     /// The engine it targets.
     pub engine: Engine,
     /// Where the image is loaded in the engine's address space.
@@ -375,26 +380,40 @@ fn image_symbols(file: &object::File<'_>) -> Result<Vec<ImageSymbol>, Error> {
     Ok(out)
 }
 
-fn make_image(
+/// Where an image is and what it is, before its bytes are copied.
+struct Found {
     kind: ImageKind,
     name: String,
+    section: String,
     engine: Engine,
     load_address: u64,
-    data: &[u8],
     start: usize,
     end: usize,
-) -> Image {
-    let bytes = data.get(start..end).unwrap_or_default().to_vec();
+}
+
+/// Copies the image bytes out, charging them to the carrier's byte budget.
+fn make_image(f: Found, data: &[u8], budget: &mut usize) -> Result<Image, Error> {
+    let len = f.end - f.start;
+    if len > *budget {
+        return Err(Error::HugeCount {
+            what: "total image bytes",
+            count: MAX_TOTAL_IMAGE_BYTES - *budget + len,
+            max: MAX_TOTAL_IMAGE_BYTES,
+        });
+    }
+    *budget -= len;
+    let bytes = data.get(f.start..f.end).unwrap_or_default().to_vec();
     let sha256 = Sha256::digest(&bytes).into();
-    Image {
-        kind,
-        name,
-        engine,
-        load_address,
-        file_range: start..end,
+    Ok(Image {
+        kind: f.kind,
+        name: f.name,
+        section: f.section,
+        engine: f.engine,
+        load_address: f.load_address,
+        file_range: f.start..f.end,
         bytes,
         sha256,
-    }
+    })
 }
 
 fn symbol_images(
@@ -402,7 +421,8 @@ fn symbol_images(
     data: &[u8],
     symbols: Vec<ImageSymbol>,
 ) -> Result<Vec<Image>, Error> {
-    let mut images = Vec::new();
+    // Validate every symbol before copying any bytes, so the byte budget is checked up front.
+    let mut found_all = Vec::new();
     for sym in symbols {
         let section = file.section_by_index(sym.section).map_err(|e| Error::Elf {
             len: data.len(),
@@ -435,16 +455,32 @@ fn symbol_images(
         // check_sections proved sec_off + sec_size <= data.len(), so these fit in usize.
         let start = (sec_off + rel) as usize;
         let end = (sec_off + rel_end) as usize;
-        images.push(make_image(
-            ImageKind::CollectiveSequencer,
-            sym.name,
-            Engine::CollectiveSequencer,
-            sym.address,
-            data,
+        let found = Found {
+            kind: ImageKind::CollectiveSequencer,
+            name: sym.name,
+            section: section_name(&section),
+            engine: Engine::CollectiveSequencer,
+            load_address: sym.address,
             start,
             end,
-        ));
+        };
+        found_all.push(found);
     }
+    let total = found_all
+        .iter()
+        .fold(0usize, |t, f| t.saturating_add(f.end - f.start));
+    if total > MAX_TOTAL_IMAGE_BYTES {
+        return Err(Error::HugeCount {
+            what: "total image bytes",
+            count: total,
+            max: MAX_TOTAL_IMAGE_BYTES,
+        });
+    }
+    let mut budget = MAX_TOTAL_IMAGE_BYTES;
+    let mut images = found_all
+        .into_iter()
+        .map(|f| make_image(f, data, &mut budget))
+        .collect::<Result<Vec<_>, _>>()?;
     images.sort_by_key(|i| i.file_range.start);
     Ok(images)
 }
@@ -472,6 +508,7 @@ fn ucode_images(file: &object::File<'_>, data: &[u8]) -> Result<Vec<Image>, Erro
     let base = sec_off as usize;
     let sec = data.get(base..base + sec_size as usize).unwrap_or_default();
     let mut images = Vec::new();
+    let mut budget = MAX_TOTAL_IMAGE_BYTES;
     let mut at = 0usize;
     // Each pass consumes at least one header, so the loop runs at most sec.len()/24 times.
     while at < sec.len() {
@@ -545,17 +582,18 @@ fn ucode_images(file: &object::File<'_>, data: &[u8]) -> Result<Vec<Image>, Erro
             });
         }
         let name = format!("ucode[{}]", images.len());
-        images.push(make_image(
+        let found = Found {
             kind,
             name,
-            Engine::GpSimd,
-            load,
-            data,
+            section: UCODE_SECTION.to_string(),
+            engine: Engine::GpSimd,
+            load_address: load,
             start,
             end,
-        ));
-        let next = (at + UCODE_HEADER_LEN + size).next_multiple_of(UCODE_ALIGN as usize);
-        at = next;
+        };
+        // Records never overlap, so the section length bounds this; charged for uniformity.
+        images.push(make_image(found, data, &mut budget)?);
+        at = (at + UCODE_HEADER_LEN + size).next_multiple_of(UCODE_ALIGN as usize);
     }
     Ok(images)
 }

@@ -3,6 +3,7 @@
 
 use neuron_firmware_loader::{
     encode_ucode_record, parse, write, CarrierKind, Engine, Error, ImageKind, MAX_IMAGES,
+    MAX_TOTAL_IMAGE_BYTES,
 };
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
@@ -47,6 +48,7 @@ fn sequencer_carrier_images_found_by_symbol() {
     assert_eq!(c.images.len(), 2);
     let i0 = &c.images[0];
     assert_eq!(i0.name, "cc_seq_main");
+    assert_eq!(i0.section, ".rodata");
     assert_eq!(i0.kind, ImageKind::CollectiveSequencer);
     assert_eq!(i0.engine, Engine::CollectiveSequencer);
     assert_eq!(i0.bytes, a);
@@ -215,6 +217,37 @@ fn huge_image_count_is_huge_count() {
 }
 
 #[test]
+fn aliased_symbols_cannot_copy_past_the_byte_budget() {
+    use object::write::{Symbol, SymbolSection};
+    use object::{SymbolFlags, SymbolKind, SymbolScope};
+    let mut obj = new_obj();
+    let sec = obj.add_section(Vec::new(), b".rodata".to_vec(), SectionKind::ReadOnlyData);
+    let size = 1usize << 20;
+    obj.append_section_data(sec, &vec![0u8; size], 16);
+    let aliases = MAX_TOTAL_IMAGE_BYTES / size + 1;
+    for i in 0..aliases {
+        obj.add_symbol(Symbol {
+            name: format!("alias{i}").into_bytes(),
+            value: 0,
+            size: size as u64,
+            kind: SymbolKind::Data,
+            scope: SymbolScope::Dynamic,
+            weak: false,
+            section: SymbolSection::Section(sec),
+            flags: SymbolFlags::None,
+        });
+    }
+    let file = obj.write().expect("write carrier");
+    assert!(matches!(
+        parse(&file),
+        Err(Error::HugeCount {
+            what: "total image bytes",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn header_faults_name_what_and_where() {
     let good = encode_ucode_record(1, 0x40, &[1, 2, 3, 4]);
     let file = ucode_carrier_raw(&good);
@@ -297,7 +330,11 @@ proptest! {
                 let at = i.index(file.len());
                 file[at] = *v;
             }
-            let _ = parse(&file);
+            if let Ok(c) = parse(&file) {
+                for img in &c.images {
+                    prop_assert_eq!(file.get(img.file_range.clone()), Some(img.bytes.as_slice()));
+                }
+            }
         }
     }
 }
