@@ -5,6 +5,7 @@ mod benchreal;
 mod calibrate;
 mod campaign;
 mod disasm;
+mod firmware;
 mod golden;
 mod hostgemm;
 mod inject;
@@ -51,6 +52,11 @@ enum Cmd {
     },
     /// Disassemble a NEFF's engine programs.
     Disasm(disasm::DisasmArgs),
+    /// Firmware carrier tools (docs/firmware.md).
+    Firmware {
+        #[command(subcommand)]
+        cmd: firmware::FirmwareCmd,
+    },
     /// Install neuron-ls/top/monitor, libnrt.so.1, the emulator libraries and the nrt headers.
     Install(install::InstallArgs),
     /// The emulated driver's sysfs tree: print an attribute or the tree, or write it to DIR.
@@ -173,6 +179,7 @@ fn main() -> ExitCode {
         Cmd::Dmesg(a) => serve::dmesg(a),
         Cmd::Neff { cmd } => inspect::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Disasm(a) => disasm::run(&a).map_err(|(c, m)| Failure(c, m)),
+        Cmd::Firmware { cmd } => firmware::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
         Cmd::Sysfs(a) => sysfs::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::Calibrate {
