@@ -9,7 +9,6 @@
 #![allow(unsafe_code)]
 
 use neuron_abi::arch::Arch;
-use neuron_abi::consts::MemType;
 use neuron_abi::device::PROT_RW;
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
@@ -170,21 +169,7 @@ fn machine() -> RemoteMachine {
 
 /// A chunk of `size` bytes (host or device): (handle, mmap offset).
 fn chunk(dev: &dyn DeviceFile, size: u64, host: bool) -> Result<(u64, u64), Errno> {
-    let mut handle = 0u64;
-    let mut a = MemAllocV2MemType {
-        size,
-        host_memory: u32::from(host),
-        mem_type: MemType::TENSORS_DEVICE.0,
-        mem_handle: &mut handle as *mut u64 as u64,
-        ..FromZeros::new_zeroed()
-    };
-    ioctl(dev, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a)?;
-    let mut info = MemGetExtendedInfo {
-        mem_handle: handle,
-        ..FromZeros::new_zeroed()
-    };
-    ioctl(dev, NEURON_IOCTL_MEM_GET_EXTENDED_INFO, &mut info)?;
-    Ok((handle, info.mmap_offset))
+    neuron_e2e_tests::call::alloc_chunk(dev, size, host)
 }
 
 fn range_mark(dev: &dyn DeviceFile, count: u32) -> Result<u64, Errno> {

@@ -87,6 +87,30 @@ pub mod call {
         unsafe { dev.ioctl(cmd, arg.as_mut_bytes().as_mut_ptr()) }
     }
 
+    /// MEM_ALLOC_V2MT of a `size`-byte chunk (host or device), then its mmap offset from
+    /// MEM_GET_EXTENDED_INFO: (handle, mmap offset).
+    pub fn alloc_chunk(dev: &dyn DeviceFile, size: u64, host: bool) -> Result<(u64, u64), Errno> {
+        use neuron_abi::consts::MemType;
+        use neuron_abi::ioctl::{NEURON_IOCTL_MEM_ALLOC_V2MT, NEURON_IOCTL_MEM_GET_EXTENDED_INFO};
+        use neuron_abi::structs::{MemAllocV2MemType, MemGetExtendedInfo};
+        use zerocopy::FromZeros;
+        let mut handle = 0u64;
+        let mut a = MemAllocV2MemType {
+            size,
+            host_memory: u32::from(host),
+            mem_type: MemType::TENSORS_DEVICE.0,
+            mem_handle: &mut handle as *mut u64 as u64,
+            ..FromZeros::new_zeroed()
+        };
+        ioctl(dev, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a)?;
+        let mut info = MemGetExtendedInfo {
+            mem_handle: handle,
+            ..FromZeros::new_zeroed()
+        };
+        ioctl(dev, NEURON_IOCTL_MEM_GET_EXTENDED_INFO, &mut info)?;
+        Ok((handle, info.mmap_offset))
+    }
+
     /// An ioctl with a raw (possibly invalid) argument pointer.
     pub fn ioctl_raw(dev: &dyn DeviceFile, cmd: u32, arg: usize) -> Result<i32, Errno> {
         // SAFETY: used only with null/garbage pointers against devices that must validate

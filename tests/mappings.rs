@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use neuron_abi::arch::Arch;
-use neuron_abi::consts::{MemType, MMAP_BLOCK_TPB, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE};
+use neuron_abi::consts::{MMAP_BLOCK_TPB, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE};
 use neuron_abi::device::{PROT_READ, PROT_RW};
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
@@ -27,21 +27,7 @@ fn open() -> (Emulator, Arc<EmuFile>) {
 
 /// A host chunk of `size` bytes: (handle, mmap offset).
 fn host_chunk(dev: &dyn DeviceFile, size: u64) -> Result<(u64, u64), Errno> {
-    let mut handle = 0u64;
-    let mut a = MemAllocV2MemType {
-        size,
-        host_memory: 1,
-        mem_type: MemType::TENSORS_DEVICE.0,
-        mem_handle: &mut handle as *mut u64 as u64,
-        ..FromZeros::new_zeroed()
-    };
-    ioctl(dev, NEURON_IOCTL_MEM_ALLOC_V2MT, &mut a)?;
-    let mut info = MemGetExtendedInfo {
-        mem_handle: handle,
-        ..FromZeros::new_zeroed()
-    };
-    ioctl(dev, NEURON_IOCTL_MEM_GET_EXTENDED_INFO, &mut info)?;
-    Ok((handle, info.mmap_offset))
+    neuron_e2e_tests::call::alloc_chunk(dev, size, true)
 }
 
 /// The device copies `data` into the chunk at `off` (a device-side write).

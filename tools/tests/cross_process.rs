@@ -371,16 +371,7 @@ fn the_tools_see_another_process_through_the_driver() {
     }
     let _ = m.execute(&[("bogus", &[1u8][..])]);
     std::thread::sleep(Duration::from_millis(50));
-    let mut cfg = Config::default();
-    for r in &mut cfg.runtimes {
-        for g in &mut r.groups {
-            g.period = Duration::from_millis(10);
-        }
-    }
-    for g in &mut cfg.system {
-        g.period = Duration::from_millis(10);
-    }
-    let mut mon = Monitor::new(cfg);
+    let mut mon = Monitor::new(fast_config());
     let _ = mon.report(Ok(&snap));
     let snap2 = Snapshot::take(&devs, &roots).expect("snapshot");
     let r1 = mon.report(Ok(&snap2));

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use neuron_faults::inject::Injector;
 use neuron_faults::plan::{parse, Limits};
-use neuron_tools::monitor::{Config, Monitor};
+use neuron_tools::monitor::Monitor;
 use neuron_tools::snapshot::Snapshot;
 use serde_json::Value;
 use std::time::Duration;
@@ -23,16 +23,7 @@ fn period_with(plan: &str, name: &str, timeout: Duration) -> Value {
     let devs = EmuDevices(&emu);
     let rt = app(&emu, timeout, None);
     let mut m = rt.load(&mlp(), 0).expect("load");
-    let mut cfg = Config::default();
-    for r in &mut cfg.runtimes {
-        for g in &mut r.groups {
-            g.period = Duration::from_millis(10);
-        }
-    }
-    for g in &mut cfg.system {
-        g.period = Duration::from_millis(10);
-    }
-    let mut mon = Monitor::new(cfg);
+    let mut mon = Monitor::new(fast_config());
     let _ = mon.report(Ok(&Snapshot::take(&devs, &roots).expect("snapshot")));
     let inj = p.sample_all(&limits, 0).remove(0);
     assert!(emu.set_hooks(0, Some(Box::new(Injector::new(inj)))));

@@ -2,22 +2,11 @@
 //! runtime's real-syscall backend running the skeleton's end-to-end path, and a C program
 //! driving the ABI with plain open/ioctl/mmap.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
 
-fn shim() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join("libneuron_emu_preload.so"))
-        .find(|p| p.exists())
-        .expect("libneuron_emu_preload.so next to the test binary")
-}
+use common::{repo, shim};
 
 #[test]
 fn runtime_real_syscall_backend_runs_under_the_shim() {

@@ -2,22 +2,11 @@
 //! reading what lablup/all-smi reads, Python's `open`/`os.listdir`, Rust's `std::fs`, and `ls`
 //! and `cat`, all on an emulated trn2.48xlarge; other paths pass through.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
 
-fn shim() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join("libneuron_emu_preload.so"))
-        .find(|p| p.exists())
-        .expect("libneuron_emu_preload.so next to the test binary")
-}
+use common::{repo, shim};
 
 /// Run `cmd` under the shim on an emulated trn2.48xlarge; it must succeed.
 fn under_shim(cmd: &mut Command) -> String {

@@ -119,3 +119,17 @@ pub fn roots(name: &str) -> Roots {
 pub fn emulator() -> Emulator {
     Emulator::new(Arch::V3Trn2, 1)
 }
+
+/// The monitor's default groups, every one due each 10 ms (tests take records back to back).
+pub fn fast_config() -> neuron_tools::monitor::Config {
+    let mut cfg = neuron_tools::monitor::Config::default();
+    for r in &mut cfg.runtimes {
+        for g in &mut r.groups {
+            g.period = Duration::from_millis(10);
+        }
+    }
+    for g in &mut cfg.system {
+        g.period = Duration::from_millis(10);
+    }
+    cfg
+}
