@@ -95,7 +95,7 @@ pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, String> {
 }
 
 /// An instruction record's (subgraph, engine, pc, start ns), if well formed.
-fn record_key(r: &serde_json::Value) -> Option<(&str, Engine, u32, f64)> {
+pub(crate) fn record_key(r: &serde_json::Value) -> Option<(&str, Engine, u32, f64)> {
     Some((
         r["subgraph"].as_str()?,
         r["label"].as_str().and_then(engine_of_track)?,

@@ -11,6 +11,8 @@ mod hostgemm;
 mod inject;
 mod inspect;
 mod install;
+mod profile;
+mod profile_diff;
 mod run;
 mod serve;
 mod sysfs;
@@ -73,6 +75,9 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Print the kernel log (dmesg) of a running `neuron-emu serve`.
     Dmesg(serve::DmesgArgs),
+    /// Compare two execution profiles of one NEFF (a silicon neuron-profile JSON and
+    /// `run --profile-json`): total time, per phase, per engine, per opcode (docs/profiling.md).
+    ProfileDiff(profile_diff::DiffArgs),
     /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
     /// (issue intervals), with leave-one-kernel-out validation.
     Calibrate {
@@ -182,6 +187,7 @@ fn main() -> ExitCode {
         Cmd::Firmware { cmd } => firmware::run(&cmd).map_err(|(c, m)| Failure(c, m)),
         Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
         Cmd::Sysfs(a) => sysfs::run(&a).map_err(|(c, m)| Failure(c, m)),
+        Cmd::ProfileDiff(a) => profile_diff::run(&a),
         Cmd::Calibrate {
             files,
             profiles,

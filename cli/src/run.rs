@@ -49,9 +49,14 @@ pub(crate) struct RunArgs {
     /// Print the results as one JSON object on stdout (other report lines go to stderr).
     #[arg(long)]
     pub(crate) json: bool,
-    /// Write a Chrome/Perfetto trace of the device timeline.
+    /// Write a Chrome/Perfetto trace of the device timeline: a process per core, a thread per
+    /// engine and DMA queue, semaphore waits as flows, notifications (docs/profiling.md).
     #[arg(long, value_name = "FILE.json")]
     pub(crate) trace: Option<PathBuf>,
+    /// Write a profile of the execution shaped like AWS neuron-profile's JSON (summary,
+    /// instruction, dma, semaphore_update, ...), for `neuron-emu profile-diff`.
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) profile_json: Option<PathBuf>,
     /// NeuronCore to load on.
     #[arg(long, default_value_t = 0)]
     pub(crate) nc: u32,
@@ -69,24 +74,26 @@ pub(crate) struct RunArgs {
     pub(crate) fault_seed: u64,
 }
 
-/// Refuse unusable `--output-dir` / `--trace` paths before anything runs: the output directory
-/// is created now, the trace file's directory must exist and the trace must not be a directory.
+/// Refuse unusable `--output-dir` / `--trace` / `--profile-json` paths before anything runs:
+/// the output directory is created now, a file's directory must exist and the file must not be
+/// a directory.
 fn check_out_paths(a: &RunArgs) -> Result<(), Failure> {
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| usage(format!("--output-dir {}: {e}", dir.display())))?;
     }
-    if let Some(p) = &a.trace {
+    for (flag, p) in [("--trace", &a.trace), ("--profile-json", &a.profile_json)] {
+        let Some(p) = p else { continue };
         let parent = match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         if p.is_dir() {
-            return Err(usage(format!("--trace {}: is a directory", p.display())));
+            return Err(usage(format!("{flag} {}: is a directory", p.display())));
         }
         if !parent.is_dir() {
             return Err(usage(format!(
-                "--trace {}: directory {} does not exist",
+                "{flag} {}: directory {} does not exist",
                 p.display(),
                 parent.display()
             )));
@@ -115,9 +122,9 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
     }
     let (emu, dev): (Option<Emulator>, Arc<dyn DeviceFile>) = match &a.device {
         Some(p) => {
-            if a.trace.is_some() {
+            if a.trace.is_some() || a.profile_json.is_some() {
                 return Err(usage(
-                    "--trace needs the in-process emulated device (drop --device)",
+                    "--trace and --profile-json need the in-process emulated device (drop --device)",
                 ));
             }
             let path = p.to_string_lossy();
@@ -215,7 +222,8 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
         };
         data.push((t.name.clone(), bytes));
     }
-    if let (Some(emu), true) = (&emu, a.trace.is_some()) {
+    let recording = a.trace.is_some() || a.profile_json.is_some();
+    if let (Some(emu), true) = (&emu, recording) {
         emu.set_tracing(0, true);
     }
     let refs: Vec<(&str, &[u8])> = data
@@ -322,15 +330,52 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
         out.device_time_ps as f64 / 1e6,
         wall.as_secs_f64() * 1e3
     ));
-    if let (Some(p), Some(emu)) = (&a.trace, &emu) {
-        let ev = emu.take_trace(0);
-        trace::write_chrome_trace(p, &ev)
-            .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
-        say(format!(
-            "trace: {} events -> {} (open in ui.perfetto.dev)",
-            ev.len(),
-            p.display()
-        ));
+    if let (Some(emu), true) = (&emu, recording) {
+        let (ev, marks) = emu
+            .with_device(0, |d| (d.take_trace(), d.take_marks()))
+            .unwrap_or_default();
+        let spans = model.last_spans();
+        let mut cores: Vec<u32> = spans.iter().map(|s| s.nc).collect();
+        cores.sort_unstable();
+        cores.dedup();
+        let cap = crate::profile::capture(
+            0,
+            cores,
+            spans,
+            &ev,
+            &marks,
+            &crate::profile::neff_names(&bytes),
+        );
+        let caps = [cap];
+        let fail =
+            |p: &Path, e: std::io::Error| Failure(1, format!("cannot write {}: {e}", p.display()));
+        if let Some(p) = &a.trace {
+            trace::write_trace(p, &caps).map_err(|e| fail(p, e))?;
+            say(format!(
+                "trace: {} spans, {} marks -> {} (open in ui.perfetto.dev)",
+                ev.len(),
+                marks.len(),
+                p.display()
+            ));
+        }
+        if let Some(p) = &a.profile_json {
+            let meta = neuron_runtime::profile::Meta {
+                profile_name: a
+                    .neff
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                neff_name: model.name().to_string(),
+                source: "neuron-emu run".into(),
+            };
+            let doc = neuron_runtime::profile::report(&meta, &caps);
+            trace::write_json(p, &doc).map_err(|e| fail(p, e))?;
+            say(format!(
+                "profile: {} instructions -> {}",
+                doc["instruction"].as_array().map_or(0, Vec::len),
+                p.display()
+            ));
+        }
     }
     if json {
         let j = serde_json::json!({

@@ -1,44 +1,26 @@
-//! Chrome trace-event JSON (opens in Perfetto) of a device timeline.
+//! Chrome trace-event JSON (opens in Perfetto) of a device timeline: the shared writer of
+//! `neuron_runtime::profile` over the device model's records (`docs/profiling.md`).
 
 use neuron_devmodel::TraceEvent;
-use std::collections::BTreeMap;
+use neuron_runtime::profile::Capture;
 use std::io::Write;
 use std::path::Path;
 
+/// A timeline of spans only (no model, names or marks): what `campaign --trace` records.
 pub fn write_chrome_trace(path: &Path, events: &[TraceEvent]) -> std::io::Result<()> {
-    let t0 = events.iter().map(|e| e.start.0).min().unwrap_or(0);
-    let mut tids: BTreeMap<(usize, String), usize> = BTreeMap::new();
-    for e in events {
-        let n = tids.len();
-        tids.entry((e.nc, e.track.clone())).or_insert(n);
-    }
+    let c = crate::profile::capture(0, Vec::new(), &[], events, &[], &Default::default());
+    write_trace(path, &[c])
+}
+
+/// The trace of `caps`: processes per core, threads per engine, DMA queue and registers.
+pub fn write_trace(path: &Path, caps: &[Capture]) -> std::io::Result<()> {
+    write_json(path, &neuron_runtime::profile::chrome_trace(caps))
+}
+
+/// Write a JSON document to `path`.
+pub fn write_json(path: &Path, v: &serde_json::Value) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(f, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
-    let mut first = true;
-    for ((nc, track), tid) in &tids {
-        if !first {
-            writeln!(f, ",")?;
-        }
-        first = false;
-        write!(f, "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{nc},\"tid\":{tid},\"args\":{{\"name\":\"{track}\"}}}}")?;
-    }
-    for e in events {
-        if !first {
-            writeln!(f, ",")?;
-        }
-        first = false;
-        let tid = tids.get(&(e.nc, e.track.clone())).copied().unwrap_or(0);
-        write!(
-            f,
-            "{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.6},\"dur\":{:.6},\"args\":{{\"pc\":{}}}}}",
-            e.name,
-            e.nc,
-            tid,
-            (e.start.0 - t0) as f64 / 1e6,
-            e.dur.0 as f64 / 1e6,
-            e.pc
-        )?;
-    }
-    writeln!(f, "\n]}}")?;
+    serde_json::to_writer(&mut f, v)?;
+    writeln!(f)?;
     f.flush()
 }

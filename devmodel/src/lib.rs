@@ -21,7 +21,7 @@ pub mod time;
 
 pub use arch::ArchProfile;
 pub use device::{
-    Device, DeviceStatus, DmaError, HostProfile, MemError, QueueState, Stats, TraceEvent,
+    Device, DeviceStatus, DmaError, HostProfile, MemError, QueueState, Stats, TraceEvent, TraceMark,
 };
 pub use fault::{Fault, FaultKind};
 pub use hooks::DeviceHooks;

@@ -1,6 +1,7 @@
 //! What a run is measured by: event and transfer counters ([`Stats`]), host time per
 //! instruction kind ([`HostProfile`], off unless asked for) and timeline spans
-//! ([`TraceEvent`], for Perfetto/Chrome trace output).
+//! ([`TraceEvent`]) and points ([`TraceMark`]: register updates, notifications, DMA_DIRECT2D
+//! transfers), for Perfetto traces and profiles; recorded only while tracing is on.
 
 use crate::time::Ps;
 
@@ -35,7 +36,7 @@ impl HostProfile {
     }
 }
 
-/// One span on the device timeline (for Perfetto/Chrome trace output).
+/// One span on the device timeline (for Perfetto/Chrome trace output and profiles).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceEvent {
     pub nc: usize,
@@ -45,11 +46,165 @@ pub struct TraceEvent {
     pub pc: u32,
     pub start: Ps,
     pub dur: Ps,
+    /// An engine word: the word as it issued (its operands, for profiles). Moved here from
+    /// the sequencer, so recording it costs no copy.
+    pub word: Option<Box<neuron_isa::cayman::CaymanInstr>>,
+    /// An engine word: the semaphore/event conditions it waited for (header, body).
+    pub waits: [Option<neuron_isa::SemWait>; 2],
+    /// A DMA descriptor: bytes moved.
+    pub bytes: u64,
+}
+
+/// A point on the device timeline that is not an engine's or queue's span: kept apart from
+/// the spans ([`Device::take_marks`](crate::Device::take_marks)) so span consumers see what
+/// they always saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceMark {
+    /// A semaphore (`event` false) or event register of core `nc` took a new value: seen when
+    /// the core's blocked engines are woken, which every register change does. An event
+    /// cleared by the wait that consumed it is not a mark.
+    Reg {
+        nc: usize,
+        at: Ps,
+        index: u8,
+        event: bool,
+        value: i32,
+    },
+    /// A notification was written into a queue of core `nc`.
+    Notify {
+        nc: usize,
+        at: Ps,
+        /// Reporting engine (index), kind bits (`abi::notify::NotifyKind::bits`), value, pc.
+        engine: u8,
+        kind: u8,
+        value: u32,
+        pc: u32,
+    },
+    /// A DMA_DIRECT2D that engine `engine` of core `nc` issued at `pc`: from its issue to its
+    /// completion update (`semaphore += increment`).
+    Dma2d {
+        nc: usize,
+        engine: usize,
+        pc: u32,
+        start: Ps,
+        end: Ps,
+        bytes: u64,
+        semaphore: u8,
+        increment: u32,
+    },
+}
+
+/// What the device records while tracing: spans, marks, and the register values last seen
+/// per core (to tell which registers a wake-up changed).
+#[derive(Debug, Default)]
+pub(crate) struct Trace {
+    pub(crate) spans: Vec<TraceEvent>,
+    pub(crate) marks: Vec<TraceMark>,
+    /// Per core: semaphore values then event values, as last recorded.
+    seen: Vec<Vec<i32>>,
+}
+
+/// Semaphores (and events) per core page.
+const REGS: usize = crate::regs::COUNT;
+
+impl Trace {
+    /// Start recording with the registers as they are now.
+    pub(crate) fn new<'a>(pages: impl Iterator<Item = &'a crate::regs::RegPage>) -> Trace {
+        let seen = pages.map(snapshot).collect();
+        Trace {
+            seen,
+            ..Trace::default()
+        }
+    }
+
+    pub(crate) fn push(&mut self, e: TraceEvent) {
+        self.spans.push(e);
+    }
+
+    pub(crate) fn mark(&mut self, m: TraceMark) {
+        self.marks.push(m);
+    }
+
+    /// Core `nc`'s registers may have changed (its engines are being woken): mark each
+    /// semaphore that differs from what was seen, and each event that became set.
+    pub(crate) fn regs_changed(&mut self, nc: usize, page: &crate::regs::RegPage, at: Ps) {
+        let Some(seen) = self.seen.get_mut(nc) else {
+            return;
+        };
+        for i in 0..REGS {
+            let idx = i as u8;
+            let (s, e) = (page.sem(idx), page.event(idx) as i32);
+            if seen[i] != s {
+                seen[i] = s;
+                self.marks.push(TraceMark::Reg {
+                    nc,
+                    at,
+                    index: idx,
+                    event: false,
+                    value: s,
+                });
+            }
+            if seen[REGS + i] != e {
+                seen[REGS + i] = e;
+                if e != 0 {
+                    self.marks.push(TraceMark::Reg {
+                        nc,
+                        at,
+                        index: idx,
+                        event: true,
+                        value: e,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn snapshot(p: &crate::regs::RegPage) -> Vec<i32> {
+    let mut v: Vec<i32> = (0..REGS).map(|i| p.sem(i as u8)).collect();
+    v.extend((0..REGS).map(|i| p.event(i as u8) as i32));
+    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wake-up marks exactly the registers that changed since the last one, events only
+    /// when they become set.
+    #[test]
+    fn register_changes_are_marked_once() {
+        let page = crate::regs::RegPage::new();
+        page.set_sem(3, 5);
+        let mut t = Trace::new(std::iter::once(&page));
+        t.regs_changed(0, &page, Ps(1));
+        assert!(t.marks.is_empty(), "nothing changed since tracing began");
+        page.add_sem(3, 1);
+        page.set_event(7, 1);
+        t.regs_changed(0, &page, Ps(2));
+        page.set_event(7, 0);
+        t.regs_changed(0, &page, Ps(3));
+        t.regs_changed(1, &page, Ps(4));
+        assert_eq!(
+            t.marks,
+            vec![
+                TraceMark::Reg {
+                    nc: 0,
+                    at: Ps(2),
+                    index: 3,
+                    event: false,
+                    value: 6
+                },
+                TraceMark::Reg {
+                    nc: 0,
+                    at: Ps(2),
+                    index: 7,
+                    event: true,
+                    value: 1
+                },
+            ]
+        );
+    }
 
     #[test]
     fn host_profile_counts_and_sums() {

@@ -10,6 +10,7 @@ pub mod logging;
 mod mapped;
 pub mod model;
 pub mod nds;
+pub mod profile;
 pub mod prologue;
 mod rawbuf;
 pub mod real;

@@ -236,6 +236,9 @@ impl Device {
                 pc: st.head as u32,
                 start: self.now,
                 dur: cost,
+                word: None,
+                waits: [None, None],
+                bytes: tl as u64,
             });
         }
         let dq = &mut self.dma[eng][q];
@@ -272,12 +275,13 @@ impl Device {
 
     /// A descriptor-generating DMA (DMA_DIRECT2D): moves `num0 x num1` elements of
     /// `elem_size` bytes (`[step0, step1]` in bytes), converting dtypes when they differ, and
-    /// adds `increment` to `semaphore` when the transfer completes.
+    /// adds `increment` to `semaphore` when the transfer completes. Returns when that is and
+    /// the bytes moved.
     pub(super) fn dma2d(
         &mut self,
         nc: usize,
         d: &crate::cayman_exec::Dma2d,
-    ) -> Result<(), OpFault> {
+    ) -> Result<(Ps, u64), OpFault> {
         let abort = |detail: String| OpFault {
             kind: FaultKind::DmaAbort,
             detail,
@@ -332,7 +336,7 @@ impl Device {
             }
         };
         self.schedule(at, Ev::SemAdd(nc, d.semaphore, d.increment));
-        Ok(())
+        Ok((at, bytes))
     }
 
     /// The data movement of [`Self::dma2d`] (shapes already checked); returns bytes moved.

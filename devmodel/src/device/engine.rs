@@ -265,6 +265,7 @@ impl Device {
                 self.schedule(at, Ev::Update(nc, e, u));
             }
         }
+        let notify = (ci.opcode == Opcode::Notify).then(|| ci.u("hint").unwrap_or(0) as u16);
         if let Some(t) = self.trace.as_mut() {
             t.push(crate::stats::TraceEvent {
                 nc,
@@ -273,9 +274,11 @@ impl Device {
                 pc,
                 start: self.now,
                 dur,
+                word: Some(ci),
+                waits: [sync.wait, ext_wait],
+                bytes: 0,
             });
         }
-        let notify = (ci.opcode == Opcode::Notify).then(|| ci.u("hint").unwrap_or(0) as u16);
         let st = &mut self.cores[nc].engines[e];
         st.pending = None;
         st.inflight = Some(Inflight { update, notify });

@@ -64,7 +64,19 @@ impl Device {
                         elems
                     }
                     crate::cayman_exec::Exec::Dma(d) => {
-                        self.dma2d(nc, &d)?;
+                        let (end, bytes) = self.dma2d(nc, &d)?;
+                        if let Some(t) = self.trace.as_mut() {
+                            t.mark(crate::stats::TraceMark::Dma2d {
+                                nc,
+                                engine: e,
+                                pc,
+                                start: self.now,
+                                end,
+                                bytes,
+                                semaphore: d.semaphore,
+                                increment: d.increment,
+                            });
+                        }
                         0
                     }
                 }

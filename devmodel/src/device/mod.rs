@@ -23,7 +23,7 @@ mod notify;
 mod sem;
 mod status;
 
-pub use crate::stats::{HostProfile, Stats, TraceEvent};
+pub use crate::stats::{HostProfile, Stats, TraceEvent, TraceMark};
 pub use dma::QueueState;
 pub use memory::MemError;
 pub use status::{
@@ -139,7 +139,7 @@ pub struct Device {
     map: AddrMap,
     faults: Vec<Fault>,
     stats: Stats,
-    trace: Option<Vec<TraceEvent>>,
+    trace: Option<crate::stats::Trace>,
     host_profile: Option<HostProfile>,
     copybuf: Vec<u8>,
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
@@ -259,11 +259,21 @@ impl Device {
 
     /// Start (or stop, with `false`) recording a timeline.
     pub fn set_tracing(&mut self, on: bool) {
-        self.trace = on.then(Vec::new);
+        self.trace = on.then(|| crate::stats::Trace::new(self.cores.iter().map(|c| &*c.regs)));
     }
     /// Take the recorded timeline.
     pub fn take_trace(&mut self) -> Vec<TraceEvent> {
-        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+        self.trace
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.spans))
+            .unwrap_or_default()
+    }
+    /// Take the recorded marks (register updates, notifications, DMA_DIRECT2D transfers).
+    pub fn take_marks(&mut self) -> Vec<TraceMark> {
+        self.trace
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.marks))
+            .unwrap_or_default()
     }
 
     /// Replace the cost table (calibration experiments: `neuron-emu calibrate`). Costs only

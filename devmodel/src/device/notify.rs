@@ -97,6 +97,16 @@ impl Device {
         let e = NotificationEntry::new(n.kind, n.engine, n.value, n.pc, self.now.0, phase);
         let bytes = zerocopy::IntoBytes::as_bytes(&e);
         self.stats.notifications += 1;
+        if let Some(t) = self.trace.as_mut() {
+            t.mark(crate::stats::TraceMark::Notify {
+                nc: n.nc,
+                at: self.now,
+                engine: n.engine,
+                kind: n.kind.bits(),
+                value: n.value,
+                pc: n.pc,
+            });
+        }
         // Publish the payload first and the word holding the phase bit last.
         if let Ok((crate::addrmap::Target::Host(s), off)) =
             self.resolve(addr, bytes.len() as u64, true)

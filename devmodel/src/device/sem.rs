@@ -40,6 +40,9 @@ impl Device {
     /// A core's registers changed: its blocked engines look at their waits again.
     pub(super) fn wake_blocked(&mut self, nc: usize) {
         let now = self.now;
+        if let (Some(t), Some(c)) = (self.trace.as_mut(), self.cores.get(nc)) {
+            t.regs_changed(nc, &c.regs, now);
+        }
         for e in 0..ENGINES {
             let st = &mut self.cores[nc].engines[e];
             if st.status == EngStatus::Blocked && !st.scheduled {

@@ -1,6 +1,7 @@
 //! `nrt_profile_start` / `nrt_profile_stop` (`nrt_profile.h`): while a profile of a model runs,
-//! each of its executions is recorded; stopping writes the file as Chrome trace-event JSON (the
-//! form `neuron-emu run --trace` writes): one span per engine per execution, in device time.
+//! each of its executions is recorded; stopping writes the file as the profile report of
+//! `neuron-emu run --profile-json` (`neuron_runtime::profile`, `docs/profiling.md`), which also
+//! opens in Perfetto (`traceEvents`: one span per engine per execution, in device time).
 #![allow(unsafe_code)]
 
 use crate::{global, guard, null, opt_str, CModel};
@@ -39,46 +40,52 @@ pub(crate) fn forget(model: usize) {
     profiles().retain(|p| p.model != model);
 }
 
-/// The Chrome trace-event document of a profile.
+/// The profile document: the report `neuron-emu run --profile-json` writes
+/// (`neuron_runtime::profile`), one execution per `summary` entry. What reaches libnrt through
+/// the driver ABI is each engine's start and end notification, so it holds the engine spans
+/// (`engine_span`, and `traceEvents` for Perfetto) and each execution's `total_time`, but no
+/// instruction, DMA or semaphore records.
 fn document(p: &Profile) -> serde_json::Value {
-    use serde_json::json;
-    let t0 = p
+    use neuron_runtime::profile::{Capture, Meta, Span};
+    let caps: Vec<Capture> = p
         .execs
         .iter()
-        .flatten()
-        .map(|s| s.start_ps)
-        .min()
-        .unwrap_or(0);
-    let mut events = Vec::new();
-    let mut tracks = std::collections::BTreeSet::new();
-    for (i, exec) in p.execs.iter().enumerate() {
-        for s in exec {
-            tracks.insert((s.nc, s.engine));
-            let engine = neuron_isa::Engine::from_index(s.engine)
-                .map_or_else(|| format!("engine{}", s.engine), |e| e.to_string());
-            events.push(json!({
-                "ph": "X",
-                "name": format!("{} exec {i}", p.name),
-                "cat": engine,
-                "pid": s.nc,
-                "tid": s.engine,
-                "ts": (s.start_ps - t0) as f64 / 1e6,
-                "dur": s.end_ps.saturating_sub(s.start_ps) as f64 / 1e6,
-                "args": { "execution": i, "device_start_ps": s.start_ps, "device_end_ps": s.end_ps },
-            }));
-        }
-    }
-    for (nc, e) in tracks {
-        let engine = neuron_isa::Engine::from_index(e)
-            .map_or_else(|| format!("engine{e}"), |x| x.to_string());
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": nc, "tid": e, "args": {"name": engine}}));
-        events.push(json!({"ph": "M", "name": "process_name", "pid": nc, "args": {"name": format!("NC {nc}")}}));
-    }
-    json!({
-        "displayTimeUnit": "ns",
-        "otherData": { "model": p.name, "executions": p.execs.len(), "source": "neuron-emu libnrt (emulated device time)" },
-        "traceEvents": events,
-    })
+        .map(|exec| {
+            let mut cores: Vec<u32> = exec.iter().map(|s| s.nc).collect();
+            cores.sort_unstable();
+            cores.dedup();
+            Capture {
+                cores,
+                window: exec
+                    .iter()
+                    .map(|s| s.start_ps)
+                    .min()
+                    .zip(exec.iter().map(|s| s.end_ps).max()),
+                detail: false,
+                spans: exec
+                    .iter()
+                    .filter_map(|s| {
+                        Some(Span {
+                            nc: s.nc,
+                            engine: neuron_isa::Engine::from_index(s.engine)?,
+                            start_ps: s.start_ps,
+                            end_ps: s.end_ps,
+                        })
+                    })
+                    .collect(),
+                ..Capture::default()
+            }
+        })
+        .collect();
+    let meta = Meta {
+        profile_name: std::path::Path::new(&p.file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        neff_name: p.name.clone(),
+        source: "neuron-emu libnrt (nrt_profile_start/stop)".into(),
+    };
+    neuron_runtime::profile::report(&meta, &caps)
 }
 
 #[no_mangle]
