@@ -584,11 +584,13 @@ pub fn trace_events(caps: &[Capture]) -> Vec<Value> {
         // and not before the previous word's end.
         let mut prev_end: BTreeMap<(u32, Engine), u64> = BTreeMap::new();
         let mut by_reg: BTreeMap<(u32, u8, bool), Vec<u64>> = BTreeMap::new();
+        let mut reg_name: BTreeMap<(u32, u8, bool), &str> = BTreeMap::new();
         for r in &c.regs {
             by_reg
                 .entry((r.nc, r.index, r.event))
                 .or_default()
                 .push(r.at_ps);
+            reg_name.insert((r.nc, r.index, r.event), &r.id);
         }
         for v in by_reg.values_mut() {
             v.sort_unstable();
@@ -615,10 +617,10 @@ pub fn trace_events(caps: &[Capture]) -> Vec<Value> {
             };
             flow_id += 1;
             let p = pid(c.device, i.nc);
-            let name = if ev {
-                format!("$E[{idx}] wait")
-            } else {
-                format!("S[{idx}] wait")
+            let name = match reg_name.get(&(i.nc, idx, ev)) {
+                _ if ev => format!("$E[{idx}] wait"),
+                Some(id) if id.starts_with('S') => format!("{id} wait"),
+                _ => format!("$S[{idx}] wait"),
             };
             evs.push((
                 t,

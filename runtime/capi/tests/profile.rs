@@ -4,6 +4,7 @@
 // These tests call the C ABI directly, which is unsafe by nature.
 #![allow(unsafe_code)]
 
+use nrt::profile::{nrt_profile_start, nrt_profile_stop};
 use nrt::*;
 use serde_json::Value;
 use std::collections::BTreeSet;

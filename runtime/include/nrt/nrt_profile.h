@@ -1,6 +1,7 @@
 /* neuron-emu's libnrt: per-model profiling, after the documented signatures of AWS's
  * nrt_profile.h. A profile started on a model records each of its executions until
- * nrt_profile_stop writes the file (Chrome trace-event JSON of the emulated engine spans). */
+ * nrt_profile_stop writes the file (the JSON profile report of `neuron-emu run --profile-json`,
+ * which also opens in Perfetto: docs/profiling.md). */
 #ifndef NRT_PROFILE_H
 #define NRT_PROFILE_H
 
