@@ -430,6 +430,9 @@ pub(crate) fn run(a: &DiffArgs) -> Result<(), Failure> {
         emu.other,
         doc["mismatched_opcodes"]
     );
+    if doc["mismatched_opcodes"].as_u64() > Some(0) {
+        println!("warning: words at the same pcs differ: the two profiles are probably of different NEFFs");
+    }
     Ok(())
 }
 
