@@ -206,6 +206,43 @@ mod tests {
         );
     }
 
+    /// A traced run records the word with its operands and wait, the semaphore update it made
+    /// and the notification it posted; an untraced run records nothing.
+    #[test]
+    fn a_traced_device_records_words_updates_and_notifications() {
+        use neuron_isa::cayman::build as b;
+        use neuron_isa::Engine;
+        let run = |trace: bool| {
+            let mut dev = crate::Device::new(crate::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+            dev.nq_configure(0, 1, 0, 0x40_0000, 4096);
+            dev.set_tracing(trace);
+            let words = [b::event_semaphore((0, 0, 0), 0x13, 7, 0), b::notify(2)];
+            let port = dev.instr_port(0, Engine::Pe);
+            dev.write(port, &words.concat()).expect("instruction port");
+            dev.run(1000);
+            (dev.take_trace(), dev.take_marks())
+        };
+        let (spans, marks) = run(true);
+        assert_eq!(spans.len(), 2);
+        assert!(spans.iter().all(|s| s.word.is_some()), "{spans:?}");
+        let reg = marks.iter().find_map(|m| match m {
+            TraceMark::Reg {
+                index: 7, value, ..
+            } => Some(*value),
+            _ => None,
+        });
+        assert_eq!(reg, Some(1), "{marks:?}");
+        assert!(marks.iter().any(|m| matches!(
+            m,
+            TraceMark::Notify {
+                value: 2,
+                pc: 1,
+                ..
+            }
+        )));
+        assert_eq!(run(false), (Vec::new(), Vec::new()));
+    }
+
     #[test]
     fn host_profile_counts_and_sums() {
         let mut p = HostProfile::default();
