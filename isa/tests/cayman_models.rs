@@ -1,0 +1,212 @@
+//! The two real model layers (`shared/fixtures/real-models/kgm-*`): every NEFF and loaded word
+//! decodes to a known opcode and round-trips, and each field the new opcodes carry decodes to
+//! the value the evidence gives (`docs/isa/cayman.md` §1.3).
+
+#[path = "../examples/align/common.rs"]
+mod common;
+
+use common::*;
+use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Opcode, Value, WORD};
+use neuron_isa::Engine;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn models() -> PathBuf {
+    fixtures().join("real-models")
+}
+
+const MODELS: [&str; 2] = ["kgm-attn_tkg_v6", "kgm-moe_tkg_v6b"];
+
+fn word(c: &[u8]) -> [u8; WORD] {
+    let mut w = [0u8; WORD];
+    w.copy_from_slice(c);
+    w
+}
+
+/// The sg00 NEFF words of one engine.
+fn neff_words(model: &str, engine: Engine) -> Vec<CaymanInstr> {
+    let sgs = read_neff(&models().join(format!("{model}.neff")));
+    let sg = sgs.iter().find(|s| s.name == "sg00").expect("sg00");
+    let (_, _, bin) = sg
+        .engines
+        .iter()
+        .find(|(e, _, _)| *e == engine)
+        .expect("engine file");
+    CaymanInstr::decode_all(Namespace::Neff, bin)
+}
+
+#[test]
+fn every_model_word_decodes_and_round_trips() {
+    let mut per_op: BTreeMap<(String, &str), usize> = BTreeMap::new();
+    for m in MODELS {
+        for sg in read_neff(&models().join(format!("{m}.neff"))) {
+            for (_, file, bin) in &sg.engines {
+                for (i, c) in bin.chunks_exact(WORD).enumerate() {
+                    let w = word(c);
+                    let d = CaymanInstr::decode(Namespace::Neff, &w);
+                    assert!(d.opcode.is_known(), "{m} {file} word {i}: {:#04x}", w[0]);
+                    assert_eq!(d.encode(), w, "{m} {file} word {i}");
+                    *per_op.entry((d.opcode.name(), m)).or_default() += 1;
+                }
+            }
+        }
+        let nt = read_ntff(&models().join(format!("{m}.ntff")));
+        assert_eq!(nt.programs.len(), 10, "{m}");
+        for p in &nt.programs {
+            for (i, c) in p.bytes.chunks_exact(WORD).enumerate() {
+                let w = word(c);
+                let d = CaymanInstr::decode(Namespace::Loaded, &w);
+                assert!(
+                    d.opcode.is_known(),
+                    "{m} {} {} pc {i}: {:#04x}",
+                    p.subgraph,
+                    p.engine,
+                    w[0]
+                );
+                assert_eq!(d.encode(), w, "{m} {} {} pc {i}", p.subgraph, p.engine);
+            }
+        }
+    }
+    let n = |op: &str, m: &str| per_op.get(&(op.to_owned(), m)).copied().unwrap_or(0);
+    let (a, e) = (MODELS[0], MODELS[1]);
+    assert_eq!(n("AFFINE_SELECT", a), 2);
+    assert_eq!(n("REGISTER_MOVE", a), 1);
+    assert_eq!(n("DMA_TRIGGER", a), 20);
+    assert_eq!(n("REGISTER_ALU", e), 416);
+    assert_eq!(n("TENSOR_LOAD_VAR", e), 144);
+    assert_eq!(n("DMA_DIRECT2D_EXT", e), 144);
+    assert_eq!(n("DMA_TRIGGER", e), 16 + 9);
+}
+
+#[test]
+fn register_words_decode_their_data_flow() {
+    // kgm-moe_tkg_v6b sg00 GpSimd NEFF words 6-9: load an expert id, scale it to a byte
+    // offset, use it as the DMA's register offset.
+    let w = neff_words(MODELS[1], Engine::Pool);
+    let tl = &w[6];
+    assert_eq!(tl.opcode, Opcode::TensorLoadVar);
+    assert_eq!(
+        tl.addr("addr"),
+        Some(DmaAddr::VarRelative {
+            offset: 0x17300,
+            var_id: 0,
+            pad: 0
+        })
+    );
+    assert_eq!(tl.get("regs"), Some(&Value::Bytes(vec![60, 0, 0, 0])));
+    let (m1, m2) = (&w[7], &w[8]);
+    assert_eq!(m1.opcode, Opcode::RegisterAlu);
+    assert_eq!(
+        (m1.u("op"), m1.u("src_reg"), m1.u("dst_reg"), m1.u("imm")),
+        (Some(6), Some(60), Some(61), Some(0x10_0000))
+    );
+    assert_eq!(
+        (m2.u("op"), m2.u("src_reg"), m2.u("dst_reg"), m2.u("imm")),
+        (Some(6), Some(61), Some(31), Some(2))
+    );
+    let add = &w[13];
+    assert_eq!(
+        (add.u("op"), add.u("src_reg"), add.u("dst_reg"), add.u("imm")),
+        (Some(4), Some(60), Some(60), Some(0x1_0000))
+    );
+    let dma = &w[9];
+    assert_eq!(dma.opcode, Opcode::DmaDirect2d);
+    assert_eq!(
+        dma.addr("src"),
+        Some(DmaAddr::TableReg {
+            reg: 31,
+            index: 1,
+            pad: 0
+        })
+    );
+    assert_eq!(dma.u("src_elem_size"), Some(1024));
+    assert_eq!(dma.u("bound_reg"), Some(0xbd));
+    assert_eq!(w[10].opcode, Opcode::DmaExt);
+    assert_eq!(w[10].header.len, 0, "the extension slot has byte 1 = 0");
+    assert_eq!(w[10].u("queues"), Some(16));
+    let text = dma.operands(&Default::default());
+    assert!(text.contains("src_table_offset_reg=$R[31] src_table_index=1"), "{text}");
+    assert!(text.contains("bound_reg=$R[61]"), "{text}");
+    // The loaded REGISTER_MOVE AWS's runtime puts before that DMA (pc 83): $R[61] = bound.
+    let nt = read_ntff(&models().join(format!("{}.ntff", MODELS[1])));
+    let p = nt.program("sg00", Engine::Pool).expect("program");
+    let rm = CaymanInstr::decode(Namespace::Loaded, &word(&p.bytes[83 * WORD..84 * WORD]));
+    assert_eq!(rm.opcode, Opcode::RegisterMove);
+    assert_eq!((rm.u("dst_reg"), rm.u("imm")), (Some(61), Some(0x0ffe_0000)));
+    // ... and the TENSOR_LOAD_VAR became TENSOR_LOAD with the absolute SB address (pc 80).
+    let ld = CaymanInstr::decode(Namespace::Loaded, &word(&p.bytes[80 * WORD..81 * WORD]));
+    assert_eq!(ld.opcode, Opcode::TensorLoad);
+    assert_eq!(ld.u("addr"), Some(0x8020_0001_7300));
+}
+
+#[test]
+fn trigger_and_affine_select_decode() {
+    let sp = neff_words(MODELS[1], Engine::Sp);
+    let blocks: Vec<_> = sp[2..11]
+        .iter()
+        .map(|t| (t.queue_name(), t.u("block")))
+        .collect();
+    for (i, b) in blocks.iter().enumerate() {
+        assert_eq!(*b, (Some("qSPIO0".to_owned()), Some(i as u64)));
+    }
+    let dve = neff_words(MODELS[0], Engine::Dve);
+    assert_eq!(dve[68].opcode, Opcode::DmaTrigger);
+    assert_eq!(dve[68].queue_name().as_deref(), Some("qDVESpillReload0"));
+    let pool = neff_words(MODELS[0], Engine::Pool);
+    let (rm, sel) = (&pool[4], &pool[5]);
+    assert_eq!(rm.opcode, Opcode::RegisterMove);
+    assert_eq!((rm.u("dst_reg"), rm.f32("imm")), (Some(61), None));
+    assert_eq!(rm.u("imm"), Some(1.0f32.to_bits() as u64));
+    assert_eq!(sel.opcode, Opcode::AffineSelect);
+    assert_eq!(
+        (sel.u("channels"), sel.u("dtype_pair"), sel.u("cmp_op"), sel.u("fill_reg")),
+        (Some(128), Some(0xaa), Some(3), Some(61))
+    );
+    assert_eq!(
+        (sel.i("offset"), sel.i("channel_multiplier")),
+        (Some(0), Some(-1))
+    );
+    assert_eq!(sel.affine_pattern(), Some(([1, 1, 1, 1], [128, 1, 1, 1])));
+    let (src, dst) = (sel.ap("src").expect("src"), sel.ap("dst").expect("dst"));
+    assert_eq!((src.addr, src.step[..2].to_vec(), src.num[..2].to_vec()), (0x58a8, vec![1, 1], vec![128, 1]));
+    assert_eq!(src, dst);
+}
+
+#[test]
+fn activation_functions_are_named_from_the_table_files() {
+    use neuron_isa::cayman::layout::{enum_name, ACT_FUNCS};
+    let mut seen = BTreeMap::new();
+    for (m, e) in [(MODELS[0], Engine::Act), (MODELS[1], Engine::Act)] {
+        for w in neff_words(m, e) {
+            if w.opcode == Opcode::Activate {
+                let f = w.u("func").expect("func");
+                *seen.entry(enum_name(ACT_FUNCS, f).unwrap_or("?")).or_insert(0) += 1;
+            }
+        }
+    }
+    let want: BTreeMap<&str, i32> =
+        [("EXP", 48), ("copy", 200), ("reciprocal_sqrt", 16), ("silu", 16)].into();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn decode_program_keeps_pcs_as_slot_indices() {
+    let sgs = read_neff(&models().join(format!("{}.neff", MODELS[1])));
+    let sg = sgs.iter().find(|s| s.name == "sg00").expect("sg00");
+    let (_, _, bin) = sg.engines.iter().find(|(e, _, _)| *e == Engine::Pool).expect("Pool");
+    let prog = CaymanInstr::decode_program(Namespace::Neff, bin);
+    assert_eq!(prog.len(), bin.len() / WORD - 144, "144 two-slot DMAs");
+    let two: Vec<_> = prog.iter().filter(|s| s.ext.is_some()).collect();
+    assert_eq!(two.len(), 144);
+    for s in &prog {
+        // Every entry's pc is the slot its bytes come from.
+        let at = s.pc as usize * WORD;
+        assert_eq!(s.instr.encode()[..], bin[at..at + WORD]);
+        if let Some(e) = &s.ext {
+            assert_eq!(s.instr.opcode, Opcode::DmaDirect2d);
+            assert_eq!(e.encode()[..], bin[at + WORD..at + 2 * WORD]);
+        }
+    }
+    assert_eq!(prog[9].pc, 9);
+    assert_eq!(prog[10].pc, 11, "the slot after a two-slot DMA");
+}
