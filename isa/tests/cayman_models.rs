@@ -106,7 +106,12 @@ fn register_words_decode_their_data_flow() {
     );
     let add = &w[13];
     assert_eq!(
-        (add.u("op"), add.u("src_reg"), add.u("dst_reg"), add.u("imm")),
+        (
+            add.u("op"),
+            add.u("src_reg"),
+            add.u("dst_reg"),
+            add.u("imm")
+        ),
         (Some(4), Some(60), Some(60), Some(0x1_0000))
     );
     let dma = &w[9];
@@ -125,14 +130,20 @@ fn register_words_decode_their_data_flow() {
     assert_eq!(w[10].header.len, 0, "the extension slot has byte 1 = 0");
     assert_eq!(w[10].u("queues"), Some(16));
     let text = dma.operands(&Default::default());
-    assert!(text.contains("src_table_offset_reg=$R[31] src_table_index=1"), "{text}");
+    assert!(
+        text.contains("src_table_offset_reg=$R[31] src_table_index=1"),
+        "{text}"
+    );
     assert!(text.contains("bound_reg=$R[61]"), "{text}");
     // The loaded REGISTER_MOVE AWS's runtime puts before that DMA (pc 83): $R[61] = bound.
     let nt = read_ntff(&models().join(format!("{}.ntff", MODELS[1])));
     let p = nt.program("sg00", Engine::Pool).expect("program");
     let rm = CaymanInstr::decode(Namespace::Loaded, &word(&p.bytes[83 * WORD..84 * WORD]));
     assert_eq!(rm.opcode, Opcode::RegisterMove);
-    assert_eq!((rm.u("dst_reg"), rm.u("imm")), (Some(61), Some(0x0ffe_0000)));
+    assert_eq!(
+        (rm.u("dst_reg"), rm.u("imm")),
+        (Some(61), Some(0x0ffe_0000))
+    );
     // ... and the TENSOR_LOAD_VAR became TENSOR_LOAD with the absolute SB address (pc 80).
     let ld = CaymanInstr::decode(Namespace::Loaded, &word(&p.bytes[80 * WORD..81 * WORD]));
     assert_eq!(ld.opcode, Opcode::TensorLoad);
@@ -159,7 +170,12 @@ fn trigger_and_affine_select_decode() {
     assert_eq!(rm.u("imm"), Some(1.0f32.to_bits() as u64));
     assert_eq!(sel.opcode, Opcode::AffineSelect);
     assert_eq!(
-        (sel.u("channels"), sel.u("dtype_pair"), sel.u("cmp_op"), sel.u("fill_reg")),
+        (
+            sel.u("channels"),
+            sel.u("dtype_pair"),
+            sel.u("cmp_op"),
+            sel.u("fill_reg")
+        ),
         (Some(128), Some(0xaa), Some(3), Some(61))
     );
     assert_eq!(
@@ -168,7 +184,10 @@ fn trigger_and_affine_select_decode() {
     );
     assert_eq!(sel.affine_pattern(), Some(([1, 1, 1, 1], [128, 1, 1, 1])));
     let (src, dst) = (sel.ap("src").expect("src"), sel.ap("dst").expect("dst"));
-    assert_eq!((src.addr, src.step[..2].to_vec(), src.num[..2].to_vec()), (0x58a8, vec![1, 1], vec![128, 1]));
+    assert_eq!(
+        (src.addr, src.step[..2].to_vec(), src.num[..2].to_vec()),
+        (0x58a8, vec![1, 1], vec![128, 1])
+    );
     assert_eq!(src, dst);
 }
 
@@ -180,12 +199,19 @@ fn activation_functions_are_named_from_the_table_files() {
         for w in neff_words(m, e) {
             if w.opcode == Opcode::Activate {
                 let f = w.u("func").expect("func");
-                *seen.entry(enum_name(ACT_FUNCS, f).unwrap_or("?")).or_insert(0) += 1;
+                *seen
+                    .entry(enum_name(ACT_FUNCS, f).unwrap_or("?"))
+                    .or_insert(0) += 1;
             }
         }
     }
-    let want: BTreeMap<&str, i32> =
-        [("EXP", 48), ("copy", 200), ("reciprocal_sqrt", 16), ("silu", 16)].into();
+    let want: BTreeMap<&str, i32> = [
+        ("EXP", 48),
+        ("copy", 200),
+        ("reciprocal_sqrt", 16),
+        ("silu", 16),
+    ]
+    .into();
     assert_eq!(seen, want);
 }
 
@@ -193,7 +219,11 @@ fn activation_functions_are_named_from_the_table_files() {
 fn decode_program_keeps_pcs_as_slot_indices() {
     let sgs = read_neff(&models().join(format!("{}.neff", MODELS[1])));
     let sg = sgs.iter().find(|s| s.name == "sg00").expect("sg00");
-    let (_, _, bin) = sg.engines.iter().find(|(e, _, _)| *e == Engine::Pool).expect("Pool");
+    let (_, _, bin) = sg
+        .engines
+        .iter()
+        .find(|(e, _, _)| *e == Engine::Pool)
+        .expect("Pool");
     let prog = CaymanInstr::decode_program(Namespace::Neff, bin);
     assert_eq!(prog.len(), bin.len() / WORD - 144, "144 two-slot DMAs");
     let two: Vec<_> = prog.iter().filter(|s| s.ext.is_some()).collect();
@@ -209,4 +239,143 @@ fn decode_program_keeps_pcs_as_slot_indices() {
     }
     assert_eq!(prog[9].pc, 9);
     assert_eq!(prog[10].pc, 11, "the slot after a two-slot DMA");
+}
+
+/// One model program's NEFF body translated with AWS's rules, against the NTFF's body: every
+/// byte equal except what the runtime chooses (variable bases: learned from the words and
+/// required to be one per variable; the DMA_TRIGGER WRITEs' destinations and data).
+fn check_translation(model: &str, engine: Engine) -> (usize, usize) {
+    use neuron_isa::cayman::translate::{translate_program, LoadEnv, TriggerWrite};
+    use neuron_isa::cayman::Kind;
+    let neff_bytes = std::fs::read(models().join(format!("{model}.neff"))).expect("neff");
+    let neff = neuron_neff::Neff::parse(&neff_bytes).expect("parse");
+    let def = neff.subgraph_def("sg00/def.json").expect("def");
+    let sgs = read_neff(&models().join(format!("{model}.neff")));
+    let sg = sgs.iter().find(|s| s.name == "sg00").expect("sg00");
+    let (_, _, bin) = sg
+        .engines
+        .iter()
+        .find(|(e, _, _)| *e == engine)
+        .expect("engine");
+    let nt = read_ntff(&models().join(format!("{model}.ntff")));
+    let p = nt.program("sg00", engine).expect("program");
+    let (base, end) = (
+        p.neff_base().expect("base") as usize,
+        p.epilogue_start().expect("end") as usize,
+    );
+    let body: Vec<[u8; WORD]> = p.bytes[base * WORD..end * WORD]
+        .chunks_exact(WORD)
+        .map(word)
+        .collect();
+    // Pre-pass: align (a DMA_TRIGGER is two loaded words, every other word one) and learn
+    // each variable's base from its relocated fields; one base per variable.
+    let neff_words = CaymanInstr::decode_all(Namespace::Neff, bin);
+    let mut bases: BTreeMap<u8, u64> = BTreeMap::new();
+    let mut triggers: BTreeMap<(String, u32), [TriggerWrite; 2]> = BTreeMap::new();
+    let mut j = 0usize;
+    for (i, d) in neff_words.iter().enumerate() {
+        // A DMA with its extension slot is loaded as REGISTER_MOVE, then the DMA.
+        let two_slot = d.opcode == Opcode::DmaDirect2d
+            && neff_words
+                .get(i + 1)
+                .is_some_and(|n| n.opcode == Opcode::DmaExt);
+        let at = if two_slot { j + 1 } else { j };
+        if d.opcode == Opcode::DmaTrigger {
+            let tw = |w: &[u8; WORD]| {
+                let l = CaymanInstr::decode(Namespace::Loaded, w);
+                assert_eq!(
+                    l.opcode,
+                    Opcode::Write,
+                    "{model} {engine} loaded {}",
+                    base + j
+                );
+                TriggerWrite {
+                    dst: [l.u("dst0").unwrap_or(0), l.u("dst1").unwrap_or(0)],
+                    data: [
+                        l.u("data0").unwrap_or(0) as u32,
+                        l.u("data1").unwrap_or(0) as u32,
+                    ],
+                    sizes: [
+                        l.u("size0").unwrap_or(0) as u8,
+                        l.u("size1").unwrap_or(0) as u8,
+                    ],
+                }
+            };
+            let key = (
+                d.queue_name().expect("queue"),
+                d.u("block").unwrap_or(0) as u32,
+            );
+            triggers.insert(key, [tw(&body[j]), tw(&body[j + 1])]);
+            j += 2;
+            continue;
+        }
+        for f in &d.fields {
+            if let (
+                Kind::Addr | Kind::VarAddr,
+                Value::Addr(DmaAddr::VarRelative { offset, var_id, .. }),
+            ) = (f.spec.kind, &f.value)
+            {
+                let o = f.spec.off as usize;
+                let abs = u64::from_le_bytes(body[at][o..o + 8].try_into().expect("8 bytes"));
+                let b = abs.checked_sub(*offset as u64).unwrap_or_else(|| {
+                    panic!(
+                        "{model} {engine} loaded {}: 0x{abs:x} below offset 0x{offset:x}",
+                        base + j
+                    )
+                });
+                assert_eq!(
+                    *bases.entry(*var_id).or_insert(b),
+                    b,
+                    "{model} {engine}: var {var_id}"
+                );
+            }
+        }
+        j += 1;
+    }
+    let table: Vec<u64> = def
+        .var
+        .values()
+        .find_map(|v| v.list.clone())
+        .unwrap_or_default();
+    let size_of_var = |id: u64| {
+        def.var
+            .values()
+            .find(|v| v.var_id == Some(id as u32))
+            .and_then(|v| v.size)
+    };
+    let var_base = |id: u8| bases.get(&id).copied();
+    let table_var_size = |i: u8| table.get(i as usize).and_then(|id| size_of_var(*id));
+    let trigger = |q: &str, b: u32| triggers.get(&(q.to_owned(), b)).copied();
+    let env = LoadEnv {
+        var_base: &var_base,
+        table_var_size: &table_var_size,
+        trigger: &trigger,
+    };
+    let out = translate_program(bin, &env).expect("translates");
+    assert_eq!(out.len(), body.len(), "{model} {engine}: body length");
+    for (k, (got, want)) in out.iter().zip(&body).enumerate() {
+        assert_eq!(
+            got.word,
+            *want,
+            "{model} {engine} pc {} (NEFF word {})",
+            base + k,
+            got.neff_index
+        );
+    }
+    (out.len(), triggers.len())
+}
+
+#[test]
+fn translated_bodies_equal_the_ntff_programs() {
+    let mut total = 0;
+    let mut trig = 0;
+    for m in MODELS {
+        for e in Engine::ALL {
+            let (n, t) = check_translation(m, e);
+            total += n;
+            trig += t;
+        }
+    }
+    assert_eq!(trig, 20 + 25, "every DMA_TRIGGER");
+    assert!(total > 5000, "{total}");
 }

@@ -392,7 +392,6 @@ static DMA: &[FieldSpec] = &[
     f("out_dtype", 63, Dtype, Certain, ""),
 ];
 
-
 static REGISTER_MOVE: &[FieldSpec] = &[
     f("mode", 12, U8, Low, "1 in all 145 words (kgm-attn_tkg_v6 sg00 GpSimd NEFF word 4, kgm-moe_tkg_v6b loaded Pool)"),
     f("dtype", 13, Dtype, Med, "0x09 uint32 (as TENSOR_LOAD's dtype)"),

@@ -14,6 +14,7 @@
 pub mod build;
 pub mod layout;
 pub mod render;
+pub mod translate;
 
 use crate::dtype::Dtype;
 use crate::instr::{

@@ -436,7 +436,10 @@ impl CaymanInstr {
             Opcode::DmaExt => p(format!("queues={}", self.uu("queues"))),
             Opcode::AffineSelect => {
                 let pair = self.uu("dtype_pair") as u8;
-                p(format!("cmp_op={}", enum_text(super::layout::AFFINE_CMPS, self.uu("cmp_op"))));
+                p(format!(
+                    "cmp_op={}",
+                    enum_text(super::layout::AFFINE_CMPS, self.uu("cmp_op"))
+                ));
                 p(format!("offset={}", self.i("offset").unwrap_or(0)));
                 p(format!(
                     "channel_multiplier={}",
