@@ -96,6 +96,11 @@ impl CaymanInstr {
         self.u(n).unwrap_or(0)
     }
 
+    /// The bits of an f32 field.
+    fn uu_bits(&self, n: &str) -> u32 {
+        self.f32(n).map(f32::to_bits).unwrap_or(0)
+    }
+
     fn tensor_text(&self, ap: &str, dt: Option<u8>) -> String {
         let a = self.ap(ap).unwrap_or_default();
         match dt {
@@ -237,7 +242,11 @@ impl CaymanInstr {
                 p(self.tensor_text("src", Some(pair & 0xf)));
                 p(self.tensor_text("dst", Some(self.uu("dst_dtype") as u8)));
                 p(format!("channels={}", self.uu("channels")));
-                p(format!("scale={:.6}", self.f32("scale").unwrap_or(0.0)));
+                if self.uu("scale_src") == 1 {
+                    p(format!("scale_ptr=fp32@0x{:x}", self.uu_bits("scale")));
+                } else {
+                    p(format!("scale={:.6}", self.f32("scale").unwrap_or(0.0)));
+                }
                 p(format!("imm={:.6}", self.f32("imm").unwrap_or(0.0)));
             }
             Opcode::TensorTensor => {
