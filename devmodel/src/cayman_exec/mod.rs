@@ -411,7 +411,13 @@ pub fn execute(
                 step: [1, 0, 0, 0],
                 num: [1, 0, 0, 0],
             };
-            gather(mem, &bias_ap, bdt, ch, b)?;
+            if ci.u("bias_src").unwrap_or(0) == 1 {
+                // An immediate bias: the field's bits as f32, for every partition.
+                b.clear();
+                b.resize(ch, f32::from_bits(bias_ap.addr));
+            } else {
+                gather(mem, &bias_ap, bdt, ch, b)?;
+            }
             // scale_src 1: the scale is one fp32 per partition at an SBUF address.
             let scale_bits = ci
                 .f32("scale")

@@ -168,8 +168,8 @@ fn affine_select_builds_the_identity() {
     }
 }
 
-/// ACTIVATE with the model layers' functions, a per-partition scale pointer and a
-/// start partition (address = partition · 256 KiB + offset).
+/// ACTIVATE with the model layers' functions, a per-partition scale pointer, an immediate
+/// bias and a start partition (address = partition · 256 KiB + offset).
 #[test]
 fn activate_functions_scale_pointers_and_start_partitions() {
     let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
@@ -196,7 +196,6 @@ fn activate_functions_scale_pointers_and_start_partitions() {
                 );
             }
             put_f32(&mut m, first + p, 0x800, 0.5 + p as f32); // scale
-            put_f32(&mut m, first + p, 0x900, 0.125); // bias
         }
         let ap = |off: u32| {
             let mut v = (base + off).to_le_bytes().to_vec();
@@ -210,7 +209,8 @@ fn activate_functions_scale_pointers_and_start_partitions() {
                 (16, &ap(0x100)),
                 (32, &[0xaa, 0x0a, ch as u8, func]),
                 (36, &(base + 0x800).to_le_bytes()),
-                (40, &(base + 0x900).to_le_bytes()),
+                // bias_src 1 (byte 15): an immediate bias, as in the kgm words.
+                (40, &0.125f32.to_bits().to_le_bytes()),
                 (48, &ap(0x400)),
             ],
         );

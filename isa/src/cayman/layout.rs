@@ -141,6 +141,7 @@ static PE_MATMUL: &[FieldSpec] = &[
 
 static ACTIVATE: &[FieldSpec] = &[
     f("src", 16, Ap(3), Certain, "akc-baseline_bf16_s512 sg00 Scalar pc 76 `src=fp32@0x36200[1,1,1][512,1,1]`"),
+    f("bias_src", 15, U8, Med, "1: `bias_addr` (bytes 40-43) holds an immediate f32 bias for every partition: in all 200 kgm words with byte 15 = 1 those bits are 0.0, 1e-6 or 1e-9 (the kernels' EPS constants: `var + EPS` lowered to ACTIVATE copy), 0 in every word whose bias is an SBUF address. Byte 12 is 1 in exactly the same words (kept raw; which of the two is the flag is not separable)"),
     f("scale_src", 13, U8, Med, "1: `scale` (bytes 36-39) is the SBUF address of one fp32 per partition, not a float: in all 128 such kgm-moe words the scale bits are SB addresses (0x817200 = partition 32 + 0x17200, where SP.json's qSPIO0 blocks put the router weights); 0 in every other word"),
     f("dtype_pair", 32, U8, Low, "0xaa in all 48: two 4-bit dtype codes (high: bias, low: src), by analogy with TENSOR_TENSOR byte 12"),
     f("dst_dtype", 33, Dtype, Med, "0x0a in all 48 (dst fp32)"),

@@ -234,11 +234,18 @@ impl CaymanInstr {
             Opcode::Activate => {
                 let pair = self.uu("dtype_pair") as u8;
                 p(enum_text(ACT_FUNCS, self.uu("func")));
-                p(format!(
-                    "bias_ptr={}@0x{:x}",
-                    dtype_name(pair >> 4),
-                    self.uu("bias_addr")
-                ));
+                if self.uu("bias_src") == 1 {
+                    p(format!(
+                        "bias={}",
+                        f32::from_bits(self.uu("bias_addr") as u32)
+                    ));
+                } else {
+                    p(format!(
+                        "bias_ptr={}@0x{:x}",
+                        dtype_name(pair >> 4),
+                        self.uu("bias_addr")
+                    ));
+                }
                 p(self.tensor_text("src", Some(pair & 0xf)));
                 p(self.tensor_text("dst", Some(self.uu("dst_dtype") as u8)));
                 p(format!("channels={}", self.uu("channels")));
