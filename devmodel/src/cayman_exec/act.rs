@@ -79,12 +79,15 @@ impl Func {
 mod tests {
     use super::*;
 
+    /// A function's definition in f64.
+    type Def = fn(f64) -> f64;
+
     /// Each function against its definition in f64, rounded once to f32.
     #[test]
     fn functions_match_their_definitions() {
         let xs: Vec<f32> = (-40..=40).map(|i| i as f32 * 0.37 + 0.011).collect();
         let (scale, bias) = (0.75f32, 0.125f32);
-        let cases: [(u64, fn(f64) -> f64, f64); 9] = [
+        let cases: [(u64, Def, f64); 9] = [
             (1, |x| x, 0.0),
             (128, |x| x, 0.0),
             (7, f64::exp, 2e-7),

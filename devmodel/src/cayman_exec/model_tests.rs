@@ -172,14 +172,13 @@ fn affine_select_builds_the_identity() {
 /// bias and a start partition (address = partition · 256 KiB + offset).
 #[test]
 fn activate_functions_scale_pointers_and_start_partitions() {
-    let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
-    let refs: [(u8, fn(f64) -> f64); 4] = [
+    type Def = fn(f64) -> f64;
+    let refs: [(u8, Def); 4] = [
         (36, |x| x / (1.0 + (-x).exp())),
         (29, |x| 1.0 / x.sqrt()),
         (10, f64::ln),
         (128, |x| x),
     ];
-    let _ = sigmoid;
     let first = 32usize;
     let (ch, n) = (4usize, 8usize);
     let base = (first as u32) << 18;
