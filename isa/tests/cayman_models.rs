@@ -379,3 +379,26 @@ fn translated_bodies_equal_the_ntff_programs() {
     assert_eq!(trig, 20 + 25, "every DMA_TRIGGER");
     assert!(total > 5000, "{total}");
 }
+
+/// The trace records after the programs: 16 bytes each, filling the file exactly, with a u64
+/// timestamp at bytes 8-15 whose span is within 10% of the published totals read as ps.
+#[test]
+fn trace_records_span_the_published_totals() {
+    for (m, published_us, records) in [(MODELS[0], 359.87, 48_292), (MODELS[1], 274.76, 40_502)] {
+        let path = models().join(format!("{m}.ntff"));
+        let len = std::fs::metadata(&path).expect("ntff").len() as usize;
+        let nt = read_ntff(&path);
+        assert_eq!(nt.trace.len(), records, "{m}");
+        assert_eq!(
+            nt.trace_offset + 16 * records,
+            len,
+            "{m}: records fill the file"
+        );
+        let span_us = nt.trace_span() as f64 / 1e6;
+        let ratio = span_us / published_us;
+        assert!(
+            (1.0..1.1).contains(&ratio),
+            "{m}: span {span_us} us vs {published_us}"
+        );
+    }
+}
