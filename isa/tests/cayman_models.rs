@@ -402,3 +402,68 @@ fn trace_records_span_the_published_totals() {
         );
     }
 }
+
+/// The remaining fields of the new forms, at their anchors.
+#[test]
+fn every_new_field_decodes_at_its_anchor() {
+    let pool = neff_words(MODELS[1], Engine::Pool);
+    let (tl, alu) = (&pool[6], &pool[7]);
+    assert_eq!(
+        (
+            tl.dtype("dtype"),
+            tl.u("num0"),
+            tl.u("num1"),
+            tl.i("step0"),
+            tl.i("step1")
+        ),
+        (
+            Some(neuron_isa::Dtype::U32),
+            Some(1),
+            Some(1),
+            Some(1),
+            Some(8)
+        )
+    );
+    assert_eq!(
+        (alu.dtype("dtype"), alu.u("count")),
+        (Some(neuron_isa::Dtype::U32), Some(1))
+    );
+    let rm = &neff_words(MODELS[0], Engine::Pool)[4];
+    assert_eq!(
+        (rm.u("mode"), rm.dtype("dtype"), rm.u("count")),
+        (Some(1), Some(neuron_isa::Dtype::U32), Some(1))
+    );
+    // ACTIVATE: kgm-moe Scalar words with a pointer scale and an immediate bias, and an
+    // akc-style word (pointer bias, immediate scale) for contrast.
+    let act = neff_words(MODELS[1], Engine::Act);
+    let scaled = act
+        .iter()
+        .find(|w| w.opcode == Opcode::Activate && w.u("scale_src") == Some(1))
+        .expect("a pointer-scale ACTIVATE");
+    assert_eq!(scaled.u("bias_src"), Some(1));
+    assert_eq!(scaled.u("func"), Some(128));
+    assert_eq!(scaled.f32("bias_addr"), None, "bias_addr is a u32 field");
+    assert_eq!(scaled.u("bias_addr"), Some(0), "immediate bias 0.0");
+    let text = scaled.operands(&Default::default());
+    assert!(text.contains("copy bias=0 "), "{text}");
+    assert!(text.contains("scale_ptr=fp32@0x"), "{text}");
+    let silu = act
+        .iter()
+        .find(|w| w.opcode == Opcode::Activate && w.u("func") == Some(36))
+        .expect("silu");
+    assert_eq!(
+        (silu.u("scale_src"), silu.u("bias_src")),
+        (Some(0), Some(0))
+    );
+    assert_eq!(silu.f32("scale"), Some(1.0));
+    let eps = neff_words(MODELS[0], Engine::Act)
+        .into_iter()
+        .find(|w| {
+            w.opcode == Opcode::Activate
+                && w.u("bias_src") == Some(1)
+                && w.u("bias_addr") != Some(0)
+        })
+        .expect("an EPS bias");
+    let b = f32::from_bits(eps.u("bias_addr").expect("bias") as u32);
+    assert!(b == 1e-6 || b == 1e-9, "{b}");
+}
