@@ -170,3 +170,62 @@ fn loaded_listing_agrees_with_the_profiles_at_every_profiled_pc() {
     assert_eq!(compared, 1929);
     assert_eq!(compared + runtime, 3530);
 }
+
+/// The model layers (`real-models/kgm-*`): every loaded word of their NTFFs and every NEFF
+/// word has a known opcode, and the new forms print their operands.
+#[test]
+fn model_layers_disassemble_with_the_new_opcodes() {
+    let dir = format!("{FX}/real-models");
+    let neff = format!("{dir}/kgm-moe_tkg_v6b.neff");
+    let ntff = format!("{dir}/kgm-moe_tkg_v6b.ntff");
+    let loaded = json(&[&neff, "--ntff", &ntff, "--json"]);
+    let listed = json(&[&neff, "--json"]);
+    for e in loaded.iter().chain(&listed) {
+        let op = e["opcode"].as_str().unwrap_or("");
+        assert!(!op.starts_with("UNKNOWN"), "{e}");
+    }
+    let at = |v: &[serde_json::Value], eng: &str, pc: u64| {
+        v.iter()
+            .find(|e| e["subgraph"] == "sg00" && e["engine"] == eng && e["pc"] == pc)
+            .cloned()
+            .expect("pc")
+    };
+    // AWS's loaded form: REGISTER_MOVE of the bound, then the register-offset DMA (§1.3).
+    let rm = at(&loaded, "GpSimd", 83);
+    assert_eq!(rm["opcode"], "REGISTER_MOVE");
+    assert!(
+        rm["operands"]
+            .as_str()
+            .unwrap_or("")
+            .contains("$R[61]=0xffe0000"),
+        "{rm}"
+    );
+    let dma = at(&loaded, "GpSimd", 84);
+    let ops = dma["operands"].as_str().unwrap_or("");
+    assert!(
+        ops.contains("src_table_offset_reg=$R[31] src_table_index=1"),
+        "{ops}"
+    );
+    assert!(ops.contains("bound_reg=$R[61]"), "{ops}");
+    // The NEFF form: the DMA's second slot, and a trigger naming its queue and block.
+    let names: Vec<&str> = listed.iter().filter_map(|e| e["opcode"].as_str()).collect();
+    for op in [
+        "DMA_DIRECT2D_EXT",
+        "TENSOR_LOAD_VAR",
+        "REGISTER_ALU",
+        "DMA_TRIGGER",
+    ] {
+        assert!(names.contains(&op), "{op}");
+    }
+    let trig = listed
+        .iter()
+        .find(|e| e["opcode"] == "DMA_TRIGGER" && e["engine"] == "Sync")
+        .expect("trigger");
+    assert!(
+        trig["operands"]
+            .as_str()
+            .unwrap_or("")
+            .contains("queue=qSPIO0 block=0"),
+        "{trig}"
+    );
+}

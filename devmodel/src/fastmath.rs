@@ -1,4 +1,5 @@
-//! `exp` in f32 without a libm call, so an ACTIVATE's element loop vectorises.
+//! `exp` (and SiLU built on it) in f32 without a libm call, so an ACTIVATE's element loop
+//! vectorises.
 //!
 //! Cody–Waite range reduction `x = k·ln2 + r`, |r| ≤ ln2/2, then the Cephes `expf` polynomial
 //! for `e^r` (coefficients from Cephes, S. L. Moshier), and `2^k` applied in two halves so
@@ -55,6 +56,21 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// SiLU, `x·σ(x)`, with [`exp_f32`] of `−|x|` only (never overflows): σ(x) = 1/(1+t) for
+/// x ≥ 0 and t/(1+t) below, t = e^−|x|.
+#[inline(always)]
+pub fn silu_f32(x: f32) -> f32 {
+    let t = exp_f32(-x.abs());
+    let num = if x >= 0.0 { 1.0 } else { t };
+    let v = x * (num / (1.0 + t));
+    // −inf · 0 would be NaN; the limit is −0.
+    if x == f32::NEG_INFINITY {
+        -0.0
+    } else {
+        v
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +115,21 @@ mod tests {
             sub > 0.0 && (sub - want).abs() <= want * 1e-3,
             "{sub} vs {want}"
         );
+    }
+
+    #[test]
+    fn silu_matches_its_definition() {
+        let mut x = -120.0f32;
+        while x < 90.0 {
+            let want = (x as f64) / (1.0 + (-(x as f64)).exp());
+            let got = silu_f32(x) as f64;
+            assert!(
+                (got - want).abs() <= 4e-7 * want.abs() + 1e-37,
+                "silu({x}) = {got}, want {want}"
+            );
+            x += 0.0173;
+        }
+        assert!(silu_f32(f32::NAN).is_nan());
+        assert_eq!(silu_f32(f32::NEG_INFINITY), -0.0);
     }
 }

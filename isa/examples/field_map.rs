@@ -19,6 +19,7 @@ fn kind(k: Kind) -> String {
         }
         Kind::Ap(d) => format!("AP{d}: u32 addr, {d}×i16 step, {d}×u16 num"),
         Kind::Addr => "DMA address (u64, tag in byte 7)".into(),
+        Kind::VarAddr => "u32 var id, u32 offset (NEFF); absolute u64 (loaded)".into(),
         Kind::Bytes(n) => format!("{n}×u8"),
     }
 }

@@ -8,7 +8,8 @@
 //! - bytes 128 .. 128+toc_len: a protobuf message, the table of contents (TOC).
 //! - then the instruction blob: every engine program of every subgraph, one after another.
 //!   Each program's offset and size (relative to the blob start) are in the TOC.
-//! - then the trace records (16 bytes each; not decoded here).
+//! - then the trace records, 16 bytes each, to the end of the file ([`TraceRecord`]: only the
+//!   timestamp is decoded).
 //!
 //! TOC paths used (field numbers): `4.4.1` = subgraph (repeated); in a subgraph, `1` = name,
 //! `4` = engine program {`1` engine index (0 PE, 1 Act, 2 Pool, 3 DVE, 4 SP; absent = 0),
@@ -180,6 +181,36 @@ pub struct Ntff {
     pub dma_queues: Vec<DmaQueue>,
     /// Offset of the instruction blob in the file.
     pub blob_offset: usize,
+    /// Offset of the trace records: the end of the last program.
+    pub trace_offset: usize,
+    /// The trace records after the programs.
+    pub trace: Vec<TraceRecord>,
+}
+
+/// One 16-byte execution record (`docs/isa/cayman.md` §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceRecord {
+    pub raw: [u8; 16],
+}
+
+impl TraceRecord {
+    /// Bytes 8–15: a u64 timestamp, in picoseconds as far as the published totals tell (MED).
+    pub fn timestamp(&self) -> u64 {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&self.raw[8..16]);
+        u64::from_le_bytes(t)
+    }
+}
+
+impl Ntff {
+    /// The span of the trace's timestamps (last − first), 0 without records.
+    pub fn trace_span(&self) -> u64 {
+        let ts = self.trace.iter().map(TraceRecord::timestamp);
+        match (ts.clone().min(), ts.max()) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0,
+        }
+    }
 }
 
 impl Ntff {
@@ -268,11 +299,26 @@ impl Ntff {
                 }
             }
         }
+        let trace_offset = programs
+            .iter()
+            .map(|p| p.file_offset + p.bytes.len())
+            .max()
+            .unwrap_or(blob);
+        let trace = b[trace_offset..]
+            .chunks_exact(16)
+            .map(|c| {
+                let mut raw = [0u8; 16];
+                raw.copy_from_slice(c);
+                TraceRecord { raw }
+            })
+            .collect();
         Ok(Ntff {
             neff_name,
             programs,
             dma_queues,
             blob_offset: blob,
+            trace_offset,
+            trace,
         })
     }
 

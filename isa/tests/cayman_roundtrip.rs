@@ -106,6 +106,7 @@ fn value_for(kind: Kind, r: u64, extra: &[u8]) -> Value {
         Kind::I32 => Value::I(r as u32 as i32 as i64),
         Kind::F32 => Value::F32(r as u32),
         Kind::Addr => Value::Addr(DmaAddr::decode(r)),
+        Kind::VarAddr => Value::Addr(DmaAddr::decode_var32(r)),
         Kind::Ap(d) => {
             let mut ap = AccessPattern {
                 addr: r as u32,
@@ -131,12 +132,15 @@ proptest! {
         loaded in any::<bool>(),
         op_pick in any::<u8>(),
         hdr in any::<[u8; 11]>(),
-        vals in proptest::collection::vec(any::<u64>(), 16),
-        extra in proptest::collection::vec(any::<[u8; 16]>(), 16),
+        vals in proptest::collection::vec(any::<u64>(), 24),
+        extra in proptest::collection::vec(any::<[u8; 32]>(), 24),
         raw in any::<[u8; WORD]>(),
     ) {
         let ns = if loaded { Namespace::Loaded } else { Namespace::Neff };
-        let known: Vec<Opcode> = Opcode::all().filter(|o| o.byte(ns).is_some()).collect();
+        // Opcodes that decode back to themselves (TENSOR_LOAD_VAR only encodes to 0xaa).
+        let known: Vec<Opcode> = Opcode::all()
+            .filter(|o| o.byte(ns).is_some_and(|b| Opcode::from_byte(ns, b) == *o))
+            .collect();
         let opcode = if (op_pick as usize) < known.len() * 4 {
             known[op_pick as usize % known.len()]
         } else {

@@ -6,8 +6,13 @@
 //! to four `[step, num]` dimensions in elements, innermost first; `channels` partitions from 0
 //! (`pattern`); the arithmetic is in `alu`.
 
+mod act;
 mod alu;
 mod pattern;
+mod select;
+
+#[cfg(test)]
+mod model_tests;
 
 use crate::core::{CoreMem, Scratch};
 use crate::fault::OpFault;
@@ -143,6 +148,10 @@ pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
             ("dst", ci.dtype("dst_dtype"), ch, true),
         ],
         Opcode::Memset => vec![("dst", ci.dtype("dtype"), ch, true)],
+        Opcode::AffineSelect => vec![
+            ("src", nibble(pair >> 4), ch, false),
+            ("dst", nibble(pair & 0xf), ch, true),
+        ],
         _ => Vec::new(),
     };
     list.into_iter()
@@ -160,12 +169,54 @@ pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
         .collect()
 }
 
-/// Execute one loaded word on a core.
+/// A register number field (256 registers per engine).
+fn reg(ci: &CaymanInstr, field: &str) -> Result<usize, OpFault> {
+    let r = need(ci.u(field), ci, field)?;
+    if r >= 256 {
+        return Err(OpFault::bad(format!(
+            "{}: register {r} in '{field}'; an engine has 256",
+            ci.opcode.name()
+        )));
+    }
+    Ok(r as usize)
+}
+
+/// A register-offset DMA address (`DmaAddr::TableReg`) as the DGE-table address it names
+/// when the word runs: `table[index] + $R[reg]`. With a bound register (`bound_reg` bit 7),
+/// an offset above `$R[bound]` (the runtime's `size − transfer`) is refused as a DMA abort:
+/// the transfer would leave its variable (an out-of-range expert id).
+fn resolve_reg_addr(a: DmaAddr, ci: &CaymanInstr, regs: &[u32; 256]) -> Result<DmaAddr, OpFault> {
+    let DmaAddr::TableReg { reg, index, pad } = a else {
+        return Ok(a);
+    };
+    let r = usize::try_from(reg)
+        .ok()
+        .filter(|r| *r < 256)
+        .ok_or_else(|| OpFault::bad(format!("DMA_DIRECT2D: offset register {reg}")))?;
+    let offset = regs[r];
+    let bound = ci.u("bound_reg").unwrap_or(0);
+    if bound & 0x80 != 0 {
+        let limit = regs[(bound & 0x7f) as usize];
+        if offset > limit {
+            return Err(OpFault {
+                kind: crate::fault::FaultKind::DmaAbort,
+                detail: format!(
+                    "DMA_DIRECT2D: offset $R[{r}] = 0x{offset:x} above its bound $R[{}] = 0x{limit:x} (DGE table entry {index})",
+                    bound & 0x7f
+                ),
+            });
+        }
+    }
+    Ok(DmaAddr::Table { offset, index, pad })
+}
+
+/// Execute one loaded word on a core; `regs` are the issuing engine's registers.
 pub fn execute(
     ci: &CaymanInstr,
     mem: &mut CoreMem,
     pe: &mut PeState,
     scratch: &mut Scratch,
+    regs: &mut [u32; 256],
 ) -> Result<Exec, OpFault> {
     let Scratch { a, b, c, bytes } = scratch;
     let done = |elems: usize| {
@@ -352,8 +403,7 @@ pub fn execute(
             let bdt = need(Dtype::from_code(pair >> 4), ci, "bias dtype")?;
             let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
-            let scale = ci.f32("scale").unwrap_or(1.0);
-            let func = need(ci.u("func"), ci, "func")?;
+            let func = act::Func::of(need(ci.u("func"), ci, "func")?)?;
             let n = gather(mem, &src, sdt, ch, a)?;
             let bias_ap = AccessPattern {
                 addr: need(ci.u("bias_addr"), ci, "bias_addr")? as u32,
@@ -361,24 +411,33 @@ pub fn execute(
                 step: [1, 0, 0, 0],
                 num: [1, 0, 0, 0],
             };
-            gather(mem, &bias_ap, bdt, ch, b)?;
-            let exp = match func {
-                7 => true,
-                0 => false,
-                f => {
-                    return Err(OpFault::bad(format!(
-                        "activation function code {f} not known"
-                    )))
-                }
+            if ci.u("bias_src").unwrap_or(0) == 1 {
+                // An immediate bias: the field's bits as f32, for every partition.
+                b.clear();
+                b.resize(ch, f32::from_bits(bias_ap.addr));
+            } else {
+                gather(mem, &bias_ap, bdt, ch, b)?;
+            }
+            // scale_src 1: the scale is one fp32 per partition at an SBUF address.
+            let scale_bits = ci
+                .f32("scale")
+                .map(f32::to_bits)
+                .unwrap_or(1.0f32.to_bits());
+            let scales = if ci.u("scale_src").unwrap_or(0) == 1 {
+                let ap = AccessPattern {
+                    addr: scale_bits,
+                    dims: 1,
+                    step: [1, 0, 0, 0],
+                    num: [1, 0, 0, 0],
+                };
+                let mut v = Vec::new();
+                gather(mem, &ap, Dtype::F32, ch, &mut v)?;
+                v
+            } else {
+                vec![f32::from_bits(scale_bits); ch]
             };
             for p in 0..ch {
-                let (row, bias) = (&mut a[p * n..(p + 1) * n], b[p]);
-                if exp {
-                    row.iter_mut()
-                        .for_each(|v| *v = crate::fastmath::exp_f32(*v * scale + bias));
-                } else {
-                    row.iter_mut().for_each(|v| *v = *v * scale + bias);
-                }
+                func.apply(&mut a[p * n..(p + 1) * n], scales[p], b[p]);
             }
             scatter(mem, &dst, ddt, ch, a)?;
             done(n)
@@ -485,11 +544,11 @@ pub fn execute(
         Opcode::DmaDirect2d => {
             let g = |n: &str| ci.u(n).unwrap_or(0);
             Ok(Exec::Dma(Dma2d {
-                src: need(ci.addr("src"), ci, "src")?,
+                src: resolve_reg_addr(need(ci.addr("src"), ci, "src")?, ci, regs)?,
                 src_step: [g("src_step0"), g("src_step1")],
                 src_num: [g("src_num0"), g("src_num1")],
                 src_elem: g("src_elem_size"),
-                dst: need(ci.addr("dst"), ci, "dst")?,
+                dst: resolve_reg_addr(need(ci.addr("dst"), ci, "dst")?, ci, regs)?,
                 dst_step: [g("dst_step0"), g("dst_step1")],
                 dst_num: [g("dst_num0"), g("dst_num1")],
                 dst_elem: g("dst_elem_size"),
@@ -498,6 +557,43 @@ pub fn execute(
                 semaphore: g("semaphore") as u8,
                 increment: g("sem_increment") as u32,
             }))
+        }
+        Opcode::RegisterMove => {
+            regs[reg(ci, "dst_reg")?] = need(ci.u("imm"), ci, "imm")? as u32;
+            done(0)
+        }
+        Opcode::RegisterAlu => {
+            let (src, dst) = (reg(ci, "src_reg")?, reg(ci, "dst_reg")?);
+            let imm = need(ci.u("imm"), ci, "imm")? as u32;
+            // 32-bit integer arithmetic, wrapping (LOW: overflow is not visible in the corpus).
+            let x = regs[src];
+            regs[dst] = match Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")? {
+                Alu::Bypass => x,
+                Alu::Add => x.wrapping_add(imm),
+                Alu::Mul => x.wrapping_mul(imm),
+                Alu::Max => x.max(imm),
+            };
+            done(0)
+        }
+        Opcode::AffineSelect => {
+            let src = need(ci.ap("src"), ci, "src")?;
+            let dst = need(ci.ap("dst"), ci, "dst")?;
+            let pair = need(ci.u("dtype_pair"), ci, "dtype_pair")? as u8;
+            let sdt = need(Dtype::from_code(pair >> 4), ci, "input dtype")?;
+            let ddt = need(Dtype::from_code(pair & 0xf), ci, "output dtype")?;
+            let ch = need(ci.u("channels"), ci, "channels")? as usize;
+            let cmp = select::cmp_of(need(ci.u("cmp_op"), ci, "cmp_op")?)?;
+            let fill = f32::from_bits(regs[reg(ci, "fill_reg")?]);
+            let pattern = need(ci.affine_pattern(), ci, "pattern")?;
+            let affine = (
+                need(ci.i("offset"), ci, "offset")?,
+                need(ci.i("channel_multiplier"), ci, "channel_multiplier")?,
+            );
+            let n = gather(mem, &src, sdt, ch, a)?;
+            let first = pattern::first_partition(mem, &src);
+            select::select(a, n, first, affine, pattern, cmp, fill)?;
+            scatter(mem, &dst, ddt, ch, a)?;
+            done(n)
         }
         other => Err(OpFault::bad(format!(
             "{} is not executable by this emulator yet",

@@ -40,6 +40,17 @@ pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
 /// Elements one access pattern may name: a whole SBUF partition of bytes.
 const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 
+/// The first partition an access pattern names. An SBUF address is `partition · 256 KiB +
+/// offset`, as the DMA's state-buffer addresses are (kgm-moe: ACTIVATE reads the router
+/// weights at 0x817200 = partition 32 + 0x17200, where a DMA put them); PSUM addresses start
+/// at partition 0 (no other form is seen).
+pub(super) fn first_partition(mem: &CoreMem, ap: &AccessPattern) -> usize {
+    match ap.space() {
+        Space::Sbuf => ap.offset() as usize / mem.sbuf_stride.max(1),
+        Space::Psum => 0,
+    }
+}
+
 /// Where an access pattern's elements lie, checked against the partition size.
 pub(super) struct Span {
     /// Offsets are `offs[0], offs[0]+1, ...` (one ascending run per partition).
@@ -68,14 +79,19 @@ pub(super) fn span(
     };
     let offs = offsets(ap)?;
     let es = dt.size() as i64;
-    let base = ap.offset() as i64;
-    let lo = offs.iter().min().copied().unwrap_or(0) * es + base;
-    let hi = offs.iter().max().copied().unwrap_or(0) * es + base + es;
-    if lo < 0 || hi > limit as i64 || channels > mem.partitions {
+    let first = first_partition(mem, ap);
+    let at = ap.offset() as i64 - (first * stride) as i64;
+    let lo = offs.iter().min().copied().unwrap_or(0) * es + at;
+    let hi = offs.iter().max().copied().unwrap_or(0) * es + at + es;
+    if lo < 0 || hi > limit as i64 || first + channels > mem.partitions {
         return Err(OpFault::oob(format!(
-            "{space:?} bytes {lo}..{hi} of {channels} partitions outside {limit}-byte partitions"
+            "{space:?} bytes {lo}..{hi} of partitions {first}..{} outside {} {limit}-byte partitions",
+            first + channels,
+            mem.partitions
         )));
     }
+    // Partition p of the operand is storage partition first + p.
+    let base = (first * stride) as i64 + at;
     let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
     let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
     let run = if contiguous {
@@ -99,7 +115,8 @@ pub(super) fn span(
 }
 
 /// The bytes `[lo, hi)` of each of `channels` partitions that a pattern touches (checked as
-/// [`span`] checks them), and its memory.
+/// [`span`] checks them), and its memory. Offsets count from partition 0, so a pattern that
+/// starts at partition `f` has `lo` ≥ `f` × the partition stride.
 pub(super) fn extent(
     mem: &CoreMem,
     ap: &AccessPattern,
@@ -394,7 +411,8 @@ mod tests {
         assert!(copy_bits(
             &mut mem,
             &ap(0x100),
-            &ap(0x40_0000),
+            // Past the 224 KiB of partition 0 (0x40000 and up would be partition 1).
+            &ap(0x3_8000),
             Dtype::I32,
             1,
             &mut tmp

@@ -57,6 +57,7 @@ impl Device {
                     &mut core.mem,
                     &mut core.pe,
                     &mut core.scratch,
+                    &mut core.engines[e].regs,
                 )?;
                 match r {
                     crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {

@@ -47,6 +47,10 @@ pub enum Kind {
     Ap(u8),
     /// 8-byte DMA address with a tag in byte 7 ([`super::DmaAddr`]).
     Addr,
+    /// 8-byte state-buffer address of a NEFF TENSOR_LOAD (`0xce`): u32 var id (bytes 1–3
+    /// zero), then a u32 byte offset; read as [`super::DmaAddr::VarRelative`] (or `Other` when
+    /// bytes 1–3 are not zero), written as the absolute u64 once relocated.
+    VarAddr,
     /// `n` bytes with per-byte meaning (register numbers).
     Bytes(u8),
 }
@@ -80,7 +84,32 @@ use Kind::*;
 pub const ALU_OPS: &[(u8, &str)] = &[(0, "BYPASS"), (4, "ADD"), (6, "MULTIPLY"), (8, "MAX")];
 pub const FP32_MODES: &[(u8, &str)] = &[(1, "LOW"), (2, "HIGH"), (3, "LOW_HIGH")];
 pub const TRANSPOSE: &[(u8, &str)] = &[(0, "DISABLED"), (1, "ENABLED")];
-pub const ACT_FUNCS: &[(u8, &str)] = &[(7, "EXP")];
+/// Activation function ids: the `func_id` of each `profile_meta_data` entry of the NEFF's
+/// activation table files (`natural_log_exp_and_others.json`, `reciprocal_sqrt_and_small.json`,
+/// `silu_and_others.json`), named as there without the accuracy suffix.
+pub const ACT_FUNCS: &[(u8, &str)] = &[
+    (1, "identity"),
+    (2, "relu"),
+    (3, "leaky_relu"),
+    (4, "parametric_relu"),
+    (6, "tanh"),
+    (7, "EXP"),
+    (10, "ln"),
+    (11, "derivative_identity"),
+    (12, "derivative_relu"),
+    (13, "derivative_leaky_relu"),
+    (19, "sin"),
+    (29, "reciprocal_sqrt"),
+    (30, "square"),
+    (31, "sign"),
+    (33, "abs"),
+    (35, "is_finite"),
+    (36, "silu"),
+    (128, "copy"),
+    (130, "memset_zero"),
+];
+/// AFFINE_SELECT comparison of the affine value with 0 (only code 3 seen; see the field).
+pub const AFFINE_CMPS: &[(u8, &str)] = &[(3, "not_equal")];
 pub const REDUCE_DIMS: &[(u8, &str)] = &[(2, "X")];
 pub const ORDERING: &[(u8, &str)] = &[(0, "relaxed"), (1, "strict")];
 pub const RANGE_CLEAR_MODES: &[(u8, &str)] = &[(1, "SEMAPHORE_ZERO")];
@@ -112,10 +141,12 @@ static PE_MATMUL: &[FieldSpec] = &[
 
 static ACTIVATE: &[FieldSpec] = &[
     f("src", 16, Ap(3), Certain, "akc-baseline_bf16_s512 sg00 Scalar pc 76 `src=fp32@0x36200[1,1,1][512,1,1]`"),
+    f("bias_src", 15, U8, Med, "1: `bias_addr` (bytes 40-43) holds an immediate f32 bias for every partition: in all 200 kgm words with byte 15 = 1 those bits are 0.0, 1e-6 or 1e-9 (the kernels' EPS constants: `var + EPS` lowered to ACTIVATE copy), 0 in every word whose bias is an SBUF address. Byte 12 is 1 in exactly the same words (kept raw; which of the two is the flag is not separable)"),
+    f("scale_src", 13, U8, Med, "1: `scale` (bytes 36-39) is the SBUF address of one fp32 per partition, not a float: in all 128 such kgm-moe words the scale bits are SB addresses (0x817200 = partition 32 + 0x17200, where SP.json's qSPIO0 blocks put the router weights); 0 in every other word"),
     f("dtype_pair", 32, U8, Low, "0xaa in all 48: two 4-bit dtype codes (high: bias, low: src), by analogy with TENSOR_TENSOR byte 12"),
     f("dst_dtype", 33, Dtype, Med, "0x0a in all 48 (dst fp32)"),
     f("channels", 34, U8, High, "`channels=128` (only value)"),
-    f("func", 35, Enum(ACT_FUNCS), Low, "7 = EXP, the only function in the corpus"),
+    f("func", 35, Enum(ACT_FUNCS), High, "7 = EXP (akc, profiled); the ids and names of every function are the `func_id`/`func_name` pairs of the NEFF's activation table files (kgm-*: 128 copy, 29 reciprocal_sqrt, 36 silu in use); how the hardware evaluates each is not visible"),
     f("scale", 36, F32, Med, "`scale=1.000000`, f32 1.0 in all 48"),
     f("bias_addr", 40, U32, Certain, "`bias_ptr=fp32@0x6010` (pc 76), varies"),
     f("imm", 44, F32, Low, "`imm=0.000000`; zero in all 48"),
@@ -242,7 +273,7 @@ static EVENT_SEMAPHORE: &[FieldSpec] = &[
         32,
         Enum(SEM_CONDS),
         Certain,
-        "extended wait: 0x01 `==`, 0x05 `>=`; akc-baseline_bf16_s512 sg00 Tensor pc 54 `$S[2]==8`",
+        "extended wait: 0x01 `==`, 0x05 `>=`; akc-baseline_bf16_s512 sg00 Tensor pc 54 `$S[2]==8`. Also 0x04 at the loop head (`$S[0]0x40 $S[0]--`, printed raw by the profiler): read as `>` (MED: with value 0 and a decrement, a counting start semaphore)",
     ),
     f("ext_wait_index", 33, U8, Certain, "semaphore waited on"),
     f(
@@ -351,7 +382,8 @@ static DMA: &[FieldSpec] = &[
     f("src_step1", 28, U32, Certain, ""),
     f("src_num0", 32, U16, Certain, ""),
     f("src_num1", 34, U16, Certain, ""),
-    f("src_elem_size", 36, U32, Certain, "`src_elem_size=512`"),
+    f("src_elem_size", 36, U16, Certain, "`src_elem_size=512`; u16 (bytes 38-39 are zero in the eight older fixtures)"),
+    f("bound_reg", 38, U8, Med, "0 = none; 0x80 | r: a register-offset (tag 0x28) address is checked against `$R[r]`, the largest valid offset (0xbd = $R[61] in all 144 dynamic DMAs of kgm-moe_tkg_v6b sg00 Pool; AWS's runtime loads $R[61] = table variable size - transfer size by a REGISTER_MOVE just before the DMA)"),
     f("dst", 40, Addr, Certain, "as src"),
     f("dst_step0", 48, U32, Certain, "`dst_pattern=`"),
     f("dst_step1", 52, U32, Certain, ""),
@@ -360,6 +392,54 @@ static DMA: &[FieldSpec] = &[
     f("dst_elem_size", 60, U16, Certain, "`dst_elem_size=256` differs from src in the converting DMAs"),
     f("in_dtype", 62, Dtype, Certain, "`in_dtype=fp32 out_dtype=bfloat16` printed when 62 ≠ 63; akc-fused_bf16_s1024 sg00 GpSimd pc 66"),
     f("out_dtype", 63, Dtype, Certain, ""),
+];
+
+static REGISTER_MOVE: &[FieldSpec] = &[
+    f("mode", 12, U8, Low, "1 in all 145 words (kgm-attn_tkg_v6 sg00 GpSimd NEFF word 4, kgm-moe_tkg_v6b loaded Pool)"),
+    f("dtype", 13, Dtype, Med, "0x09 uint32 (as TENSOR_LOAD's dtype)"),
+    f("count", 14, U8, Low, "1 in all"),
+    f("dst_reg", 24, U32, High, "register written: $R[61]; the next word reads it (AFFINE_SELECT byte 15 = 0x3d; DMA bound_reg 0xbd)"),
+    f("imm", 32, U32, High, "value: f32 1.0 for `IDAffineSelect(mask,fill=1)-register-move` (compiler debug name); 0x0ffe0000 / 0x07f80000 = size of DGE variable (256 / 128 MiB) - transfer (128 KiB / 512 KiB) before each dynamic DMA"),
+];
+
+static REGISTER_ALU: &[FieldSpec] = &[
+    f("op", 12, Enum(ALU_OPS), High, "6 MULTIPLY (`reg-mul-*`), 4 ADD (`reg-add-*`), from the compiler's debug names of all 416 words; same codes as TENSOR_REDUCE"),
+    f("dtype", 13, Dtype, Med, "0x09 uint32"),
+    f("count", 14, U8, Low, "1 in all"),
+    f("src_reg", 16, U32, High, "operand register; data flow: TENSOR_LOAD $R[60] -> reg-mul $R[60]*0x100000 -> $R[61] -> *2 -> $R[31], the DMA's register offset (kgm-moe_tkg_v6b sg00 GpSimd NEFF words 6-9)"),
+    f("dst_reg", 20, U32, High, "result register"),
+    f("imm", 24, U32, High, "immediate operand: 0x100000 / 0x80000 (elements per expert), 0x10000·k (chunk k), 2 (bytes per bf16)"),
+];
+
+static TENSOR_LOAD_VAR: &[FieldSpec] = &[
+    f("dtype", 12, Dtype, High, "0x09 uint32"),
+    f("num0", 14, U8, High, "registers loaded (1)"),
+    f("num1", 15, U8, Med, "1 in all"),
+    f("addr", 16, VarAddr, High, "u32 var id (0 = SB, only value) then u32 offset; at load the pair becomes the absolute u64 SB address (0x17304 -> 0x8020_0001_7304, kgm-moe_tkg_v6b sg00 GpSimd NEFF word 64 / loaded pc 138); the offsets 0x17300 + 4i are where SP.json's qSPIO0 block 0 puts the int32 expert ids"),
+    f("step0", 24, I32, Med, "1"),
+    f("step1", 28, I32, Low, "8 in all"),
+    f("regs", 32, Bytes(4), High, "destination registers ($R[60]/$R[61])"),
+];
+
+static DMA_TRIGGER: &[FieldSpec] = &[
+    f("queue", 12, Bytes(32), High, "NUL-padded queue name from def.json `dma_queue` (`qDVESpillReload0`, `qSPIO0`, `qPoolIO0`); kgm-attn_tkg_v6 sg00 Vector NEFF word 68 (bytes 12-27 = `qDVESpillReload0`)"),
+    f("block", 48, U32, High, "the `id` of the engine JSON's `dma` block to start (0, 1, 2, ... in program order; kgm-moe_tkg_v6b sg00 SP words 2-10 = ids 0-8)"),
+];
+
+static DMA_EXT: &[FieldSpec] = &[
+    f("queues", 15, U8, Low, "16 for the 128 KiB dynamic transfers, 8 for the 512 KiB ones (qPoolDynamic has num_queues 16); meaning not established"),
+];
+
+static AFFINE_SELECT: &[FieldSpec] = &[
+    f("channels", 12, U8, Med, "128 partitions"),
+    f("dtype_pair", 13, U8, Med, "0xaa fp32 / 0x66 bf16 (`id.float32=` / `id.bfloat16=IDAffineSelect`): input nibble high, output low (equal in both words)"),
+    f("cmp_op", 14, Enum(AFFINE_CMPS), Low, "3 in both words; read as not_equal because the result is the identity the PE transposes need (on_true = the zero mask, fill 1.0 on the diagonal)"),
+    f("fill_reg", 15, U8, High, "register holding on_false_value as f32 bits ($R[61], set to 1.0 by the REGISTER_MOVE before it)"),
+    f("offset", 16, I32, Med, "affine offset (0)"),
+    f("pattern", 20, Bytes(16), Med, "four i16 steps then four u16 counts, innermost first: [1,1,1,1][128,1,1,1]"),
+    f("src", 36, Ap(2), Med, "on_true tile (SBUF, [1,1][128,1]); same address as dst"),
+    f("dst", 48, Ap(2), Med, "output tile"),
+    f("channel_multiplier", 60, I32, Med, "-1: affine value = offset + x - partition"),
 ];
 
 static NONE: &[FieldSpec] = &[];
@@ -384,6 +464,12 @@ pub fn layout_of(op: Opcode) -> &'static [FieldSpec] {
         Opcode::CompareBranch => COMPARE_BRANCH,
         Opcode::TensorLoad => TENSOR_LOAD,
         Opcode::DmaDirect2d => DMA,
+        Opcode::RegisterMove => REGISTER_MOVE,
+        Opcode::RegisterAlu => REGISTER_ALU,
+        Opcode::TensorLoadVar => TENSOR_LOAD_VAR,
+        Opcode::DmaTrigger => DMA_TRIGGER,
+        Opcode::DmaExt => DMA_EXT,
+        Opcode::AffineSelect => AFFINE_SELECT,
         Opcode::ActTableLoad | Opcode::Drain | Opcode::Unnamed(_) | Opcode::Unknown(_) => NONE,
     }
 }

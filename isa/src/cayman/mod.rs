@@ -14,6 +14,7 @@
 pub mod build;
 pub mod layout;
 pub mod render;
+pub mod translate;
 
 use crate::dtype::Dtype;
 use crate::instr::{
@@ -59,6 +60,25 @@ pub enum Opcode {
     EventSemaphoreRangeClear,
     SetOrderingMode,
     DmaDirect2d,
+    /// `0xa7` (both namespaces), named here: `$R[dst_reg] = imm` (the compiler's debug name of
+    /// the word ends in `-register-move`).
+    RegisterMove,
+    /// `0xa8` (both namespaces), named here: `$R[dst_reg] = $R[src_reg] op imm` (`reg-mul`,
+    /// `reg-add` in the compiler's debug names).
+    RegisterAlu,
+    /// NEFF `0xce`: a TENSOR_LOAD whose source is a var-relative state-buffer address; the
+    /// runtime writes it as TENSOR_LOAD (`0xaa`) with the absolute address.
+    TensorLoadVar,
+    /// NEFF `0xc1`: start DMA block `block` of queue `queue` (the engine JSON's `dma` list);
+    /// AWS's runtime writes it as two WRITEs to the queue's registers. Not a hardware opcode.
+    DmaTrigger,
+    /// NEFF `0xda`: the second 64-byte slot of a DMA_DIRECT2D with a register-offset address
+    /// (byte 1 = 0, not 0x10). AWS's runtime turns it into a REGISTER_MOVE of the offset bound,
+    /// placed before the DMA. Not a hardware opcode.
+    DmaExt,
+    /// `0x92` (both namespaces), named here after `nki.isa.affine_select` (GpSimd): the
+    /// compiler's debug name is `IDAffineSelect(mask,fill=1)`.
+    AffineSelect,
     /// Runtime-only opcodes never named by a profile: `0xa1`, `0xab`, `0x95`.
     Unnamed(u8),
     /// A byte with no entry in this namespace.
@@ -88,6 +108,13 @@ const OPCODES: &[(Opcode, Option<u8>, Option<u8>)] = &[
     (Opcode::EventSemaphoreRangeClear, Some(0xb0), Some(0xb0)),
     (Opcode::SetOrderingMode, Some(0xcc), Some(0xb1)),
     (Opcode::DmaDirect2d, Some(0xd4), Some(0xb8)),
+    (Opcode::RegisterMove, Some(0xa7), Some(0xa7)),
+    (Opcode::RegisterAlu, Some(0xa8), Some(0xa8)),
+    // Loaded 0xaa decodes as TensorLoad (listed first); TensorLoadVar only encodes to it.
+    (Opcode::TensorLoadVar, Some(0xce), Some(0xaa)),
+    (Opcode::DmaTrigger, Some(0xc1), None),
+    (Opcode::DmaExt, Some(0xda), None),
+    (Opcode::AffineSelect, Some(0x92), Some(0x92)),
     (Opcode::Unnamed(0xa1), Some(0xa1), Some(0xa1)),
     (Opcode::Unnamed(0xab), Some(0xab), Some(0xab)),
     (Opcode::Unnamed(0x95), Some(0x95), Some(0x95)),
@@ -126,7 +153,7 @@ impl Opcode {
     }
 
     /// The name AWS's profiler prints; for opcodes never profiled, the name given in
-    /// `docs/isa/cayman.md` (`TENSOR_TENSOR`, `MEMSET`) or `OP_0x..`.
+    /// `docs/isa/cayman.md` (`TENSOR_TENSOR`, `MEMSET`, `REGISTER_MOVE`, ...) or `OP_0x..`.
     pub fn name(self) -> String {
         match self {
             Opcode::Unnamed(b) => format!("OP_0x{b:02x}"),
@@ -159,6 +186,12 @@ impl Opcode {
             Opcode::EventSemaphoreRangeClear => "EVENT_SEMAPHORE_RANGE_CLEAR",
             Opcode::SetOrderingMode => "SET_ORDERING_MODE",
             Opcode::DmaDirect2d => "DMA_DIRECT2D",
+            Opcode::RegisterMove => "REGISTER_MOVE",
+            Opcode::RegisterAlu => "REGISTER_ALU",
+            Opcode::TensorLoadVar => "TENSOR_LOAD_VAR",
+            Opcode::DmaTrigger => "DMA_TRIGGER",
+            Opcode::DmaExt => "DMA_DIRECT2D_EXT",
+            Opcode::AffineSelect => "AFFINE_SELECT",
             Opcode::Unnamed(_) => "OP_UNNAMED",
             Opcode::Unknown(_) => "UNKNOWN",
         }
@@ -166,6 +199,15 @@ impl Opcode {
 
     pub fn is_known(self) -> bool {
         !matches!(self, Opcode::Unknown(_))
+    }
+
+    /// 64-byte slots the instruction starting with this opcode occupies, given the opcode of
+    /// the slot after it: 2 for a DMA_DIRECT2D followed by its DMA_DIRECT2D_EXT slot.
+    pub fn slots(self, next: Option<Opcode>) -> usize {
+        match (self, next) {
+            (Opcode::DmaDirect2d, Some(Opcode::DmaExt)) => 2,
+            _ => 1,
+        }
     }
 }
 
@@ -275,6 +317,9 @@ pub enum DmaAddr {
     VarRelative { offset: u32, var_id: u8, pad: u16 },
     /// Tag `0x20`: DGE table entry `index`, offset immediate `offset`. Not rewritten at load.
     Table { offset: u32, index: u8, pad: u16 },
+    /// Tag `0x28`: DGE table entry `index` plus the value of register `$R[reg]` (bytes 0–3),
+    /// resolved when the DMA runs (the MoE expert-weight gathers). Not rewritten at load.
+    TableReg { reg: u32, index: u8, pad: u16 },
     /// Any other tag: the 8 raw bytes.
     Other(u64),
 }
@@ -297,6 +342,11 @@ impl DmaAddr {
                 index: id,
                 pad,
             },
+            0x28 => DmaAddr::TableReg {
+                reg: offset,
+                index: id,
+                pad,
+            },
             _ => DmaAddr::Other(v),
         }
     }
@@ -312,6 +362,28 @@ impl DmaAddr {
                 pad,
             } => rel(0x10, offset, var_id, pad),
             DmaAddr::Table { offset, index, pad } => rel(0x20, offset, index, pad),
+            DmaAddr::TableReg { reg, index, pad } => rel(0x28, reg, index, pad),
+        }
+    }
+
+    /// A NEFF TENSOR_LOAD_VAR address (`Kind::VarAddr`): u32 var id, then u32 offset.
+    pub fn decode_var32(v: u64) -> DmaAddr {
+        let (var, offset) = (v as u32, (v >> 32) as u32);
+        match u8::try_from(var) {
+            Ok(var_id) => DmaAddr::VarRelative {
+                offset,
+                var_id,
+                pad: 0,
+            },
+            Err(_) => DmaAddr::Other(v),
+        }
+    }
+
+    /// The bytes of a `Kind::VarAddr` field: var-relative in the NEFF form, else the u64.
+    pub fn encode_var32(&self) -> u64 {
+        match *self {
+            DmaAddr::VarRelative { offset, var_id, .. } => ((offset as u64) << 32) | var_id as u64,
+            other => other.encode(),
         }
     }
 }
@@ -358,6 +430,15 @@ pub struct CaymanInstr {
     pub unknown: Vec<RawRange>,
 }
 
+/// One instruction of a program with the pc of its first slot and its extension slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slotted {
+    pub pc: u32,
+    pub instr: CaymanInstr,
+    /// The second slot of a two-slot instruction.
+    pub ext: Option<CaymanInstr>,
+}
+
 /// Alias used by the device-model side.
 pub type Word = CaymanInstr;
 
@@ -382,7 +463,7 @@ impl Kind {
             Kind::U8 | Kind::Dtype | Kind::Enum(_) => 1,
             Kind::U16 => 2,
             Kind::U32 | Kind::I32 | Kind::F32 => 4,
-            Kind::U64 | Kind::Addr => 8,
+            Kind::U64 | Kind::Addr | Kind::VarAddr => 8,
             Kind::Ap(d) => 4 + 4 * d as usize,
             Kind::Bytes(n) => n as usize,
         }
@@ -397,6 +478,7 @@ impl Kind {
             Kind::I32 => Value::I(rd(w, off, 4) as u32 as i32 as i64),
             Kind::F32 => Value::F32(rd(w, off, 4) as u32),
             Kind::Addr => Value::Addr(DmaAddr::decode(rd(w, off, 8))),
+            Kind::VarAddr => Value::Addr(DmaAddr::decode_var32(rd(w, off, 8))),
             Kind::Ap(d) => {
                 let d = d as usize;
                 let mut ap = AccessPattern {
@@ -426,6 +508,7 @@ impl Kind {
                     wr(w, off + 4 + 2 * d + 2 * i, 2, ap.num[i] as u64);
                 }
             }
+            (Kind::VarAddr, Value::Addr(a)) => wr(w, off, n, a.encode_var32()),
             (_, Value::Addr(a)) => wr(w, off, n, a.encode()),
             (_, Value::U(x)) => wr(w, off, n, *x),
             (_, Value::I(x)) => wr(w, off, n, *x as u64),
@@ -489,6 +572,29 @@ impl CaymanInstr {
                 CaymanInstr::decode(ns, &w)
             })
             .collect()
+    }
+
+    /// Decode a program slot by slot, grouping multi-slot instructions: each entry is the pc
+    /// (slot index) of an instruction's first slot, the instruction, and its extension slot
+    /// (the DMA_DIRECT2D_EXT after a DMA_DIRECT2D), so pcs stay slot indices.
+    pub fn decode_program(ns: Namespace, bytes: &[u8]) -> Vec<Slotted> {
+        let words = CaymanInstr::decode_all(ns, bytes);
+        let mut out = Vec::with_capacity(words.len());
+        let mut it = words.into_iter().enumerate().peekable();
+        while let Some((pc, instr)) = it.next() {
+            let next = it.peek().map(|(_, n)| n.opcode);
+            let ext = if instr.opcode.slots(next) == 2 {
+                it.next().map(|(_, e)| e)
+            } else {
+                None
+            };
+            out.push(Slotted {
+                pc: pc as u32,
+                instr,
+                ext,
+            });
+        }
+        out
     }
 
     /// Build an instruction from its opcode, header and field values (in layout order;

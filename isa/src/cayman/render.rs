@@ -96,6 +96,11 @@ impl CaymanInstr {
         self.u(n).unwrap_or(0)
     }
 
+    /// The bits of an f32 field.
+    fn uu_bits(&self, n: &str) -> u32 {
+        self.f32(n).map(f32::to_bits).unwrap_or(0)
+    }
+
     fn tensor_text(&self, ap: &str, dt: Option<u8>) -> String {
         let a = self.ap(ap).unwrap_or_default();
         match dt {
@@ -155,6 +160,9 @@ impl CaymanInstr {
             Some(DmaAddr::Absolute(v)) => format!("{side}_addr_imm=0x{v:x}"),
             Some(DmaAddr::Table { offset, index, .. }) => {
                 format!("{side}_table_offset_imm=0x{offset:x} {side}_table_index={index}")
+            }
+            Some(DmaAddr::TableReg { reg, index, .. }) => {
+                format!("{side}_table_offset_reg=$R[{reg}] {side}_table_index={index}")
             }
             Some(DmaAddr::VarRelative { offset, var_id, .. }) => {
                 let v = names
@@ -226,15 +234,26 @@ impl CaymanInstr {
             Opcode::Activate => {
                 let pair = self.uu("dtype_pair") as u8;
                 p(enum_text(ACT_FUNCS, self.uu("func")));
-                p(format!(
-                    "bias_ptr={}@0x{:x}",
-                    dtype_name(pair >> 4),
-                    self.uu("bias_addr")
-                ));
+                if self.uu("bias_src") == 1 {
+                    p(format!(
+                        "bias={}",
+                        f32::from_bits(self.uu("bias_addr") as u32)
+                    ));
+                } else {
+                    p(format!(
+                        "bias_ptr={}@0x{:x}",
+                        dtype_name(pair >> 4),
+                        self.uu("bias_addr")
+                    ));
+                }
                 p(self.tensor_text("src", Some(pair & 0xf)));
                 p(self.tensor_text("dst", Some(self.uu("dst_dtype") as u8)));
                 p(format!("channels={}", self.uu("channels")));
-                p(format!("scale={:.6}", self.f32("scale").unwrap_or(0.0)));
+                if self.uu("scale_src") == 1 {
+                    p(format!("scale_ptr=fp32@0x{:x}", self.uu_bits("scale")));
+                } else {
+                    p(format!("scale={:.6}", self.f32("scale").unwrap_or(0.0)));
+                }
                 p(format!("imm={:.6}", self.f32("imm").unwrap_or(0.0)));
             }
             Opcode::TensorTensor => {
@@ -358,17 +377,20 @@ impl CaymanInstr {
                     self.uu("num0"),
                     self.uu("num1")
                 ));
-                let n = (self.uu("num0") * self.uu("num1").max(1)).min(4) as usize;
-                if let Some(Value::Bytes(r)) = self.get("regs") {
-                    let regs: Vec<String> = r[..n].iter().map(|x| format!("$R[{x}]")).collect();
-                    p(format!("data={}", regs.join(",")));
-                }
+                p(self.regs_text());
             }
             Opcode::DmaDirect2d => {
                 p(format!("semaphore={}", self.uu("semaphore")));
                 p(format!("sem_increment={}", self.uu("sem_increment")));
                 p(format!("src_elem_size={}", self.uu("src_elem_size")));
                 p(format!("dst_elem_size={}", self.uu("dst_elem_size")));
+                let bound = self.uu("bound_reg");
+                if bound != 0 {
+                    p(format!("bound_reg=$R[{}]", bound & 0x7f));
+                    if bound & 0x80 == 0 {
+                        p(format!("bound_flag=0x{bound:x}"));
+                    }
+                }
                 for side in ["src", "dst"] {
                     p(format!(
                         "{side}_pattern=[{},{}][{},{}]",
@@ -385,6 +407,67 @@ impl CaymanInstr {
                     p(format!("in_dtype={}", dtype_name(i as u8)));
                     p(format!("out_dtype={}", dtype_name(o as u8)));
                 }
+            }
+            Opcode::RegisterMove => {
+                p(format!("$R[{}]=0x{:x}", self.uu("dst_reg"), self.uu("imm")));
+                p(format!("dtype={}", dtype_name(self.uu("dtype") as u8)));
+            }
+            Opcode::RegisterAlu => {
+                p(format!(
+                    "$R[{}]=$R[{}]",
+                    self.uu("dst_reg"),
+                    self.uu("src_reg")
+                ));
+                p(format!("op={}", enum_text(ALU_OPS, self.uu("op"))));
+                p(format!("imm=0x{:x}", self.uu("imm")));
+                p(format!("dtype={}", dtype_name(self.uu("dtype") as u8)));
+            }
+            Opcode::TensorLoadVar => {
+                let at = match self.addr("addr") {
+                    Some(DmaAddr::VarRelative { offset, var_id, .. }) => {
+                        let v = names
+                            .vars
+                            .get(&var_id)
+                            .cloned()
+                            .unwrap_or_else(|| format!("var{var_id}"));
+                        format!("{v}+0x{offset:x}")
+                    }
+                    Some(a) => format!("0x{:x}", a.encode()),
+                    None => String::new(),
+                };
+                p(format!(
+                    "addr={}@{at}[{},{}][{},{}]",
+                    dtype_name(self.uu("dtype") as u8),
+                    self.i("step0").unwrap_or(0),
+                    self.i("step1").unwrap_or(0),
+                    self.uu("num0"),
+                    self.uu("num1")
+                ));
+                p(self.regs_text());
+            }
+            Opcode::DmaTrigger => {
+                p(format!("queue={}", self.queue_name().unwrap_or_default()));
+                p(format!("block={}", self.uu("block")));
+            }
+            Opcode::DmaExt => p(format!("queues={}", self.uu("queues"))),
+            Opcode::AffineSelect => {
+                let pair = self.uu("dtype_pair") as u8;
+                p(format!(
+                    "cmp_op={}",
+                    enum_text(super::layout::AFFINE_CMPS, self.uu("cmp_op"))
+                ));
+                p(format!("offset={}", self.i("offset").unwrap_or(0)));
+                p(format!(
+                    "channel_multiplier={}",
+                    self.i("channel_multiplier").unwrap_or(0)
+                ));
+                if let Some((st, nm)) = self.affine_pattern() {
+                    p(format!("pattern={st:?}{nm:?}").replace(' ', ""));
+                }
+                p(format!("fill=$R[{}]", self.uu("fill_reg")));
+                p(self.tensor_text("src", Some(pair >> 4)));
+                p(self.tensor_text("dst", Some(pair & 0xf)));
+                p(format!("channels={}", self.uu("channels")));
             }
             Opcode::ActTableLoad | Opcode::Drain | Opcode::Unnamed(_) | Opcode::Unknown(_) => {}
         }
@@ -406,6 +489,51 @@ impl CaymanInstr {
             t.push(format!("raw[1]={:02x}", self.header.len));
         }
         t.join(" ")
+    }
+
+    /// `data=$R[a],$R[b]`: the registers a TENSOR_LOAD writes.
+    fn regs_text(&self) -> String {
+        let n = (self.uu("num0") * self.uu("num1").max(1)).min(4) as usize;
+        match self.get("regs") {
+            Some(Value::Bytes(r)) => {
+                let regs: Vec<String> = r[..n.min(r.len())]
+                    .iter()
+                    .map(|x| format!("$R[{x}]"))
+                    .collect();
+                format!("data={}", regs.join(","))
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// DMA_TRIGGER's queue name (the bytes up to the first NUL, if they are ASCII).
+    pub fn queue_name(&self) -> Option<String> {
+        match self.get("queue") {
+            Some(Value::Bytes(b)) => {
+                let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+                let s = &b[..end];
+                s.iter()
+                    .all(|c| c.is_ascii_graphic())
+                    .then(|| String::from_utf8_lossy(s).into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// AFFINE_SELECT's pattern: four i16 steps and four u16 counts, innermost first.
+    pub fn affine_pattern(&self) -> Option<([i16; 4], [u16; 4])> {
+        match self.get("pattern") {
+            Some(Value::Bytes(b)) if b.len() == 16 => {
+                let mut st = [0i16; 4];
+                let mut nm = [0u16; 4];
+                for i in 0..4 {
+                    st[i] = i16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+                    nm[i] = u16::from_le_bytes([b[8 + 2 * i], b[9 + 2 * i]]);
+                }
+                Some((st, nm))
+            }
+            _ => None,
+        }
     }
 
     /// The word as lowercase hex.

@@ -1,0 +1,123 @@
+//! Activation functions by the `func_id` of the NEFF's activation table files
+//! (`neuron_isa::cayman::layout::ACT_FUNCS`), computed in f32. The hardware interpolates
+//! tables; these are the functions the tables approximate (`docs/isa/cayman.md` §9).
+
+use super::OpFault;
+
+/// The functions this model computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Func {
+    /// 0 (akc), 1 identity, 128 copy: `scale·x + bias`.
+    Identity,
+    Exp,
+    Ln,
+    Rsqrt,
+    Silu,
+    Relu,
+    Tanh,
+    Square,
+    Abs,
+    Sign,
+    /// 130 memset_zero.
+    Zero,
+}
+
+impl Func {
+    pub(super) fn of(code: u64) -> Result<Func, OpFault> {
+        Ok(match code {
+            0 | 1 | 128 => Func::Identity,
+            7 => Func::Exp,
+            10 => Func::Ln,
+            29 => Func::Rsqrt,
+            36 => Func::Silu,
+            2 => Func::Relu,
+            6 => Func::Tanh,
+            30 => Func::Square,
+            33 => Func::Abs,
+            31 => Func::Sign,
+            130 => Func::Zero,
+            f => {
+                return Err(OpFault::bad(format!(
+                    "activation function code {f} not known"
+                )))
+            }
+        })
+    }
+
+    /// `row[i] = f(row[i]·scale + bias)`. One loop per function so each vectorises.
+    pub(super) fn apply(self, row: &mut [f32], scale: f32, bias: f32) {
+        let it = row.iter_mut();
+        match self {
+            Func::Identity => it.for_each(|v| *v = *v * scale + bias),
+            Func::Exp => it.for_each(|v| *v = crate::fastmath::exp_f32(*v * scale + bias)),
+            Func::Ln => it.for_each(|v| *v = (*v * scale + bias).ln()),
+            Func::Rsqrt => it.for_each(|v| *v = 1.0 / (*v * scale + bias).sqrt()),
+            Func::Silu => it.for_each(|v| *v = crate::fastmath::silu_f32(*v * scale + bias)),
+            Func::Relu => it.for_each(|v| *v = (*v * scale + bias).max(0.0)),
+            Func::Tanh => it.for_each(|v| *v = (*v * scale + bias).tanh()),
+            Func::Square => it.for_each(|v| {
+                let x = *v * scale + bias;
+                *v = x * x
+            }),
+            Func::Abs => it.for_each(|v| *v = (*v * scale + bias).abs()),
+            Func::Sign => it.for_each(|v| {
+                let x = *v * scale + bias;
+                *v = if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x
+                }
+            }),
+            Func::Zero => it.for_each(|v| *v = 0.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function's definition in f64.
+    type Def = fn(f64) -> f64;
+
+    /// Each function against its definition in f64, rounded once to f32.
+    #[test]
+    fn functions_match_their_definitions() {
+        let xs: Vec<f32> = (-40..=40).map(|i| i as f32 * 0.37 + 0.011).collect();
+        let (scale, bias) = (0.75f32, 0.125f32);
+        let cases: [(u64, Def, f64); 9] = [
+            (1, |x| x, 0.0),
+            (128, |x| x, 0.0),
+            (7, f64::exp, 2e-7),
+            (10, f64::ln, 2e-7),
+            (29, |x| 1.0 / x.sqrt(), 2e-7),
+            (36, |x| x / (1.0 + (-x).exp()), 4e-7),
+            (2, |x| x.max(0.0), 0.0),
+            (6, f64::tanh, 4e-7),
+            (30, |x| x * x, 2e-7),
+        ];
+        for (code, f, rel) in cases {
+            let mut row = xs.clone();
+            Func::of(code).expect("known").apply(&mut row, scale, bias);
+            for (x, got) in xs.iter().zip(&row) {
+                let arg = (*x * scale + bias) as f64;
+                let want = f(arg);
+                if want.is_nan() {
+                    assert!(got.is_nan(), "func {code} at {arg}: {got}");
+                    continue;
+                }
+                let err = (*got as f64 - want).abs();
+                assert!(
+                    err <= rel * want.abs() + 1e-30,
+                    "func {code} at {arg}: {got} vs {want}"
+                );
+            }
+        }
+        let mut z = vec![3.0f32; 4];
+        Func::of(130).expect("memset_zero").apply(&mut z, 1.0, 1.0);
+        assert_eq!(z, vec![0.0; 4]);
+        assert!(Func::of(99).is_err());
+    }
+}

@@ -1,0 +1,243 @@
+//! Semantics of the model-layer words (`docs/isa/cayman.md` §1.3, §9) against plain Rust:
+//! each test builds the word from raw bytes, runs it on a core's memories and registers, and
+//! compares with the result computed directly.
+
+use super::*;
+use crate::core::{CoreMem, Scratch};
+use neuron_isa::cayman::Namespace;
+
+fn mem() -> CoreMem {
+    CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2))
+}
+
+fn word(op: u8, fields: &[(usize, &[u8])]) -> CaymanInstr {
+    let mut w = [0u8; 64];
+    w[0] = op;
+    w[1] = 0x10;
+    for (off, b) in fields {
+        w[*off..*off + b.len()].copy_from_slice(b);
+    }
+    CaymanInstr::decode(Namespace::Loaded, &w)
+}
+
+fn run(ci: &CaymanInstr, m: &mut CoreMem, regs: &mut [u32; 256]) -> Result<Exec, OpFault> {
+    execute(
+        ci,
+        m,
+        &mut PeState::default(),
+        &mut Scratch::default(),
+        regs,
+    )
+}
+
+fn put_f32(m: &mut CoreMem, p: usize, off: usize, v: f32) {
+    let at = p * m.sbuf_stride + off;
+    m.bytes_mut(Space::Sbuf)[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_f32(m: &CoreMem, p: usize, off: usize) -> f32 {
+    let at = p * m.sbuf_stride + off;
+    let b = &m.bytes(Space::Sbuf)[at..at + 4];
+    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// kgm-moe's offset computation: TENSOR_LOAD'd id → id·0x100000 (+0x10000·k) → ·2.
+#[test]
+fn register_words_compute_the_expert_offset() {
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    for (id, k) in [(0u32, 0u32), (5, 3), (127, 15)] {
+        regs[60] = id;
+        let mul = |src: u8, dst: u8, imm: u32| {
+            word(
+                0xa8,
+                &[
+                    (12, &[6, 9, 1]),
+                    (16, &[src]),
+                    (20, &[dst]),
+                    (24, &imm.to_le_bytes()),
+                ],
+            )
+        };
+        let add = word(
+            0xa8,
+            &[
+                (12, &[4, 9, 1]),
+                (16, &[61]),
+                (20, &[60]),
+                (24, &(0x10000 * k).to_le_bytes()),
+            ],
+        );
+        run(&mul(60, 61, 0x10_0000), &mut m, &mut regs).expect("mul");
+        run(&add, &mut m, &mut regs).expect("add");
+        run(&mul(60, 31, 2), &mut m, &mut regs).expect("mul 2");
+        assert_eq!(regs[31], (id * 0x10_0000 + 0x10000 * k) * 2);
+    }
+    // REGISTER_MOVE: $R[61] = imm.
+    let mv = word(
+        0xa7,
+        &[
+            (12, &[1, 9, 1]),
+            (24, &[61]),
+            (32, &0x0ffe_0000u32.to_le_bytes()),
+        ],
+    );
+    run(&mv, &mut m, &mut regs).expect("move");
+    assert_eq!(regs[61], 0x0ffe_0000);
+    // A register number past the 256 an engine has is a bad word, not a panic.
+    let bad = word(0xa7, &[(24, &[0, 1])]);
+    assert!(run(&bad, &mut m, &mut regs).is_err());
+}
+
+/// The register-offset DMA resolves to table entry + register, and an offset past the
+/// bound register aborts (an out-of-range expert id).
+#[test]
+fn register_offset_dma_is_bounded() {
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    let mut src = [0u8; 8];
+    src[0] = 31; // $R[31]
+    src[4] = 1; // table entry 1
+    src[7] = 0x28;
+    let dma = word(
+        0xb8,
+        &[
+            (13, &[12, 16]),
+            (16, &src),
+            (24, &1024u32.to_le_bytes()),
+            (32, &[128, 0, 1, 0]),
+            (36, &[0, 4, 0xbd]),
+            (40, &0x8020_0000_4000u64.to_le_bytes()),
+            (48, &0x40000u32.to_le_bytes()),
+            (56, &[128, 0, 1, 0, 0, 4, 6, 6]),
+        ],
+    );
+    regs[61] = 0x0ffe_0000; // 256 MiB - 128 KiB
+    for id in [0u32, 127] {
+        regs[31] = id * 0x20_0000;
+        match run(&dma, &mut m, &mut regs).expect("in range") {
+            Exec::Dma(d) => {
+                assert_eq!(
+                    d.src,
+                    DmaAddr::Table {
+                        offset: id * 0x20_0000,
+                        index: 1,
+                        pad: 0
+                    }
+                );
+                assert_eq!((d.src_num, d.src_elem), ([128, 1], 1024));
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+    regs[31] = 128 * 0x20_0000; // expert 128 of 128
+    let e = run(&dma, &mut m, &mut regs).expect_err("out of range");
+    assert_eq!(e.kind, crate::fault::FaultKind::DmaAbort);
+    assert!(e.detail.contains("above its bound"), "{}", e.detail);
+}
+
+/// AFFINE_SELECT as the attention kernel uses it builds the identity matrix.
+#[test]
+fn affine_select_builds_the_identity() {
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    regs[61] = 1.0f32.to_bits();
+    let n = 128usize;
+    for p in 0..n {
+        for x in 0..n {
+            put_f32(&mut m, p, 0x58a8 + 4 * x, 0.0);
+        }
+    }
+    let ap = [0xa8u8, 0x58, 0, 0, 1, 0, 1, 0, 128, 0, 1, 0];
+    let sel = word(
+        0x92,
+        &[
+            (12, &[128, 0xaa, 3, 61]),
+            (20, &[1, 0, 1, 0, 1, 0, 1, 0, 128, 0, 1, 0, 1, 0, 1, 0]),
+            (36, &ap),
+            (48, &ap),
+            (60, &(-1i32).to_le_bytes()),
+        ],
+    );
+    run(&sel, &mut m, &mut regs).expect("select");
+    for p in 0..n {
+        for x in 0..n {
+            let want = if p == x { 1.0 } else { 0.0 };
+            assert_eq!(get_f32(&m, p, 0x58a8 + 4 * x), want, "({p},{x})");
+        }
+    }
+}
+
+/// ACTIVATE with the model layers' functions, a per-partition scale pointer, an immediate
+/// bias and a start partition (address = partition · 256 KiB + offset).
+#[test]
+fn activate_functions_scale_pointers_and_start_partitions() {
+    type Def = fn(f64) -> f64;
+    let refs: [(u8, Def); 4] = [
+        (36, |x| x / (1.0 + (-x).exp())),
+        (29, |x| 1.0 / x.sqrt()),
+        (10, f64::ln),
+        (128, |x| x),
+    ];
+    let first = 32usize;
+    let (ch, n) = (4usize, 8usize);
+    let base = (first as u32) << 18;
+    for (func, f) in refs {
+        let mut m = mem();
+        let mut regs = [0u32; 256];
+        for p in 0..ch {
+            for i in 0..n {
+                put_f32(
+                    &mut m,
+                    first + p,
+                    0x100 + 4 * i,
+                    0.25 + (p * n + i) as f32 * 0.5,
+                );
+            }
+            put_f32(&mut m, first + p, 0x800, 0.5 + p as f32); // scale
+        }
+        let ap = |off: u32| {
+            let mut v = (base + off).to_le_bytes().to_vec();
+            v.extend_from_slice(&[1, 0, 1, 0, 1, 0, n as u8, 0, 1, 0, 1, 0]);
+            v
+        };
+        let act = word(
+            0x21,
+            &[
+                (12, &[1, 1, 0, 1]),
+                (16, &ap(0x100)),
+                (32, &[0xaa, 0x0a, ch as u8, func]),
+                (36, &(base + 0x800).to_le_bytes()),
+                // bias_src 1 (byte 15): an immediate bias, as in the kgm words.
+                (40, &0.125f32.to_bits().to_le_bytes()),
+                (48, &ap(0x400)),
+            ],
+        );
+        run(&act, &mut m, &mut regs).expect("activate");
+        for p in 0..ch {
+            for i in 0..n {
+                let x = 0.25 + (p * n + i) as f32 * 0.5;
+                let arg = (x * (0.5 + p as f32) + 0.125) as f64;
+                let want = f(arg);
+                let got = get_f32(&m, first + p, 0x400 + 4 * i) as f64;
+                assert!(
+                    (got - want).abs() <= 5e-7 * want.abs(),
+                    "func {func} p{p} i{i}: {got} vs {want}"
+                );
+            }
+        }
+        // Partition 0 (below the operand) is untouched.
+        assert_eq!(get_f32(&m, 0, 0x400), 0.0);
+    }
+    // A start partition whose channels pass partition 127 is out of bounds.
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    let mut src = (100u32 << 18).to_le_bytes().to_vec();
+    src.extend_from_slice(&[1, 0, 1, 0, 1, 0, 8, 0, 1, 0, 1, 0]);
+    let act = word(
+        0x21,
+        &[(16, &src), (32, &[0xaa, 0x0a, 64, 128]), (48, &src)],
+    );
+    let e = run(&act, &mut m, &mut regs).expect_err("past partition 127");
+    assert_eq!(e.kind, crate::fault::FaultKind::OutOfBounds);
+}
