@@ -52,6 +52,13 @@ impl Device {
             Opcode::Notify | Opcode::Unnamed(_) => 0,
             _ => {
                 let core = &mut self.cores[nc];
+                // GpSimd work runs on the core's microcode: only a known image runs it.
+                if engine == Engine::Pool {
+                    core.ucode.check().map_err(|detail| OpFault {
+                        kind: FaultKind::GpsimdException,
+                        detail,
+                    })?;
+                }
                 let r = crate::cayman_exec::execute(
                     ci,
                     &mut core.mem,

@@ -1,9 +1,11 @@
-//! Register and engine-memory access: BAR_READ / BAR_WRITE, READ_HW_COUNTERS and
-//! PROGRAM_ENGINE / _NC / _NC64 folded into one request (`driver-abi.md` §2.3, §2.4, §3.7).
+//! Register and engine-memory access: BAR_READ / BAR_WRITE, READ_HW_COUNTERS (a fw-io READ
+//! through the firmware mailbox) and PROGRAM_ENGINE / _NC / _NC64 folded into one request
+//! (`driver-abi.md` §2.3, §2.4, §3.7).
 
 use super::copy::COPY_BLOCK;
 use super::info::{bar0_size, routing_id, BAR0_KVA};
-use super::{Ctx, R};
+use super::{fwio, Ctx, R};
+use neuron_devmodel::firmware::mailbox::CMD_READ;
 use crate::DevState;
 use neuron_abi::arch::Arch;
 use neuron_abi::consts::{BAR_RW_MAX_REGISTERS, SEMA_PAGE_SIZE, TPB_SEMA_PAGE_OFFSET};
@@ -84,17 +86,12 @@ impl Req {
             Req::HwCounters(a) => {
                 let mut addrs = vec![0u64; a.count as usize];
                 cx.copy_in(a.address, addrs.as_mut_bytes())?;
-                let g = cx.lock();
-                // Counters the model has no storage for read as 0.
-                let vals: Vec<u32> = addrs
-                    .iter()
-                    .map(|&ad| {
-                        let mut w = [0u8; 4];
-                        g.dev.read(ad, &mut w).map_or(0, |_| u32::from_le_bytes(w))
-                    })
-                    .collect();
-                drop(g);
-                cx.copy_out(a.data, vals.as_bytes()).map(|_| 0)
+                if addrs.is_empty() {
+                    return Ok(0);
+                }
+                // fw_io_read_counters: one READ request through the firmware mailbox.
+                let vals = fwio::execute(&mut cx.lock(), CMD_READ, addrs.as_bytes())?;
+                cx.copy_out(a.data, &vals).map(|_| 0)
             }
             Req::Program {
                 nc,
@@ -190,7 +187,12 @@ fn bar_read_reg(g: &DevState, arch: Arch, index: usize, off: u64) -> u32 {
             0x38 => return 0x4e45_0000 | index as u32, // serial number, low word (made up)
             0x3c => return 0x0000_0e31,                // serial number, high word (made up)
             _ if misc_ram_writable(m) => return g.drv.misc_ram.get(&m).copied().unwrap_or(0),
-            _ => {}
+            // The mailbox and reset registers are the firmware's.
+            _ => {
+                if let Some(v) = g.dev.firmware().read_reg(m, fwio::now(g)) {
+                    return v;
+                }
+            }
         }
     }
     0

@@ -8,6 +8,7 @@ mod bar;
 mod copy;
 mod crwl;
 mod dma;
+mod fwio;
 mod h2t;
 mod info;
 mod memory;
@@ -20,6 +21,7 @@ mod sem;
 pub(crate) mod testutil;
 
 pub use info::{pci_bdf, BAR0_KVA, REVISION};
+pub(crate) use fwio::FwIo;
 pub(crate) use reset::reset_nc;
 
 use crate::uaccess::UserMemory;
