@@ -387,3 +387,183 @@ impl Firmware {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fw() -> Firmware {
+        Firmware::default()
+    }
+
+    fn no_read(_: u64) -> u32 {
+        0
+    }
+
+    /// Answer `req` at `at`: (response, done_at).
+    fn answer(f: &mut Firmware, at: Ps, req: &[u8]) -> (Response, Ps) {
+        let cmd = req[1];
+        match f.handle(at, req, &mut |a| a as u32 ^ 0xffff_0000) {
+            Outcome::Answered { response, done_at } => (
+                decode_response(cmd, &response).expect("well-formed response"),
+                done_at,
+            ),
+            o => panic!("not answered: {o:?}"),
+        }
+    }
+
+    #[test]
+    fn crc32c_is_castagnoli() {
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    #[test]
+    fn read_echoes_seq_and_reads_each_register() {
+        let mut f = fw();
+        let addrs: Vec<u8> = [0x10u64, 0x2000_0004]
+            .iter()
+            .flat_map(|a| a.to_le_bytes())
+            .collect();
+        let req = encode_request(7, CMD_READ, &addrs).expect("req");
+        let (r, done) = answer(&mut f, Ps(1000), &req);
+        assert_eq!((r.seq, r.error), (7, FW_IO_SUCCESS));
+        let vals: Vec<u32> = r
+            .data
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(vals, [0xffff_0010, 0xdfff_0004]);
+        // Legacy header: {seq, error, size} and no crc.
+        let raw = match f.handle(done, &req, &mut no_read) {
+            Outcome::Answered { response, .. } => response,
+            o => panic!("{o:?}"),
+        };
+        assert_eq!(raw.len(), RESP_HEADER_LEGACY + 8);
+        assert_eq!(u16::from_le_bytes([raw[2], raw[3]]), 12);
+        let want = REQ_BASE
+            + Ps(REQ_PER_BYTE.0 * (req.len() + raw.len()) as u64)
+            + Ps(2 * READ_PER_REG.0);
+        assert_eq!(done, Ps(1000) + want, "timing in device time");
+        // No register or too many: a failed request.
+        for (k, n) in [0usize, MAX_READ_REGS + 1].into_iter().enumerate() {
+            let req = encode_request(8, CMD_READ, &vec![0; 8 * n]).expect("req");
+            let (r, _) = answer(&mut f, Ps((k as u64 + 1) << 40), &req);
+            assert_eq!((r.seq, r.error), (8, FW_IO_FAIL), "{n} registers");
+        }
+        assert_eq!(f.stats.failed, 2);
+    }
+
+    #[test]
+    fn post_to_cw_keeps_the_metric() {
+        let mut f = fw();
+        let req = encode_request(1, CMD_POST_TO_CW, b"metric blob").expect("req");
+        let (r, _) = answer(&mut f, Ps(0), &req);
+        assert_eq!((r.seq, r.error, r.data.len()), (1, FW_IO_SUCCESS, 0));
+        assert_eq!(f.last_metric, b"metric blob");
+        assert_eq!(f.stats.metrics_posted, 1);
+        let req = encode_request(2, CMD_POST_TO_CW, &[0; METRIC_BUF + 1]).expect("req");
+        let (r, _) = answer(&mut f, Ps(1 << 40), &req);
+        assert_eq!(r.error, FW_IO_FAIL, "larger than the metric buffer");
+    }
+
+    #[test]
+    fn power_profile_data_and_features_use_the_crc_header() {
+        let mut f = fw();
+        let t = |k: u64| Ps(k << 40);
+        let req = encode_request(3, CMD_SET_POWER_PROFILE, &[0, 0, 0, 0, 2, 1, 3, 4]).expect("r");
+        let (r, _) = answer(&mut f, t(0), &req);
+        assert_eq!((r.seq, r.error), (3, FW_IO_SUCCESS));
+        let req = encode_request(4, CMD_GET_DATA, &[GET_DATA_PERF_PROFILE]).expect("r");
+        let (r, _) = answer(&mut f, t(1), &req);
+        assert_eq!(r.data, [0, 0, 0, 0, 2, 1, 3, 4]);
+        let req = encode_request(5, CMD_GET_DATA, &[GET_DATA_AVAILABLE_PROFILES, 0, 0]).expect("r");
+        let (r, _) = answer(&mut f, t(2), &req);
+        assert_eq!((r.data.len(), r.data[0], r.data[1]), (33, 1, 1));
+        let req = encode_request(6, CMD_GET_DATA, &[0x10, 0]).expect("r");
+        assert_eq!(answer(&mut f, t(3), &req).0.error, FW_IO_FAIL, "BAR info");
+        let req = encode_request(9, CMD_SET_FEATURE, &1u32.to_le_bytes()).expect("r");
+        let (r, _) = answer(&mut f, t(4), &req);
+        assert_eq!((r.seq, r.error), (9, FW_IO_SUCCESS));
+        assert_eq!(f.features, FEATURE_THROTTLING_NOTIFICATIONS);
+        let req = encode_request(10, CMD_SET_POWER_PROFILE, &[0; 4]).expect("r");
+        assert_eq!(answer(&mut f, t(5), &req).0.error, FW_IO_FAIL, "short record");
+        // A corrupted new-style response is refused by the decoder.
+        let raw = match f.handle(t(6), &req, &mut no_read) {
+            Outcome::Answered { mut response, .. } => {
+                response[1] ^= 1;
+                response
+            }
+            o => panic!("{o:?}"),
+        };
+        assert_eq!(raw.len(), RESP_HEADER_NEW);
+        assert_eq!(decode_response(CMD_SET_POWER_PROFILE, &raw), None);
+    }
+
+    #[test]
+    fn bad_crc_bad_size_and_unknown_commands_are_error_responses() {
+        let mut f = fw();
+        let t = |k: u64| Ps(k << 40);
+        let mut req = encode_request(11, CMD_READ, &[0; 8]).expect("req");
+        req[8] ^= 0xff;
+        let (r, _) = answer(&mut f, t(0), &req);
+        assert_eq!((r.seq, r.error), (11, FW_IO_FAIL), "bad crc");
+        let mut req = encode_request(12, CMD_READ, &[0; 8]).expect("req");
+        req[2..4].copy_from_slice(&64u16.to_le_bytes());
+        assert_eq!(answer(&mut f, t(1), &req).0.error, FW_IO_FAIL, "size past the bytes");
+        req[2..4].copy_from_slice(&4u16.to_le_bytes());
+        assert_eq!(answer(&mut f, t(2), &req).0.error, FW_IO_FAIL, "size below the header");
+        let req = encode_request(13, 0, &[]).expect("req");
+        let (r, _) = answer(&mut f, t(3), &req);
+        assert_eq!((r.seq, r.error), (13, FW_IO_UNKNOWN_COMMAND));
+        let req = encode_request(14, 6, &[1, 2]).expect("req");
+        assert_eq!(answer(&mut f, t(4), &req).0.error, FW_IO_UNKNOWN_COMMAND);
+        assert_eq!((f.stats.failed, f.stats.unknown_command), (3, 2));
+        assert!(encode_request(1, CMD_READ, &vec![0; MAX_MSG]).is_none());
+    }
+
+    #[test]
+    fn busy_and_sequence_zero_leave_the_response_alone() {
+        let mut f = fw();
+        let req = encode_request(1, CMD_POST_TO_CW, b"x").expect("req");
+        let (_, done) = answer(&mut f, Ps(0), &req);
+        let again = encode_request(2, CMD_POST_TO_CW, b"y").expect("req");
+        assert_eq!(
+            f.handle(Ps(done.0 - 1), &again, &mut no_read),
+            Outcome::Busy { until: done }
+        );
+        assert_eq!(f.stats.busy, 1);
+        assert_eq!(f.last_metric, b"x", "the busy request was not taken");
+        let zero = encode_request(0, CMD_POST_TO_CW, b"z").expect("req");
+        assert_eq!(f.handle(done, &zero, &mut no_read), Outcome::Ignored);
+        assert_eq!(f.handle(done, &[1, 2, 3], &mut no_read), Outcome::Ignored);
+        assert_eq!(answer(&mut f, done, &again).0.seq, 2);
+    }
+
+    #[test]
+    fn reset_handshake_status_bits() {
+        let mut f = fw();
+        let at = Ps(1_000);
+        assert_eq!(f.write_reg(REG_RESET_TPB_MAP_LO, 0b101 | 0b101 << 8, at, 8), None);
+        assert_eq!(f.write_reg(REG_RESET, RESET_TYPE_TPB, at, 8), None);
+        assert_eq!(f.read_reg(REG_RESET, at), Some(RESET_TYPE_TPB));
+        let p = f.write_reg(REG_TRIGGER, 0, at, 8).expect("reset started");
+        assert_eq!(p.cores, 0b101, "TPB bits only");
+        assert_eq!((p.done_at, p.ready_at), (at + RESET_TPB, at + RESET_TPB + RESET_STATUS_BUSY));
+        assert_eq!(f.read_reg(REG_RESET, Ps(p.done_at.0 - 1)), Some(RESET_TYPE_TPB));
+        assert_eq!(f.read_reg(REG_RESET, p.done_at), Some(0));
+        assert_eq!(f.read_reg(REG_FW_STATUS, p.done_at), Some(FW_STATUS_RESET_BUSY));
+        assert_eq!(f.read_reg(REG_FW_STATUS, p.ready_at), Some(0));
+        // A trigger with no reset type written is not a reset; a device reset covers all.
+        assert_eq!(f.write_reg(REG_TRIGGER, 0, p.ready_at, 8), None);
+        f.write_reg(REG_RESET, RESET_TYPE_DEVICE, p.ready_at, 8);
+        let d = f.write_reg(REG_TRIGGER, 0, p.ready_at, 8).expect("device reset");
+        assert_eq!(d.cores, 0xff);
+        assert_eq!(d.done_at, p.ready_at + RESET_DEVICE);
+        f.write_reg(REG_RESPONSE_BASE_HI, 0x12, at, 8);
+        f.write_reg(REG_RESPONSE_BASE_LO, 0x3456_0000, at, 8);
+        assert_eq!(f.response_base, 0x12_3456_0000);
+        assert_eq!(f.read_reg(REG_RESPONSE_BASE_HI, at), Some(0x12));
+        assert_eq!(f.read_reg(0x24, at), None, "not a firmware register");
+    }
+}

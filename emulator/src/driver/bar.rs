@@ -166,9 +166,9 @@ fn misc_ram_writable(m: u64) -> bool {
 fn reg_page_of(arch: Arch, off: u64) -> Option<(u32, u64)> {
     (0..arch.nc_count()).find_map(|nc| {
         let page = arch.tpb_bar0_offset(nc)? + TPB_SEMA_PAGE_OFFSET;
-        (page..page + SEMA_PAGE_SIZE)
-            .contains(&off)
-            .then_some((nc, off - page))
+        // Checked: an offset below the page must not underflow (it is the caller's input).
+        let rel = off.checked_sub(page).filter(|r| *r < SEMA_PAGE_SIZE)?;
+        Some((nc, rel))
     })
 }
 

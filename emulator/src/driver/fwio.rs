@@ -136,3 +136,171 @@ pub(crate) fn post_metric(g: &mut DevState, blob: &[u8]) -> Result<(), Errno> {
     }
     execute(g, mb::CMD_POST_TO_CW, blob).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::info::BAR0_KVA;
+    use super::super::testutil::Bench;
+    use super::*;
+    use neuron_abi::arch::Arch;
+    use neuron_abi::ioctl::*;
+    use neuron_abi::structs::*;
+
+    fn misc(arch: Arch, m: u64) -> u64 {
+        BAR0_KVA + arch.misc_ram_bar0_offset() + m
+    }
+
+    fn bar_read(b: &Bench, arch: Arch, m: u64) -> u32 {
+        let addr = b.mem.put(&misc(arch, m));
+        let out = b.mem.zeroed(4);
+        let r = BarRw {
+            bar: 0,
+            address: addr,
+            data: out,
+            count: 1,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_BAR_READ, &r), Ok(0));
+        u32::from_le_bytes(b.mem.bytes(out, 4).try_into().expect("4 bytes"))
+    }
+
+    /// READ_HW_COUNTERS is one fw-io READ: the firmware reads the device (an HBM word written
+    /// before, 0 where nothing answers), the driver sees the answer at its first 1 ms poll,
+    /// and the request and response buffer addresses are programmed in misc RAM.
+    #[test]
+    fn read_hw_counters_goes_through_the_mailbox() {
+        let b = Bench::v3();
+        let arch = Arch::V3Trn2;
+        let hbm = arch.hbm_bases()[0] + 0x1000;
+        let src = b.mem.put(&0xfeed_beefu32);
+        let p = ProgramEngineNc64 {
+            dst: hbm,
+            buffer: src,
+            size: 4,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &p), Ok(0));
+        let addrs = b.mem.put(&[hbm, 1u64 << 60]);
+        let out = b.mem.zeroed(8);
+        let a = ReadHwCounters {
+            address: addrs,
+            data: out,
+            count: 2,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_READ_HW_COUNTERS, &a), Ok(0));
+        assert_eq!(
+            b.mem.bytes(out, 8),
+            [0xfeed_beefu32.to_le_bytes(), [0; 4]].concat()
+        );
+        let g = b.emu.devices[0].lock();
+        assert_eq!(g.dev.firmware().stats.requests, 1);
+        assert_eq!(g.dev.firmware().request_base, REQUEST_PA);
+        assert_eq!(g.drv.fwio.last_request, POLL, "answered within the first poll");
+        assert_eq!(g.dev.now(), Ps::ZERO, "the device clock did not move");
+        drop(g);
+        assert_eq!(bar_read(&b, arch, mb::REG_RESPONSE_BASE_LO), RESPONSE_PA as u32);
+        assert_eq!(
+            bar_read(&b, arch, mb::REG_RESPONSE_BASE_HI),
+            (RESPONSE_PA >> 32) as u32
+        );
+    }
+
+    /// POST_METRIC is a POST_TO_CW of at most 128 bytes.
+    #[test]
+    fn post_metric_goes_through_the_mailbox() {
+        let b = Bench::v3();
+        let blob = b.mem.put_bytes(&[7u8; 129]);
+        let p = PostMetric {
+            data: blob,
+            data_size: 128,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_POST_METRIC, &p), Ok(0));
+        let p = PostMetric {
+            data_size: 129,
+            ..p
+        };
+        assert_eq!(b.run(NEURON_IOCTL_POST_METRIC, &p), Err(Errno::E2BIG));
+        let g = b.emu.devices[0].lock();
+        assert_eq!(g.dev.firmware().last_metric, [7u8; 128]);
+        assert_eq!(g.dev.firmware().stats.metrics_posted, 1);
+    }
+
+    /// An error response is retried while it is FW_IO_FAIL (30 attempts, then EIO) and not at
+    /// all when the command is unknown; the driver counts each failed response.
+    #[test]
+    fn failed_and_unknown_commands_reach_the_caller_as_eio() {
+        let b = Bench::v3();
+        let mut g = b.emu.devices[0].lock();
+        assert_eq!(execute(&mut g, mb::CMD_READ, &[]), Err(Errno::EIO));
+        assert_eq!(g.drv.fwio.err_count, RETRIES as u64);
+        assert_eq!(execute(&mut g, 9, &[]), Err(Errno::EIO));
+        assert_eq!(g.drv.fwio.err_count, RETRIES as u64 + 1);
+        assert_eq!(g.dev.firmware().stats.unknown_command, 1);
+        // Sequence numbers wrap past 255 without ever being 0.
+        for _ in 0..300 {
+            assert!(execute(&mut g, mb::CMD_POST_TO_CW, b"m").is_ok());
+        }
+        assert_ne!(g.drv.fwio.next_seq, 0);
+    }
+
+    /// NC_RESET is the firmware handshake: the TPB map (v3: TPB, SDMA and TOP_SP bits) in
+    /// 0x1d8, type 2 in 0x1ec, trigger; 0x1ec reads 0 and 0x808 bit 3 is clear at the driver's
+    /// first 100 ms poll; the firmware reset the core (its microcode memories too).
+    #[test]
+    fn nc_reset_is_the_firmware_handshake() {
+        let b = Bench::v3();
+        let arch = Arch::V3Trn2;
+        let iram = arch.tpb_sbuf_mmap_offset(1).expect("nc1") + neuron_abi::tpb::GPSIMD_IRAM;
+        let src = b.mem.put(&[1u8; 16]);
+        let p = ProgramEngineNc64 {
+            nc_id: 1,
+            dst: iram,
+            buffer: src,
+            size: 16,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &p), Ok(0));
+        assert!(b.emu.devices[0].lock().dev.ucode(1).expect("nc1").clone().check().is_err());
+        let r = DeviceReset {
+            nc_map: 1 << 1,
+            request_id: 0,
+        };
+        assert_eq!(b.run(NEURON_IOCTL_NC_RESET, &r), Ok(0));
+        assert_eq!(bar_read(&b, arch, mb::REG_RESET_TPB_MAP_LO), 0x2_0202);
+        assert_eq!(bar_read(&b, arch, mb::REG_RESET), 0);
+        assert_eq!(bar_read(&b, arch, mb::REG_FW_STATUS) & mb::FW_STATUS_RESET_BUSY, 0);
+        let mut g = b.emu.devices[0].lock();
+        assert_eq!(g.drv.fwio.last_reset, RESET_POLL);
+        assert_eq!(g.dev.ucode(1).expect("nc1").clone().check(), Ok(()), "reset");
+        assert_eq!(g.drv.reset_req[1], 1);
+        // A device reset takes longer: the driver polls until the firmware is done.
+        assert!(reset(&mut g, true, 0, true));
+        assert_eq!(
+            g.drv.fwio.last_reset.0,
+            (mb::RESET_DEVICE.0 + mb::RESET_STATUS_BUSY.0).div_ceil(RESET_POLL.0) * RESET_POLL.0
+        );
+        assert_eq!(g.dev.now(), Ps::ZERO);
+    }
+
+    /// User BAR_WRITEs to the mailbox registers (buffer addresses, trigger) are refused.
+    #[test]
+    fn user_bar_writes_to_the_mailbox_are_blocked() {
+        let b = Bench::v3();
+        let arch = Arch::V3Trn2;
+        let val = b.mem.put(&1u32);
+        for m in [0x1f0, 0x1f4, 0x1f8, 0x1fc, mb::REG_TRIGGER] {
+            let addr = b.mem.put(&misc(arch, m));
+            let w = BarRw {
+                bar: 0,
+                address: addr,
+                data: val,
+                count: 1,
+                ..Default::default()
+            };
+            assert_eq!(b.run(NEURON_IOCTL_BAR_WRITE, &w), Err(Errno::EINVAL), "0x{m:x}");
+        }
+        assert_eq!(b.emu.devices[0].lock().dev.firmware().request_base, 0);
+    }
+}
