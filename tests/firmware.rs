@@ -157,7 +157,10 @@ fn an_unknown_image_is_a_gpsimd_exception_with_its_digest() {
     let f = emu.with_device(0, |d| d.faults().to_vec()).expect("device");
     let f = f.last().expect("a device fault");
     assert_eq!(f.engine, Some(neuron_isa::Engine::Pool));
-    assert!(f.detail.contains("unknown microcode") && f.detail.contains(&digest), "{f}");
+    assert!(
+        f.detail.contains("unknown microcode") && f.detail.contains(&digest),
+        "{f}"
+    );
     let mlp = run(&rt, "fixtures/neff/mlp.neff");
     assert_eq!(mlp.map(|o| o.device_time_ps), Ok(14_313_354));
 }

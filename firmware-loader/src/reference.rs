@@ -28,12 +28,20 @@ fn blob(tag: &[u8], seed: u64, len: usize) -> Vec<u8> {
 
 /// The reference IRAM image.
 pub fn iram() -> Vec<u8> {
-    blob(b"NEURON-EMU REFERENCE GPSIMD MICROCODE IRAM v1\0", 0x4e58_5543_0001, IRAM_LEN)
+    blob(
+        b"NEURON-EMU REFERENCE GPSIMD MICROCODE IRAM v1\0",
+        0x4e58_5543_0001,
+        IRAM_LEN,
+    )
 }
 
 /// The reference DRAM image.
 pub fn dram() -> Vec<u8> {
-    blob(b"NEURON-EMU REFERENCE GPSIMD MICROCODE DRAM v1\0", 0x4e58_5543_0002, DRAM_LEN)
+    blob(
+        b"NEURON-EMU REFERENCE GPSIMD MICROCODE DRAM v1\0",
+        0x4e58_5543_0002,
+        DRAM_LEN,
+    )
 }
 
 /// SHA-256 of `bytes`.

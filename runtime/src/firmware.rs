@@ -85,7 +85,12 @@ impl PoolUcode {
 
     /// Read a carrier: exactly one IRAM and at most one DRAM image.
     pub fn from_carrier(path: &Path) -> Result<PoolUcode, NrtError> {
-        let bad = |why: String| invalid(format!("GpSimd microcode carrier {}: {why}", path.display()));
+        let bad = |why: String| {
+            invalid(format!(
+                "GpSimd microcode carrier {}: {why}",
+                path.display()
+            ))
+        };
         let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
         let mut data = Vec::new();
         // At most one byte past the loader's limit is read (it then refuses the size).
@@ -102,8 +107,13 @@ impl PoolUcode {
         if drams.next().is_some() {
             return Err(bad("it holds more than one GpSimd DRAM image".into()));
         }
-        fits("IRAM", iram.load_address, iram.bytes.len(), tpb::GPSIMD_IRAM_SIZE)
-            .map_err(|e| bad(e.message))?;
+        fits(
+            "IRAM",
+            iram.load_address,
+            iram.bytes.len(),
+            tpb::GPSIMD_IRAM_SIZE,
+        )
+        .map_err(|e| bad(e.message))?;
         if let Some(d) = dram {
             fits("DRAM", d.load_address, d.bytes.len(), tpb::GPSIMD_DRAM_SIZE)
                 .map_err(|e| bad(e.message))?;
@@ -135,7 +145,10 @@ impl PoolUcode {
                 Ok(u) => Ok(u),
                 Err(e) if strict => {
                     tracing::error!(target: "NRT", "nrt_init invalid {ENV_UCODE_PATH}: {}", e.message);
-                    Err(NrtError::invalid(format!("invalid {ENV_UCODE_PATH}: {}", e.message)).logged())
+                    Err(
+                        NrtError::invalid(format!("invalid {ENV_UCODE_PATH}: {}", e.message))
+                            .logged(),
+                    )
                 }
                 Err(e) => {
                     tracing::warn!(target: "NRT", "nrt_init ignoring {ENV_UCODE_PATH}: {}; using the reference GpSimd microcode", e.message);
@@ -200,7 +213,10 @@ pub fn gpsimd_exception_lines(pc: u32) -> [String; 4] {
         "pool_stdio_queue_consume_all_entries Printing stderr from GPSIMD:".into(),
         "GPSIMD EXCEPTION OCCURRED: ILLEGAL INSTRUCTION".into(),
         "Subtype/Type/Cause: 0x201".into(),
-        format!("Exception PC: 0x{:08X}", 0x8400_0000u32.wrapping_add(pc.wrapping_mul(64))),
+        format!(
+            "Exception PC: 0x{:08X}",
+            0x8400_0000u32.wrapping_add(pc.wrapping_mul(64))
+        ),
     ]
 }
 
@@ -234,7 +250,11 @@ mod tests {
         let c = fwl::write::ucode_carrier(&[(2, 0, &d)]).expect("carrier");
         std::fs::write(&p, c).expect("write");
         let e = PoolUcode::from_carrier(&p).expect_err("no IRAM");
-        assert!(e.message.contains("exactly one GpSimd IRAM"), "{}", e.message);
+        assert!(
+            e.message.contains("exactly one GpSimd IRAM"),
+            "{}",
+            e.message
+        );
         let e = PoolUcode::from_carrier(&dir.join("missing.so")).expect_err("missing");
         assert_eq!(e.status, NrtStatus::Invalid);
         let _ = std::fs::remove_dir_all(&dir);

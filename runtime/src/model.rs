@@ -18,8 +18,8 @@ use neuron_abi::consts::{
     MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY,
 };
 use neuron_abi::notify::{
-    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_HBM_UE,
-    ERR_GPSIMD_EXCEPTION, ERR_HBM_UE_REPAIRABLE, ERR_NUMERICAL, ERR_OOB, ERR_SRAM_UE,
+    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_GPSIMD_EXCEPTION,
+    ERR_HBM_UE, ERR_HBM_UE_REPAIRABLE, ERR_NUMERICAL, ERR_OOB, ERR_SRAM_UE,
 };
 use neuron_abi::tpb;
 use neuron_abi::udma::{

@@ -78,7 +78,9 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// A request as the driver builds it: header with the crc32c over the whole message (crc
 /// field zero while computing). `None` when it would exceed [`MAX_MSG`].
 pub fn encode_request(seq: u8, cmd: u8, data: &[u8]) -> Option<Vec<u8>> {
-    let size = REQ_HEADER.checked_add(data.len()).filter(|s| *s <= MAX_MSG)?;
+    let size = REQ_HEADER
+        .checked_add(data.len())
+        .filter(|s| *s <= MAX_MSG)?;
     let mut m = Vec::with_capacity(size);
     m.push(seq);
     m.push(cmd);
@@ -92,10 +94,7 @@ pub fn encode_request(seq: u8, cmd: u8, data: &[u8]) -> Option<Vec<u8>> {
 
 /// Whether `cmd` answers with the 8-byte (crc-carrying) response header.
 pub fn new_protocol(cmd: u8) -> bool {
-    matches!(
-        cmd,
-        CMD_SET_POWER_PROFILE | CMD_GET_DATA | CMD_SET_FEATURE
-    )
+    matches!(cmd, CMD_SET_POWER_PROFILE | CMD_GET_DATA | CMD_SET_FEATURE)
 }
 
 /// A decoded response.
@@ -234,7 +233,9 @@ impl Firmware {
         }
         let response = encode_response(seq, cmd, error, &data);
         let work = REQ_BASE
-            + Ps(REQ_PER_BYTE.0.saturating_mul((req.len() + response.len()) as u64))
+            + Ps(REQ_PER_BYTE
+                .0
+                .saturating_mul((req.len() + response.len()) as u64))
             + if cmd == CMD_READ && error == FW_IO_SUCCESS {
                 Ps(READ_PER_REG.0.saturating_mul((data.len() / 4) as u64))
             } else {
@@ -441,9 +442,8 @@ mod tests {
         };
         assert_eq!(raw.len(), RESP_HEADER_LEGACY + 8);
         assert_eq!(u16::from_le_bytes([raw[2], raw[3]]), 12);
-        let want = REQ_BASE
-            + Ps(REQ_PER_BYTE.0 * (req.len() + raw.len()) as u64)
-            + Ps(2 * READ_PER_REG.0);
+        let want =
+            REQ_BASE + Ps(REQ_PER_BYTE.0 * (req.len() + raw.len()) as u64) + Ps(2 * READ_PER_REG.0);
         assert_eq!(done, Ps(1000) + want, "timing in device time");
         // No register or too many: a failed request.
         for (k, n) in [0usize, MAX_READ_REGS + 1].into_iter().enumerate() {
@@ -487,7 +487,11 @@ mod tests {
         assert_eq!((r.seq, r.error), (9, FW_IO_SUCCESS));
         assert_eq!(f.features, FEATURE_THROTTLING_NOTIFICATIONS);
         let req = encode_request(10, CMD_SET_POWER_PROFILE, &[0; 4]).expect("r");
-        assert_eq!(answer(&mut f, t(5), &req).0.error, FW_IO_FAIL, "short record");
+        assert_eq!(
+            answer(&mut f, t(5), &req).0.error,
+            FW_IO_FAIL,
+            "short record"
+        );
         // A corrupted new-style response is refused by the decoder.
         let raw = match f.handle(t(6), &req, &mut no_read) {
             Outcome::Answered { mut response, .. } => {
@@ -510,9 +514,17 @@ mod tests {
         assert_eq!((r.seq, r.error), (11, FW_IO_FAIL), "bad crc");
         let mut req = encode_request(12, CMD_READ, &[0; 8]).expect("req");
         req[2..4].copy_from_slice(&64u16.to_le_bytes());
-        assert_eq!(answer(&mut f, t(1), &req).0.error, FW_IO_FAIL, "size past the bytes");
+        assert_eq!(
+            answer(&mut f, t(1), &req).0.error,
+            FW_IO_FAIL,
+            "size past the bytes"
+        );
         req[2..4].copy_from_slice(&4u16.to_le_bytes());
-        assert_eq!(answer(&mut f, t(2), &req).0.error, FW_IO_FAIL, "size below the header");
+        assert_eq!(
+            answer(&mut f, t(2), &req).0.error,
+            FW_IO_FAIL,
+            "size below the header"
+        );
         let req = encode_request(13, 0, &[]).expect("req");
         let (r, _) = answer(&mut f, t(3), &req);
         assert_eq!((r.seq, r.error), (13, FW_IO_UNKNOWN_COMMAND));
@@ -544,20 +556,34 @@ mod tests {
     fn reset_handshake_status_bits() {
         let mut f = fw();
         let at = Ps(1_000);
-        assert_eq!(f.write_reg(REG_RESET_TPB_MAP_LO, 0b101 | 0b101 << 8, at, 8), None);
+        assert_eq!(
+            f.write_reg(REG_RESET_TPB_MAP_LO, 0b101 | 0b101 << 8, at, 8),
+            None
+        );
         assert_eq!(f.write_reg(REG_RESET, RESET_TYPE_TPB, at, 8), None);
         assert_eq!(f.read_reg(REG_RESET, at), Some(RESET_TYPE_TPB));
         let p = f.write_reg(REG_TRIGGER, 0, at, 8).expect("reset started");
         assert_eq!(p.cores, 0b101, "TPB bits only");
-        assert_eq!((p.done_at, p.ready_at), (at + RESET_TPB, at + RESET_TPB + RESET_STATUS_BUSY));
-        assert_eq!(f.read_reg(REG_RESET, Ps(p.done_at.0 - 1)), Some(RESET_TYPE_TPB));
+        assert_eq!(
+            (p.done_at, p.ready_at),
+            (at + RESET_TPB, at + RESET_TPB + RESET_STATUS_BUSY)
+        );
+        assert_eq!(
+            f.read_reg(REG_RESET, Ps(p.done_at.0 - 1)),
+            Some(RESET_TYPE_TPB)
+        );
         assert_eq!(f.read_reg(REG_RESET, p.done_at), Some(0));
-        assert_eq!(f.read_reg(REG_FW_STATUS, p.done_at), Some(FW_STATUS_RESET_BUSY));
+        assert_eq!(
+            f.read_reg(REG_FW_STATUS, p.done_at),
+            Some(FW_STATUS_RESET_BUSY)
+        );
         assert_eq!(f.read_reg(REG_FW_STATUS, p.ready_at), Some(0));
         // A trigger with no reset type written is not a reset; a device reset covers all.
         assert_eq!(f.write_reg(REG_TRIGGER, 0, p.ready_at, 8), None);
         f.write_reg(REG_RESET, RESET_TYPE_DEVICE, p.ready_at, 8);
-        let d = f.write_reg(REG_TRIGGER, 0, p.ready_at, 8).expect("device reset");
+        let d = f
+            .write_reg(REG_TRIGGER, 0, p.ready_at, 8)
+            .expect("device reset");
         assert_eq!(d.cores, 0xff);
         assert_eq!(d.done_at, p.ready_at + RESET_DEVICE);
         f.write_reg(REG_RESPONSE_BASE_HI, 0x12, at, 8);

@@ -119,10 +119,16 @@ mod tests {
     #[test]
     fn default_reference_and_unknown_images() {
         let mut u = UcodeState::default();
-        assert_eq!(u.check(), Ok(()), "untouched: the reference image is resident");
-        u.write(UcodeMem::Iram, 0, &reference::iram()).expect("iram");
+        assert_eq!(
+            u.check(),
+            Ok(()),
+            "untouched: the reference image is resident"
+        );
+        u.write(UcodeMem::Iram, 0, &reference::iram())
+            .expect("iram");
         assert!(u.check().is_err(), "IRAM alone is not the reference pair");
-        u.write(UcodeMem::Dram, 0, &reference::dram()).expect("dram");
+        u.write(UcodeMem::Dram, 0, &reference::dram())
+            .expect("dram");
         assert_eq!(u.check(), Ok(()));
         u.write(UcodeMem::Iram, 8, &[0xff]).expect("patch");
         let e = u.check().expect_err("patched image");
@@ -133,6 +139,8 @@ mod tests {
         assert_eq!(b[1], 0xff);
         u.read(UcodeMem::Dram, u64::MAX, &mut b);
         assert_eq!(b, [0; 4]);
-        assert!(u.write(UcodeMem::Dram, UcodeMem::Dram.size(), &[1]).is_err());
+        assert!(u
+            .write(UcodeMem::Dram, UcodeMem::Dram.size(), &[1])
+            .is_err());
     }
 }

@@ -5,13 +5,13 @@
 use super::copy::COPY_BLOCK;
 use super::info::{bar0_size, routing_id, BAR0_KVA};
 use super::{fwio, Ctx, R};
-use neuron_devmodel::firmware::mailbox::CMD_READ;
 use crate::DevState;
 use neuron_abi::arch::Arch;
 use neuron_abi::consts::{BAR_RW_MAX_REGISTERS, SEMA_PAGE_SIZE, TPB_SEMA_PAGE_OFFSET};
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::Errno;
+use neuron_devmodel::firmware::mailbox::CMD_READ;
 use zerocopy::IntoBytes;
 
 #[derive(Debug)]

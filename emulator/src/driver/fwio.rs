@@ -115,7 +115,8 @@ pub(crate) fn reset(g: &mut DevState, device: bool, nc_map: u32, v3: bool) -> bo
     // Poll 0x1ec every 100 ms until it reads 0, then 0x808 until bit 3 clears (bounded).
     let mut t = at;
     let fw = |g: &DevState, m, t| g.dev.firmware().read_reg(m, t).unwrap_or(0);
-    while fw(g, mb::REG_RESET, t) != 0 || fw(g, mb::REG_FW_STATUS, t) & mb::FW_STATUS_RESET_BUSY != 0
+    while fw(g, mb::REG_RESET, t) != 0
+        || fw(g, mb::REG_FW_STATUS, t) & mb::FW_STATUS_RESET_BUSY != 0
     {
         if t.0 - at.0 >= RESET_GIVE_UP.0 {
             g.drv.fwio.clock = t;
@@ -196,10 +197,16 @@ mod tests {
         let g = b.emu.devices[0].lock();
         assert_eq!(g.dev.firmware().stats.requests, 1);
         assert_eq!(g.dev.firmware().request_base, REQUEST_PA);
-        assert_eq!(g.drv.fwio.last_request, POLL, "answered within the first poll");
+        assert_eq!(
+            g.drv.fwio.last_request, POLL,
+            "answered within the first poll"
+        );
         assert_eq!(g.dev.now(), Ps::ZERO, "the device clock did not move");
         drop(g);
-        assert_eq!(bar_read(&b, arch, mb::REG_RESPONSE_BASE_LO), RESPONSE_PA as u32);
+        assert_eq!(
+            bar_read(&b, arch, mb::REG_RESPONSE_BASE_LO),
+            RESPONSE_PA as u32
+        );
         assert_eq!(
             bar_read(&b, arch, mb::REG_RESPONSE_BASE_HI),
             (RESPONSE_PA >> 32) as u32
@@ -262,7 +269,14 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(b.run(NEURON_IOCTL_PROGRAM_ENGINE_NC64, &p), Ok(0));
-        assert!(b.emu.devices[0].lock().dev.ucode(1).expect("nc1").clone().check().is_err());
+        assert!(b.emu.devices[0]
+            .lock()
+            .dev
+            .ucode(1)
+            .expect("nc1")
+            .clone()
+            .check()
+            .is_err());
         let r = DeviceReset {
             nc_map: 1 << 1,
             request_id: 0,
@@ -270,10 +284,17 @@ mod tests {
         assert_eq!(b.run(NEURON_IOCTL_NC_RESET, &r), Ok(0));
         assert_eq!(bar_read(&b, arch, mb::REG_RESET_TPB_MAP_LO), 0x2_0202);
         assert_eq!(bar_read(&b, arch, mb::REG_RESET), 0);
-        assert_eq!(bar_read(&b, arch, mb::REG_FW_STATUS) & mb::FW_STATUS_RESET_BUSY, 0);
+        assert_eq!(
+            bar_read(&b, arch, mb::REG_FW_STATUS) & mb::FW_STATUS_RESET_BUSY,
+            0
+        );
         let mut g = b.emu.devices[0].lock();
         assert_eq!(g.drv.fwio.last_reset, RESET_POLL);
-        assert_eq!(g.dev.ucode(1).expect("nc1").clone().check(), Ok(()), "reset");
+        assert_eq!(
+            g.dev.ucode(1).expect("nc1").clone().check(),
+            Ok(()),
+            "reset"
+        );
         assert_eq!(g.drv.reset_req[1], 1);
         // A device reset takes longer: the driver polls until the firmware is done.
         assert!(reset(&mut g, true, 0, true));
@@ -299,7 +320,11 @@ mod tests {
                 count: 1,
                 ..Default::default()
             };
-            assert_eq!(b.run(NEURON_IOCTL_BAR_WRITE, &w), Err(Errno::EINVAL), "0x{m:x}");
+            assert_eq!(
+                b.run(NEURON_IOCTL_BAR_WRITE, &w),
+                Err(Errno::EINVAL),
+                "0x{m:x}"
+            );
         }
         assert_eq!(b.emu.devices[0].lock().dev.firmware().request_base, 0);
     }

@@ -20,8 +20,8 @@ mod sem;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use info::{pci_bdf, BAR0_KVA, REVISION};
 pub(crate) use fwio::FwIo;
+pub use info::{pci_bdf, BAR0_KVA, REVISION};
 pub(crate) use reset::reset_nc;
 
 use crate::uaccess::UserMemory;

@@ -386,7 +386,12 @@ pub unsafe extern "C" fn nrt_set_pool_eng_ucode(ucode_info: *const NrtUcodeInfo)
         // SAFETY: checked non-null; the caller passes a valid nrt_ucode_info.
         let info = unsafe { ucode_info.read() };
         // SAFETY: each image's bin/size pair comes from the caller as documented.
-        let (iram, dram) = unsafe { (ucode_bytes("iram", info.iram)?, ucode_bytes("dram", info.dram)?) };
+        let (iram, dram) = unsafe {
+            (
+                ucode_bytes("iram", info.iram)?,
+                ucode_bytes("dram", info.dram)?,
+            )
+        };
         let u = neuron_runtime::firmware::PoolUcode::from_images(iram, dram)?;
         tracing::info!(target: "NRT", "nrt_set_pool_eng_ucode: {}", u.describe());
         *POOL_UCODE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(u));
