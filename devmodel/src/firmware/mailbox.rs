@@ -1,6 +1,6 @@
 //! The fw-io mailbox of the firmware resident on the device, as the driver talks to it
 //! (`driver-abi.md` §7.1, `neuron_fw_io.h`): a request `{seq u8, cmd u8, size u16, crc32c u32}`
-//! + data, answered by a response that echoes the sequence number with an error code. READ and
+//! and its data, answered by a response that echoes the sequence number with an error code. READ and
 //! POST_TO_CW answer with the legacy 4-byte header `{seq, error, size}`; SET_POWER_PROFILE,
 //! GET_DATA and SET_FEATURE with the 8-byte one that adds a crc32c. Also the reset handshake
 //! registers (0x1d8 TPB map, 0x1ec reset type, 0x808 firmware status). Timings are device time
@@ -263,7 +263,7 @@ impl Firmware {
         match msg[1] {
             CMD_READ => {
                 let n = data.len() / 8;
-                if data.len() % 8 != 0 || n == 0 || n > MAX_READ_REGS {
+                if !data.len().is_multiple_of(8) || n == 0 || n > MAX_READ_REGS {
                     return (FW_IO_FAIL, Vec::new());
                 }
                 let vals: Vec<u8> = data
