@@ -5,7 +5,7 @@
 
 use neuron_abi::arch::Arch;
 use neuron_abi::{tpb, DeviceFile};
-use neuron_e2e_tests::{builtin_input, repo_path};
+use neuron_e2e_tests::{execute_builtin, repo_path};
 use neuron_emulator::{Emulator, OpenOptions};
 use neuron_firmware_loader::{reference, write};
 use neuron_runtime::firmware::{PoolUcode, UcodeSource, ENV_UCODE_PATH};
@@ -33,18 +33,7 @@ fn runtime(cfg: Config) -> (Emulator, Runtime) {
 fn run(rt: &Runtime, neff: &str) -> Result<neuron_runtime::ExecOutput, neuron_runtime::NrtError> {
     let bytes = std::fs::read(repo_path(neff)).expect("fixture");
     let mut m = rt.load(&bytes, 0)?;
-    let infos: Vec<_> = m.inputs().cloned().collect();
-    let data: Vec<Vec<u8>> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
-        .collect();
-    let args: Vec<(&str, &[u8])> = infos
-        .iter()
-        .zip(&data)
-        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
-        .collect();
-    m.execute(&args)
+    execute_builtin(&mut m)
 }
 
 fn tmpdir(tag: &str) -> std::path::PathBuf {
