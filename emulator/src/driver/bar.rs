@@ -311,9 +311,20 @@ fn program_engine(cx: &Ctx, nc: u32, dst: u64, buffer: u64, size: u64, offset: u
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::testutil::Bench;
     use super::*;
+
+    /// A BAR_READ / BAR_WRITE of one BAR0 register: `address` and `data` are user pointers.
+    pub(in crate::driver) fn one_reg(address: u64, data: u64) -> BarRw {
+        BarRw {
+            bar: 0,
+            address,
+            data,
+            count: 1,
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn bar_reads_the_register_page_and_refuses_ring_registers() {
@@ -322,13 +333,7 @@ mod tests {
         let page = arch.tpb_bar0_offset(0).expect("tpb") + TPB_SEMA_PAGE_OFFSET;
         let addr = b.mem.put(&(BAR0_KVA + page + 0x1400 + 4 * 3));
         let val = b.mem.put(&9u32);
-        let w = BarRw {
-            bar: 0,
-            address: addr,
-            data: val,
-            count: 1,
-            ..Default::default()
-        };
+        let w = one_reg(addr, val);
         assert_eq!(b.run(NEURON_IOCTL_BAR_WRITE, &w), Ok(0));
         let out = b.mem.zeroed(4);
         let addr_r = b.mem.put(&(BAR0_KVA + page + 0x1000 + 4 * 3));

@@ -140,6 +140,7 @@ pub(crate) fn post_metric(g: &mut DevState, blob: &[u8]) -> Result<(), Errno> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bar::tests::one_reg;
     use super::super::info::BAR0_KVA;
     use super::super::testutil::Bench;
     use super::*;
@@ -154,14 +155,7 @@ mod tests {
     fn bar_read(b: &Bench, arch: Arch, m: u64) -> u32 {
         let addr = b.mem.put(&misc(arch, m));
         let out = b.mem.zeroed(4);
-        let r = BarRw {
-            bar: 0,
-            address: addr,
-            data: out,
-            count: 1,
-            ..Default::default()
-        };
-        assert_eq!(b.run(NEURON_IOCTL_BAR_READ, &r), Ok(0));
+        assert_eq!(b.run(NEURON_IOCTL_BAR_READ, &one_reg(addr, out)), Ok(0));
         u32::from_le_bytes(b.mem.bytes(out, 4).try_into().expect("4 bytes"))
     }
 
