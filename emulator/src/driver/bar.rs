@@ -417,14 +417,6 @@ pub(super) mod tests {
             ..Default::default()
         };
         assert_eq!(b.run(NEURON_IOCTL_READ_HW_COUNTERS, &a), Err(Errno::EINVAL));
-        let addrs = b.mem.put(&[0u64; 2]);
-        let out = b.mem.zeroed(8);
-        let a = ReadHwCounters {
-            address: addrs,
-            data: out,
-            count: 2,
-            ..Default::default()
-        };
-        assert_eq!(b.run(NEURON_IOCTL_READ_HW_COUNTERS, &a), Ok(0));
+        // A read within the bound: `fwio::tests::read_hw_counters_goes_through_the_mailbox`.
     }
 }
