@@ -1,6 +1,6 @@
 //! End-to-end: runtime -> driver ABI -> emulator -> device model, on the project fixtures.
 
-use neuron_e2e_tests::{builtin_input, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{builtin_input, execute_builtin, read_f32_npy, repo_path, setup};
 use neuron_isa::Dtype;
 use neuron_kbuild::kernels::{self, Broken};
 use neuron_runtime::NrtStatus;
@@ -231,23 +231,6 @@ fn gemm_kernel_matches_a_plain_rust_reference() {
 /// `fixtures/real-golden` (computed from the kernels' math, not from their instructions).
 /// `nkipy-matmul_large` needs a 4 GiB input and is checked by its reduced golden elsewhere.
 /// One execution with the built-in seeded inputs (the ones `neuron-emu run` uses).
-fn execute_builtin(
-    m: &mut neuron_runtime::Model,
-) -> Result<neuron_runtime::ExecOutput, neuron_runtime::NrtError> {
-    let infos: Vec<_> = m.inputs().cloned().collect();
-    let data: Vec<Vec<u8>> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
-        .collect();
-    let args: Vec<(&str, &[u8])> = infos
-        .iter()
-        .zip(&data)
-        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
-        .collect();
-    m.execute(&args)
-}
-
 #[test]
 fn real_neffs_match_their_independent_goldens() {
     let manifest: serde_json::Value = serde_json::from_slice(

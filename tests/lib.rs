@@ -49,6 +49,24 @@ pub fn setup(timeout: Duration) -> Setup {
     Setup { emu, rt }
 }
 
+/// Run a loaded model once on the built-in inputs (`builtin_input` for each, in order).
+pub fn execute_builtin(
+    m: &mut neuron_runtime::Model,
+) -> Result<neuron_runtime::ExecOutput, neuron_runtime::NrtError> {
+    let infos: Vec<_> = m.inputs().cloned().collect();
+    let data: Vec<Vec<u8>> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, t)| builtin_input(t.dtype, (t.size as usize) / t.dtype.size(), i))
+        .collect();
+    let args: Vec<(&str, &[u8])> = infos
+        .iter()
+        .zip(&data)
+        .map(|(t, d)| (t.name.as_str(), d.as_slice()))
+        .collect();
+    m.execute(&args)
+}
+
 /// The built-in deterministic input bytes `neuron-emu run` uses for input `index`.
 pub fn builtin_input(dtype: neuron_isa::Dtype, elems: usize, index: usize) -> Vec<u8> {
     let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, index), elems, 1.0);

@@ -51,6 +51,9 @@ pub const ERR_SRAM_UE: u32 = 5;
 pub const ERR_HBM_UE: u32 = 6;
 /// Device error code: HBM uncorrectable ECC error pending repair (repair state 1).
 pub const ERR_HBM_UE_REPAIRABLE: u32 = 7;
+/// Device error code: the GpSimd engine raised an exception (its microcode is not one the
+/// device runs; `docs/firmware.md`).
+pub const ERR_GPSIMD_EXCEPTION: u32 = 8;
 
 /// What an entry reports (project-defined). Open: unknown kinds decode to [`NotifyKind::Other`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -25,3 +25,9 @@ pub const WINDOW: u64 = 0x400_0000;
 /// engine finds the table that DGE-table DMA addresses index (project-defined; the real runtime
 /// loads the table address into sequencer registers in its prologue).
 pub const DGE_TABLE: u64 = 0x290_0000;
+/// The GpSimd engine's instruction memory (IRAM) and data memory (DRAM), where the runtime
+/// stages the pool-engine microcode (project-defined placement and sizes, LOW; `docs/firmware.md`).
+pub const GPSIMD_IRAM: u64 = 0x300_0000;
+pub const GPSIMD_IRAM_SIZE: u64 = 0x10_0000;
+pub const GPSIMD_DRAM: u64 = 0x340_0000;
+pub const GPSIMD_DRAM_SIZE: u64 = 0x40_0000;

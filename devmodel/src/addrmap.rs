@@ -28,6 +28,8 @@ pub enum Target {
     InstrPort(u8, u8),
     /// Core `nc`'s DGE-table base register.
     DgeTable(u8),
+    /// Core `nc`'s GpSimd microcode memory (IRAM or DRAM).
+    Ucode(u8, crate::firmware::UcodeMem),
 }
 
 /// Why a range could not be registered.

@@ -20,6 +20,8 @@ pub enum FaultKind {
     /// An uncorrectable HBM error; `repairable` is the firmware's repair state 1 (pending
     /// repair) as opposed to 2 (repair failed).
     HbmUe { repairable: bool },
+    /// The GpSimd engine raised an exception: its microcode is not an image the device runs.
+    GpsimdException,
 }
 
 impl FaultKind {
@@ -34,6 +36,7 @@ impl FaultKind {
             FaultKind::SramUe => n::ERR_SRAM_UE,
             FaultKind::HbmUe { repairable: false } => n::ERR_HBM_UE,
             FaultKind::HbmUe { repairable: true } => n::ERR_HBM_UE_REPAIRABLE,
+            FaultKind::GpsimdException => n::ERR_GPSIMD_EXCEPTION,
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod device;
 pub mod ecc;
 pub mod fastmath;
 pub mod fault;
+pub mod firmware;
 mod gemm;
 pub mod hbm;
 pub mod hooks;

@@ -78,6 +78,8 @@ pub struct DrvState {
     /// Per NC: reset requests (NC_RESET, DEVICE_RESET, sysfs `reset`) and failed resets.
     pub reset_req: Vec<u64>,
     pub reset_fail: Vec<u64>,
+    /// The driver's fw-io context (mailbox sequence numbers, its firmware timeline).
+    pub(crate) fwio: crate::driver::FwIo,
 }
 
 impl DrvState {
@@ -101,6 +103,7 @@ impl DrvState {
             ds_released: vec![[0; NDS_NC_IDS]; arch.nc_count() as usize],
             reset_req: vec![0; arch.nc_count() as usize],
             reset_fail: vec![0; arch.nc_count() as usize],
+            fwio: Default::default(),
         }
     }
 }

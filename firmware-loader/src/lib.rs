@@ -8,6 +8,7 @@ use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+pub mod reference;
 pub mod write;
 
 /// Largest carrier accepted (the real carriers are a few MiB).
@@ -133,7 +134,7 @@ pub struct Image {
 impl Image {
     /// The digest as lowercase hex.
     pub fn digest_hex(&self) -> String {
-        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+        reference::hex(&self.sha256)
     }
 }
 

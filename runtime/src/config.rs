@@ -14,6 +14,10 @@ pub struct Config {
     /// `NEURON_PROCESS_TAG` (at most 255 characters): the tools' name for this process
     /// (default: its pid).
     pub process_tag: Option<String>,
+    /// The GpSimd microcode to stage (`firmware`): `nrt_set_pool_eng_ucode`'s images, or the
+    /// carrier found from `NEURON_EMU_UCODE_PATH` / the SDK library directory; none: the
+    /// reference microcode.
+    pub pool_ucode: Option<std::sync::Arc<crate::firmware::PoolUcode>>,
 }
 
 /// Which runtime's error codes hardware errors get (`users-faults-and-tools.md` §2.1: the
@@ -35,6 +39,7 @@ impl Default for Config {
             validate_hash: false,
             hw_errors: HwErrorCodes::Split,
             process_tag: None,
+            pool_ucode: None,
         }
     }
 }
@@ -109,6 +114,10 @@ impl Config {
                     tracing::warn!(target: "NRT", "nrt_init ignoring invalid NEURON_PROCESS_TAG (1 to 255 characters, no NUL expected)")
                 }
             }
+        }
+        let u = crate::firmware::PoolUcode::locate(strict)?;
+        if u.source != crate::firmware::UcodeSource::Reference {
+            c.pool_ucode = Some(std::sync::Arc::new(u));
         }
         Ok(c)
     }

@@ -34,6 +34,8 @@ pub struct Chunk {
 #[derive(Clone)]
 pub struct Driver {
     pub dev: Arc<dyn DeviceFile>,
+    /// The GpSimd microcode staged after every core reset (`firmware`); none: not staged.
+    pub ucode: Option<Arc<crate::firmware::PoolUcode>>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -44,7 +46,15 @@ impl std::fmt::Debug for Driver {
 
 impl Driver {
     pub fn new(dev: Arc<dyn DeviceFile>) -> Self {
-        Driver { dev }
+        Driver { dev, ucode: None }
+    }
+
+    /// The same, staging `ucode` into every core it resets.
+    pub fn with_ucode(dev: Arc<dyn DeviceFile>, ucode: Arc<crate::firmware::PoolUcode>) -> Self {
+        Driver {
+            dev,
+            ucode: Some(ucode),
+        }
     }
 
     fn call<T: IntoBytes + zerocopy::FromBytes>(&self, cmd: u32, arg: &mut T) -> Result<(), Errno> {
@@ -279,6 +289,12 @@ impl Driver {
         self.call(NEURON_IOCTL_NC_RESET_READY, &mut r)?;
         if r.result != 0 {
             return Err(Errno::EIO);
+        }
+        // A reset core has lost its GpSimd microcode: ship it again before anything runs.
+        if let Some(u) = &self.ucode {
+            for nc in (0..32).filter(|nc| nc_map & (1 << nc) != 0) {
+                u.stage(self, nc)?;
+            }
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod config;
 pub mod drv;
+pub mod firmware;
 pub mod logging;
 mod mapped;
 pub mod model;
@@ -43,7 +44,12 @@ impl Runtime {
         device_index: u32,
         config: Config,
     ) -> Result<Runtime, NrtError> {
-        let drv = drv::Driver::new(dev);
+        let ucode = config
+            .pool_ucode
+            .clone()
+            .unwrap_or_else(|| Arc::new(firmware::PoolUcode::reference()));
+        tracing::debug!(target: "NRT", "nrt_init {}", ucode.describe());
+        let drv = drv::Driver::with_ucode(dev, ucode);
         let info = drv.basic_info().map_err(|e| {
             NrtError::new(NrtStatus::Failure, format!("DEVICE_BASIC_INFO failed: {e}"))
         })?;

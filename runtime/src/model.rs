@@ -18,8 +18,8 @@ use neuron_abi::consts::{
     MemType, MMAP_RESOURCE_SBUF, MMAP_RESOURCE_SEMAPHORE, NQ_TYPE_ERROR, NQ_TYPE_NOTIFY,
 };
 use neuron_abi::notify::{
-    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_HBM_UE,
-    ERR_HBM_UE_REPAIRABLE, ERR_NUMERICAL, ERR_OOB, ERR_SRAM_UE,
+    NotificationEntry, NotifyKind, ENTRY_SIZE, ERR_BAD_INSTR, ERR_DMA_ABORT, ERR_GPSIMD_EXCEPTION,
+    ERR_HBM_UE, ERR_HBM_UE_REPAIRABLE, ERR_NUMERICAL, ERR_OOB, ERR_SRAM_UE,
 };
 use neuron_abi::tpb;
 use neuron_abi::udma::{
@@ -907,6 +907,9 @@ impl Model {
                 NrtStatus::ExecHwErrRepairableHbmUe,
                 "uncorrectable HBM error (repairable)",
             ),
+            // A GpSimd exception stops the engine: the real runtime reports the timeout that
+            // follows (`users-faults-and-tools.md` §2.2); the device told us at once.
+            ERR_GPSIMD_EXCEPTION => (NrtStatus::Timeout, "GpSimd exception"),
             _ => (NrtStatus::ExecCompletedWithErr, "hardware error"),
         };
         let where_ = match engine {
@@ -975,6 +978,16 @@ impl Model {
             (_, s) => s,
         };
         let mut err_msg = msg;
+        if code == ERR_GPSIMD_EXCEPTION {
+            for line in crate::firmware::gpsimd_exception_lines(n.pc()) {
+                tracing::error!(target: "TDRV", "{line}");
+            }
+            if let Some(u) = &self.drv.ucode {
+                let d = u.describe();
+                tracing::error!(target: "NRT", "the device does not run the staged {d}");
+                err_msg = format!("{err_msg}; the device does not run the staged {d}");
+            }
+        }
         if let Some((line, kind, action)) = hw {
             tracing::error!(target: "NRT", "{line}");
             let k = hw_err_line(kind, nd, nc, action);

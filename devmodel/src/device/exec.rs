@@ -9,6 +9,19 @@ use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Opcode, WORD};
 use neuron_isa::Engine;
 
+/// Whether a Pool word is GpSimd work (runs on the microcode: compute, and the DMA the
+/// GpSimd cores generate, software DGE) rather than the sequencer's own ordering words.
+fn needs_ucode(op: Opcode) -> bool {
+    !matches!(
+        op,
+        Opcode::Nop
+            | Opcode::EventSemaphore
+            | Opcode::Drain
+            | Opcode::SetOrderingMode
+            | Opcode::ActTableLoad
+    )
+}
+
 impl Device {
     /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included)
     /// and, for a calibrated class, the time from its issue to its completion signal.
@@ -52,6 +65,13 @@ impl Device {
             Opcode::Notify | Opcode::Unnamed(_) => 0,
             _ => {
                 let core = &mut self.cores[nc];
+                // GpSimd work runs on the core's microcode: only a known image runs it.
+                if engine == Engine::Pool && needs_ucode(ci.opcode) {
+                    core.ucode.check().map_err(|detail| OpFault {
+                        kind: FaultKind::GpsimdException,
+                        detail,
+                    })?;
+                }
                 let r = crate::cayman_exec::execute(
                     ci,
                     &mut core.mem,

@@ -204,6 +204,7 @@ impl Device {
             Target::InstrPort(..) | Target::DgeTable(_) => {
                 return Err(err(addr, len, NOT_READABLE))
             }
+            Target::Ucode(nc, m) => self.cores[nc as usize].ucode.read(m, off, buf),
         }
         Ok(())
     }
@@ -265,6 +266,10 @@ impl Device {
                 self.wake_blocked(nc);
             }
             Target::InstrPort(nc, e) => self.port_write(nc as usize, e as usize, addr, data)?,
+            Target::Ucode(nc, m) => self.cores[nc as usize]
+                .ucode
+                .write(m, off, data)
+                .map_err(|r| err(addr, len, r))?,
         }
         Ok(())
     }

@@ -34,6 +34,7 @@ use crate::addrmap::{AddrMap, Target};
 use crate::arch::{tpb, ArchProfile};
 use crate::core::{CoreMem, Scratch};
 use crate::fault::Fault;
+use crate::firmware::{Firmware, Outcome, ResetPlan, UcodeMem};
 use crate::hbm::SparseMem;
 use crate::hooks::{Installed, Notice};
 use crate::hostmem::HostRegion;
@@ -108,6 +109,8 @@ struct Core {
     pe: crate::cayman_exec::PeState,
     /// Base of the core's DGE table (`abi::tpb::DGE_TABLE`), set by the runtime.
     dge_table: Option<u64>,
+    /// The GpSimd microcode memories and their verdict.
+    ucode: crate::firmware::UcodeState,
 }
 
 impl Core {
@@ -120,6 +123,7 @@ impl Core {
             scratch: Scratch::default(),
             pe: Default::default(),
             dge_table: None,
+            ucode: Default::default(),
         }
     }
 }
@@ -150,6 +154,8 @@ pub struct Device {
     mem_watch: bool,
     /// The firmware's memory-error counters (kept across core resets).
     ecc: crate::ecc::EccCounters,
+    /// The resident firmware: mailbox and reset handshake.
+    fw: Firmware,
 }
 
 /// The fixed ranges of an architecture's address map: each HBM and each core's TPB window.
@@ -194,6 +200,12 @@ fn fixed_map(profile: &ArchProfile) -> AddrMap {
             );
         }
         add(b + tpb::DGE_TABLE, 8, Target::DgeTable(n));
+        for (at, m) in [
+            (tpb::GPSIMD_IRAM, UcodeMem::Iram),
+            (tpb::GPSIMD_DRAM, UcodeMem::Dram),
+        ] {
+            add(b + at, m.size(), Target::Ucode(n, m));
+        }
     }
     m
 }
@@ -230,6 +242,7 @@ impl Device {
             hooks: Installed::default(),
             mem_watch: false,
             ecc: crate::ecc::EccCounters::default(),
+            fw: Firmware::default(),
         }
     }
 
@@ -343,6 +356,42 @@ impl Device {
         !self.events.is_empty()
     }
 
+    /// The resident firmware (mailbox state, reset handshake registers).
+    pub fn firmware(&self) -> &Firmware {
+        &self.fw
+    }
+
+    /// A mailbox trigger at `at` (firmware time, never before the device clock) with request
+    /// `req`; READ requests read device registers (0 where the model has no storage).
+    pub fn fw_request(&mut self, at: Ps, req: &[u8]) -> Outcome {
+        let mut fw = std::mem::take(&mut self.fw);
+        let out = fw.handle(at.max(self.now), req, &mut |addr| {
+            let mut w = [0u8; 4];
+            self.read(addr, &mut w).map_or(0, |_| u32::from_le_bytes(w))
+        });
+        self.fw = fw;
+        out
+    }
+
+    /// A driver store to a firmware register (misc-RAM offset `m`) at `at`; a trigger that
+    /// starts a reset resets the cores it covers now and returns the handshake's timing.
+    pub fn fw_write_reg(&mut self, m: u64, v: u32, at: Ps) -> Option<ResetPlan> {
+        let plan = self
+            .fw
+            .write_reg(m, v, at.max(self.now), self.cores.len())?;
+        for nc in 0..self.cores.len().min(64) {
+            if plan.cores & (1 << nc) != 0 {
+                self.reset_nc(nc);
+            }
+        }
+        Some(plan)
+    }
+
+    /// The GpSimd microcode state of core `nc`.
+    pub fn ucode(&self, nc: usize) -> Option<&crate::firmware::UcodeState> {
+        self.cores.get(nc).map(|c| &c.ucode)
+    }
+
     /// Reset one core: engines, memories, registers, its DMA queues and notification queues.
     pub fn reset_nc(&mut self, nc: usize) {
         let Some(c) = self.cores.get_mut(nc) else {
@@ -354,6 +403,8 @@ impl Device {
         c.nqs.clear();
         c.pe = Default::default();
         c.dge_table = None;
+        // The microcode memories are cleared: the reference image counts as resident again.
+        c.ucode = Default::default();
         if let Some(f) = self.dma2d_free.get_mut(nc) {
             *f = Ps(0);
         }
@@ -373,7 +424,7 @@ mod tests {
     use super::*;
 
     /// Every architecture's fixed ranges fit without overlap: each HBM, and per core five
-    /// window ranges plus five instruction ports.
+    /// window ranges, two microcode memories and five instruction ports.
     #[test]
     fn every_architecture_has_a_consistent_address_map() {
         for arch in neuron_abi::Arch::ALL {
@@ -381,7 +432,7 @@ mod tests {
             let m = fixed_map(&p);
             assert_eq!(
                 m.len(),
-                arch.hbm_count() as usize + p.nc_count * (4 + ENGINES),
+                arch.hbm_count() as usize + p.nc_count * (6 + ENGINES),
                 "{arch:?}"
             );
         }

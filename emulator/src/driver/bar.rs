@@ -1,15 +1,17 @@
-//! Register and engine-memory access: BAR_READ / BAR_WRITE, READ_HW_COUNTERS and
-//! PROGRAM_ENGINE / _NC / _NC64 folded into one request (`driver-abi.md` §2.3, §2.4, §3.7).
+//! Register and engine-memory access: BAR_READ / BAR_WRITE, READ_HW_COUNTERS (a fw-io READ
+//! through the firmware mailbox) and PROGRAM_ENGINE / _NC / _NC64 folded into one request
+//! (`driver-abi.md` §2.3, §2.4, §3.7).
 
 use super::copy::COPY_BLOCK;
 use super::info::{bar0_size, routing_id, BAR0_KVA};
-use super::{Ctx, R};
+use super::{fwio, Ctx, R};
 use crate::DevState;
 use neuron_abi::arch::Arch;
 use neuron_abi::consts::{BAR_RW_MAX_REGISTERS, SEMA_PAGE_SIZE, TPB_SEMA_PAGE_OFFSET};
 use neuron_abi::ioctl::*;
 use neuron_abi::structs::*;
 use neuron_abi::Errno;
+use neuron_devmodel::firmware::mailbox::CMD_READ;
 use zerocopy::IntoBytes;
 
 #[derive(Debug)]
@@ -84,17 +86,12 @@ impl Req {
             Req::HwCounters(a) => {
                 let mut addrs = vec![0u64; a.count as usize];
                 cx.copy_in(a.address, addrs.as_mut_bytes())?;
-                let g = cx.lock();
-                // Counters the model has no storage for read as 0.
-                let vals: Vec<u32> = addrs
-                    .iter()
-                    .map(|&ad| {
-                        let mut w = [0u8; 4];
-                        g.dev.read(ad, &mut w).map_or(0, |_| u32::from_le_bytes(w))
-                    })
-                    .collect();
-                drop(g);
-                cx.copy_out(a.data, vals.as_bytes()).map(|_| 0)
+                if addrs.is_empty() {
+                    return Ok(0);
+                }
+                // fw_io_read_counters: one READ request through the firmware mailbox.
+                let vals = fwio::execute(&mut cx.lock(), CMD_READ, addrs.as_bytes())?;
+                cx.copy_out(a.data, &vals).map(|_| 0)
             }
             Req::Program {
                 nc,
@@ -169,9 +166,9 @@ fn misc_ram_writable(m: u64) -> bool {
 fn reg_page_of(arch: Arch, off: u64) -> Option<(u32, u64)> {
     (0..arch.nc_count()).find_map(|nc| {
         let page = arch.tpb_bar0_offset(nc)? + TPB_SEMA_PAGE_OFFSET;
-        (page..page + SEMA_PAGE_SIZE)
-            .contains(&off)
-            .then_some((nc, off - page))
+        // Checked: an offset below the page must not underflow (it is the caller's input).
+        let rel = off.checked_sub(page).filter(|r| *r < SEMA_PAGE_SIZE)?;
+        Some((nc, rel))
     })
 }
 
@@ -190,7 +187,12 @@ fn bar_read_reg(g: &DevState, arch: Arch, index: usize, off: u64) -> u32 {
             0x38 => return 0x4e45_0000 | index as u32, // serial number, low word (made up)
             0x3c => return 0x0000_0e31,                // serial number, high word (made up)
             _ if misc_ram_writable(m) => return g.drv.misc_ram.get(&m).copied().unwrap_or(0),
-            _ => {}
+            // The mailbox and reset registers are the firmware's.
+            _ => {
+                if let Some(v) = g.dev.firmware().read_reg(m, fwio::now(g)) {
+                    return v;
+                }
+            }
         }
     }
     0
@@ -309,9 +311,20 @@ fn program_engine(cx: &Ctx, nc: u32, dst: u64, buffer: u64, size: u64, offset: u
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::testutil::Bench;
     use super::*;
+
+    /// A BAR_READ / BAR_WRITE of one BAR0 register: `address` and `data` are user pointers.
+    pub(in crate::driver) fn one_reg(address: u64, data: u64) -> BarRw {
+        BarRw {
+            bar: 0,
+            address,
+            data,
+            count: 1,
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn bar_reads_the_register_page_and_refuses_ring_registers() {
@@ -320,13 +333,7 @@ mod tests {
         let page = arch.tpb_bar0_offset(0).expect("tpb") + TPB_SEMA_PAGE_OFFSET;
         let addr = b.mem.put(&(BAR0_KVA + page + 0x1400 + 4 * 3));
         let val = b.mem.put(&9u32);
-        let w = BarRw {
-            bar: 0,
-            address: addr,
-            data: val,
-            count: 1,
-            ..Default::default()
-        };
+        let w = one_reg(addr, val);
         assert_eq!(b.run(NEURON_IOCTL_BAR_WRITE, &w), Ok(0));
         let out = b.mem.zeroed(4);
         let addr_r = b.mem.put(&(BAR0_KVA + page + 0x1000 + 4 * 3));
@@ -410,14 +417,6 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(b.run(NEURON_IOCTL_READ_HW_COUNTERS, &a), Err(Errno::EINVAL));
-        let addrs = b.mem.put(&[0u64; 2]);
-        let out = b.mem.zeroed(8);
-        let a = ReadHwCounters {
-            address: addrs,
-            data: out,
-            count: 2,
-            ..Default::default()
-        };
-        assert_eq!(b.run(NEURON_IOCTL_READ_HW_COUNTERS, &a), Ok(0));
+        // A read within the bound: `fwio::tests::read_hw_counters_goes_through_the_mailbox`.
     }
 }

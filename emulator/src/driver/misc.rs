@@ -94,8 +94,7 @@ impl Req {
             Req::PostMetric { data, size } => {
                 let mut buf = vec![0u8; size as usize];
                 cx.copy_in(data, &mut buf)?;
-                tracing::debug!(target: "KDRV", "post_metric: {} bytes (firmware CloudWatch post not modelled)", buf.len());
-                Ok(0)
+                super::fwio::post_metric(&mut cx.lock(), &buf).map(|_| 0)
             }
             Req::MetricsCtrl(mode) => {
                 cx.lock().drv.metrics_mode = mode;

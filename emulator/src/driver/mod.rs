@@ -8,6 +8,7 @@ mod bar;
 mod copy;
 mod crwl;
 mod dma;
+mod fwio;
 mod h2t;
 mod info;
 mod memory;
@@ -19,6 +20,7 @@ mod sem;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub(crate) use fwio::FwIo;
 pub use info::{pci_bdf, BAR0_KVA, REVISION};
 pub(crate) use reset::reset_nc;
 

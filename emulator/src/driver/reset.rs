@@ -2,7 +2,7 @@
 //! DEVICE_RESET_STATUS, the core-init token (CINIT_SET_STATE), NC_MODEL_STARTED_COUNT and the
 //! no-op DEVICE_INIT / DEVICE_RELEASE (`driver-abi.md` §2.3, §7.1).
 
-use super::{Ctx, R};
+use super::{fwio, Ctx, R};
 use crate::{release_chunk_memory, DevState};
 use neuron_abi::consts::{
     CINIT_STATE_COMPLETED, CINIT_STATE_INVALID, CINIT_STATE_STARTED, NC_MAP_DEVICE,
@@ -64,10 +64,10 @@ impl Req {
             Req::Nop => Ok(0),
             Req::NcReset(mut a) => {
                 let mut g = cx.lock();
-                for nc in 0..nc_count {
-                    if a.nc_map == NC_MAP_DEVICE || a.nc_map & (1 << nc) != 0 {
-                        reset_nc(&mut g, nc);
-                    }
+                if a.nc_map == NC_MAP_DEVICE {
+                    reset_cores(&mut g, None);
+                } else {
+                    reset_cores(&mut g, Some(a.nc_map & ((1u64 << nc_count) - 1) as u32));
                 }
                 // Resets complete at once; the request waits to be collected by NC_RESET_READY.
                 g.drv.reset_done.insert(cx.pid());
@@ -87,9 +87,7 @@ impl Req {
             }
             Req::DeviceReset => {
                 let mut g = cx.lock();
-                for nc in 0..nc_count {
-                    reset_nc(&mut g, nc);
-                }
+                reset_cores(&mut g, None);
                 g.drv.reset_done.insert(cx.pid());
                 Ok(0)
             }
@@ -109,13 +107,44 @@ impl Req {
     }
 }
 
-/// Reset one core: the model's state, its core-init token and its notification queues.
+/// Reset one core: the firmware resets it (`fwio::reset`), then the driver's side effects.
 pub(crate) fn reset_nc(g: &mut DevState, nc: u32) {
+    reset_cores(g, Some(1 << nc));
+}
+
+/// Reset the cores of `nc_map` (bit n: core n) with a TPB reset, or the whole device (`None`):
+/// the firmware handshake resets the hardware, then each core's driver state goes.
+fn reset_cores(g: &mut DevState, nc_map: Option<u32>) {
+    let arch = g.dev.profile().arch;
+    let cores: Vec<u32> = (0..arch.nc_count())
+        .filter(|nc| nc_map.is_none_or(|m| m & (1 << nc) != 0))
+        .collect();
+    let ok = fwio::reset(
+        g,
+        nc_map.is_none(),
+        nc_map.unwrap_or(0),
+        arch.architecture() >= 3,
+    );
+    for &nc in &cores {
+        if !ok {
+            // The firmware never reported the reset done: counted as failed
+            // (`reset_fail_count`), the driver's state is still reset.
+            tracing::error!(target: "KDRV", "reset of nc{nc} timed out waiting for the firmware");
+            if let Some(n) = g.drv.reset_fail.get_mut(nc as usize) {
+                *n += 1;
+            }
+        }
+        reset_nc_state(g, nc);
+    }
+}
+
+/// The driver's side of a core reset: its request count, core-init token and notification
+/// queues (the hardware was reset by the firmware).
+fn reset_nc_state(g: &mut DevState, nc: u32) {
     // sysfs `other_info/reset_req_count` counts every request per core (`driver-abi.md` §7.1).
     if let Some(n) = g.drv.reset_req.get_mut(nc as usize) {
         *n += 1;
     }
-    g.dev.reset_nc(nc as usize);
     // The core must be initialised again (CINIT token back to INVALID).
     if let Some(s) = g.drv.cinit.get_mut(nc as usize) {
         *s = CINIT_STATE_INVALID;

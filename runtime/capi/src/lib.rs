@@ -322,10 +322,79 @@ pub unsafe extern "C" fn nrt_init(
         };
         tracing::debug!(target: "NRT", "nrt_init framework {framework} fw_version {fw:?} fal_version {fal:?}");
         // Every setting is checked before any device is touched.
-        let config = Config::from_env_checked()?;
+        let mut config = Config::from_env_checked()?;
+        if let Some(u) = POOL_UCODE.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            config.pool_ucode = Some(u);
+        }
         let provider = device::select()?;
         let nrt = Nrt::init(&*provider, config)?;
         *st = State::Active(Arc::new(Global { nrt, provider }));
+        Ok(())
+    })
+}
+
+/// `nrt_ucode_img` (`nrt_experimental.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NrtUcodeImg {
+    pub bin: *const u8,
+    pub size: usize,
+}
+
+/// `nrt_ucode_info`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NrtUcodeInfo {
+    pub iram: NrtUcodeImg,
+    pub dram: NrtUcodeImg,
+}
+
+/// The GpSimd images `nrt_set_pool_eng_ucode` set, used by every later `nrt_init`.
+static POOL_UCODE: Mutex<Option<Arc<neuron_runtime::firmware::PoolUcode>>> = Mutex::new(None);
+
+/// A C image as bytes: null is only allowed for an empty image.
+///
+/// # Safety
+/// A non-null `bin` points to `size` readable bytes.
+unsafe fn ucode_bytes<'a>(what: &str, img: NrtUcodeImg) -> Result<&'a [u8], NrtError> {
+    if img.size == 0 {
+        return Ok(&[]);
+    }
+    if img.bin.is_null() {
+        return Err(NrtError::invalid(format!(
+            "{what}.bin is NULL with size {}",
+            img.size
+        )));
+    }
+    // SAFETY: non-null, and the caller vouches for `size` bytes.
+    Ok(unsafe { std::slice::from_raw_parts(img.bin, img.size) })
+}
+
+/// Override the GpSimd (pool engine) microcode: before `nrt_init` only (after it:
+/// `NRT_INVALID`, the images already being on the cores). The images are copied.
+#[no_mangle]
+pub unsafe extern "C" fn nrt_set_pool_eng_ucode(ucode_info: *const NrtUcodeInfo) -> u32 {
+    guard("nrt_set_pool_eng_ucode", || {
+        if matches!(*state(), State::Active(_)) {
+            return Err(NrtError::invalid(
+                "must be called before nrt_init (the GpSimd microcode is already staged)",
+            ));
+        }
+        if ucode_info.is_null() {
+            return Err(null("ucode_info"));
+        }
+        // SAFETY: checked non-null; the caller passes a valid nrt_ucode_info.
+        let info = unsafe { ucode_info.read() };
+        // SAFETY: each image's bin/size pair comes from the caller as documented.
+        let (iram, dram) = unsafe {
+            (
+                ucode_bytes("iram", info.iram)?,
+                ucode_bytes("dram", info.dram)?,
+            )
+        };
+        let u = neuron_runtime::firmware::PoolUcode::from_images(iram, dram)?;
+        tracing::info!(target: "NRT", "nrt_set_pool_eng_ucode: {}", u.describe());
+        *POOL_UCODE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(u));
         Ok(())
     })
 }

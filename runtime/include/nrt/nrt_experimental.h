@@ -1,4 +1,4 @@
-/* neuron-emu's libnrt: experimental API (tensor info, model info), from the documented
+/* neuron-emu's libnrt: experimental API (tensor info, model info, pool-engine microcode), from the documented
  * signatures of AWS's nrt_experimental.h. */
 #ifndef NRT_EXPERIMENTAL_H
 #define NRT_EXPERIMENTAL_H
@@ -68,6 +68,21 @@ NRT_STATUS nrt_get_model_instance_count(nrt_model_t *model, uint32_t *instance_c
 /* Block until every request queued through nrt_async.h on logical core `vnc` completed. */
 NRT_STATUS nrt_async_drain_queued_execs(int32_t vnc);
 NRT_STATUS nrt_get_model_info(const nrt_model_t *model, nrt_model_info_t *info, size_t info_size_in, size_t *info_size_out);
+
+/* GpSimd (pool engine) microcode: raw IRAM and DRAM images. */
+typedef struct nrt_ucode_img {
+    uint8_t *bin;
+    size_t size;
+} nrt_ucode_img;
+
+typedef struct nrt_ucode_info {
+    nrt_ucode_img iram;
+    nrt_ucode_img dram;
+} nrt_ucode_info;
+
+/* Override the GpSimd microcode; must be called before nrt_init (after it: NRT_INVALID).
+ * The images are copied. */
+NRT_STATUS nrt_set_pool_eng_ucode(const nrt_ucode_info *ucode_info);
 
 #ifdef __cplusplus
 }
