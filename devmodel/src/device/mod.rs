@@ -361,6 +361,11 @@ impl Device {
         &self.fw
     }
 
+    /// The resident firmware, to configure it (e.g. an older API version).
+    pub fn firmware_mut(&mut self) -> &mut Firmware {
+        &mut self.fw
+    }
+
     /// A mailbox trigger at `at` (firmware time, never before the device clock) with request
     /// `req`; READ requests read device registers (0 where the model has no storage).
     pub fn fw_request(&mut self, at: Ps, req: &[u8]) -> Outcome {

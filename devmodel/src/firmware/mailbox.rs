@@ -2,7 +2,9 @@
 //! (`driver-abi.md` §7.1, `neuron_fw_io.h`): a request `{seq u8, cmd u8, size u16, crc32c u32}`
 //! and its data, answered by a response that echoes the sequence number with an error code. READ and
 //! POST_TO_CW answer with the legacy 4-byte header `{seq, error, size}`; SET_POWER_PROFILE,
-//! GET_DATA and SET_FEATURE with the 8-byte one that adds a crc32c. Also the reset handshake
+//! GET_DATA and SET_FEATURE with the 8-byte one that adds a crc32c. Those three travel by the
+//! newer inline protocol (firmware API ≥ 7): header in 0x1f0/0x1f4, data in the 128-byte window
+//! at 0x100, ACK 0xf0, and the firmware clears the trigger 0x800 when done. Also the reset handshake
 //! registers (0x1d8 TPB map, 0x1ec reset type, 0x808 firmware status). Timings are device time
 //! on the firmware's own timeline: they never move the device clock.
 
@@ -42,6 +44,14 @@ pub const REG_REQUEST_BASE_LO: u64 = 0x1f4;
 pub const REG_RESPONSE_BASE_HI: u64 = 0x1f8;
 pub const REG_RESPONSE_BASE_LO: u64 = 0x1fc;
 pub const REG_TRIGGER: u64 = 0x800;
+/// The firmware API version register, and the version this firmware reports: ≥ 6 selects the
+/// newer ECC counter encoding, ≥ 7 the inline request protocol (`neuron_fw_io.c`).
+pub const REG_API_VERSION: u64 = 0x00;
+pub const API_VERSION: u32 = 7;
+/// The inline protocol's ACK register and its 128-byte data window (also the metric buffer).
+pub const REG_ACK: u64 = 0xf0;
+pub const REG_DATA: u64 = 0x100;
+pub const DATA_WINDOW: usize = 128;
 pub const REG_FW_STATUS: u64 = 0x808;
 /// 0x808 bit 3: the firmware is still busy after a reset.
 pub const FW_STATUS_RESET_BUSY: u32 = 1 << 3;
@@ -132,8 +142,8 @@ pub fn decode_response(cmd: u8, bytes: &[u8]) -> Option<Response> {
     })
 }
 
-fn encode_response(seq: u8, cmd: u8, error: u8, data: &[u8]) -> Vec<u8> {
-    let hdr = if new_protocol(cmd) {
+fn encode_response(seq: u8, error: u8, data: &[u8], new_hdr: bool) -> Vec<u8> {
+    let hdr = if new_hdr {
         RESP_HEADER_NEW
     } else {
         RESP_HEADER_LEGACY
@@ -200,6 +210,14 @@ pub struct Firmware {
     running_type: u32,
     reset_done: Ps,
     status_ready: Ps,
+    /// Inline protocol: the ACK register, the data window, and when the request in hand is
+    /// done (0x800 reads 1 until then).
+    ack: u32,
+    data: [u32; DATA_WINDOW / 4],
+    inline_done: Ps,
+    /// Report another API version than [`API_VERSION`] (older firmware, for tests and
+    /// fault experiments).
+    pub api_version_override: Option<u32>,
 }
 
 /// A reset the firmware performs: which cores, and when 0x1ec and 0x808 bit 3 clear.
@@ -214,6 +232,17 @@ pub struct ResetPlan {
 impl Firmware {
     /// Handle a trigger at `at` of the request `req`; `read` reads one device register (READ).
     pub fn handle(&mut self, at: Ps, req: &[u8], read: &mut dyn FnMut(u64) -> u32) -> Outcome {
+        let new_hdr = req.get(1).is_some_and(|c| new_protocol(*c));
+        self.process(at, req, read, new_hdr)
+    }
+
+    fn process(
+        &mut self,
+        at: Ps,
+        req: &[u8],
+        read: &mut dyn FnMut(u64) -> u32,
+        new_hdr: bool,
+    ) -> Outcome {
         if req.len() < REQ_HEADER || req[0] == 0 {
             return Outcome::Ignored;
         }
@@ -231,7 +260,7 @@ impl Firmware {
             FW_IO_UNKNOWN_COMMAND => self.stats.unknown_command += 1,
             _ => {}
         }
-        let response = encode_response(seq, cmd, error, &data);
+        let response = encode_response(seq, error, &data, new_hdr);
         let work = REQ_BASE
             + Ps(REQ_PER_BYTE
                 .0
@@ -332,6 +361,11 @@ impl Firmware {
             REG_REQUEST_BASE_HI => set_hi(&mut self.request_base),
             REG_RESPONSE_BASE_LO => set_lo(&mut self.response_base),
             REG_RESPONSE_BASE_HI => set_hi(&mut self.response_base),
+            REG_ACK => self.ack = v,
+            _ if (REG_DATA..REG_DATA + DATA_WINDOW as u64).contains(&m) => {
+                self.data[((m - REG_DATA) / 4) as usize] = v;
+            }
+            REG_TRIGGER if self.pending_type == 0 && self.ack == 1 => self.run_inline(at),
             REG_TRIGGER if self.pending_type != 0 && at >= self.reset_done => {
                 let all = if nc_count >= 64 {
                     u64::MAX
@@ -384,8 +418,67 @@ impl Firmware {
             REG_REQUEST_BASE_HI => (self.request_base >> 32) as u32,
             REG_RESPONSE_BASE_LO => self.response_base as u32,
             REG_RESPONSE_BASE_HI => (self.response_base >> 32) as u32,
+            REG_API_VERSION => self.api_version_override.unwrap_or(API_VERSION),
+            REG_ACK => self.ack,
+            REG_TRIGGER => u32::from(at < self.inline_done),
+            _ if (REG_DATA..REG_DATA + DATA_WINDOW as u64).contains(&m) => {
+                self.data[((m - REG_DATA) / 4) as usize]
+            }
             _ => return None,
         })
+    }
+
+    /// When the inline request in hand is done (0x800 reads 1 before then).
+    pub fn inline_busy_until(&self) -> Ps {
+        self.inline_done
+    }
+
+    /// The data window as bytes.
+    pub fn data_window(&self) -> Vec<u8> {
+        self.data.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// An inline request (`fw_io_execute_request_new`): the header is the two dwords at
+    /// 0x1f0/0x1f4, its data the first `size − 8` bytes of the window. The response header
+    /// replaces them (0x1f0 = seq, error, size; 0x1f4 = crc32c), its data fills the window,
+    /// and 0x800 reads 1 until the firmware is done. A request in hand delays this one.
+    fn run_inline(&mut self, at: Ps) {
+        let dw0 = (self.request_base >> 32) as u32;
+        let dw1 = self.request_base as u32;
+        let mut msg = Vec::with_capacity(REQ_HEADER + DATA_WINDOW);
+        msg.extend_from_slice(&dw0.to_le_bytes());
+        msg.extend_from_slice(&dw1.to_le_bytes());
+        let size = (dw0 >> 16) as usize;
+        // A size past the window cannot carry its data: the crc check fails it.
+        let payload = size.saturating_sub(REQ_HEADER).min(DATA_WINDOW);
+        msg.extend_from_slice(&self.data_window()[..payload]);
+        let start = at.max(self.free_at);
+        self.ack = 0;
+        match self.process(start, &msg, &mut |_| 0, true) {
+            Outcome::Answered { response, done_at } => {
+                let word = |i: usize| {
+                    let mut w = [0u8; 4];
+                    for (k, b) in response.iter().skip(i).take(4).enumerate() {
+                        w[k] = *b;
+                    }
+                    u32::from_le_bytes(w)
+                };
+                self.request_base = (word(0) as u64) << 32 | word(4) as u64;
+                let body = response.get(RESP_HEADER_NEW..).unwrap_or(&[]);
+                for (i, w) in self.data.iter_mut().enumerate() {
+                    let mut b = [0u8; 4];
+                    for (k, v) in body.iter().skip(4 * i).take(4).enumerate() {
+                        b[k] = *v;
+                    }
+                    if 4 * i < body.len() {
+                        *w = u32::from_le_bytes(b);
+                    }
+                }
+                self.inline_done = done_at;
+            }
+            Outcome::Busy { until } => self.inline_done = until,
+            Outcome::Ignored => self.inline_done = start,
+        }
     }
 }
 
@@ -591,5 +684,79 @@ mod tests {
         assert_eq!(f.response_base, 0x12_3456_0000);
         assert_eq!(f.read_reg(REG_RESPONSE_BASE_HI, at), Some(0x12));
         assert_eq!(f.read_reg(0x24, at), None, "not a firmware register");
+    }
+
+    /// Drive one inline request as the driver does; the trigger reads 1 until the firmware
+    /// is done, then 0x1f0 holds the response header and the window its data.
+    fn inline(f: &mut Firmware, at: Ps, req: &[u8], data_len: usize) -> (u32, Vec<u8>, Ps) {
+        for (i, c) in req[REQ_HEADER..REQ_HEADER + data_len].chunks(4).enumerate() {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            f.write_reg(REG_DATA + 4 * i as u64, u32::from_le_bytes(w), at, 2);
+        }
+        let dw = |i: usize| u32::from_le_bytes(req[i..i + 4].try_into().expect("4 bytes"));
+        f.write_reg(REG_REQUEST_BASE_HI, dw(0), at, 2);
+        f.write_reg(REG_REQUEST_BASE_LO, dw(4), at, 2);
+        f.write_reg(REG_ACK, 1, at, 2);
+        assert_eq!(f.write_reg(REG_TRIGGER, 1, at, 2), None);
+        assert_eq!(
+            f.read_reg(REG_TRIGGER, at),
+            Some(1),
+            "busy right after the trigger"
+        );
+        let done = f.inline_busy_until();
+        assert!(done > at);
+        assert_eq!(f.read_reg(REG_TRIGGER, done), Some(0));
+        assert_eq!(f.read_reg(REG_ACK, done), Some(0));
+        let hdr = f.read_reg(REG_REQUEST_BASE_HI, done).expect("header");
+        (hdr, f.data_window(), done)
+    }
+
+    #[test]
+    fn inline_protocol_sets_and_reads_the_power_profile() {
+        let mut f = fw();
+        assert_eq!(f.read_reg(REG_API_VERSION, Ps::ZERO), Some(API_VERSION));
+        let req = encode_request(5, CMD_SET_POWER_PROFILE, &[0, 0, 0, 0, 3, 0, 0, 0]).expect("req");
+        let (hdr, _, t) = inline(&mut f, Ps::ZERO, &req, 8);
+        let h = hdr.to_le_bytes();
+        assert_eq!(
+            (h[0], h[1], u16::from_le_bytes([h[2], h[3]])),
+            (5, FW_IO_SUCCESS, 8)
+        );
+        assert_eq!(f.perf_profile, [3, 0, 0, 0]);
+        let req = encode_request(6, CMD_GET_DATA, &[GET_DATA_PERF_PROFILE]).expect("req");
+        let (hdr, data, _) = inline(&mut f, t, &req, 1);
+        let h = hdr.to_le_bytes();
+        assert_eq!(
+            (h[0], h[1], u16::from_le_bytes([h[2], h[3]])),
+            (6, FW_IO_SUCCESS, 16)
+        );
+        assert_eq!(data[4], 3, "profile byte of fw_io_get_perfprofile_response");
+        // Available profiles: num_profiles then the 32-byte bitmap.
+        let req =
+            encode_request(7, CMD_GET_DATA, &[GET_DATA_AVAILABLE_PROFILES, 0, 0]).expect("req");
+        let (hdr, data, _) = inline(&mut f, t, &req, 3);
+        assert_eq!(hdr.to_le_bytes()[1], FW_IO_SUCCESS);
+        assert_eq!((data[0], data[1]), (1, 1));
+    }
+
+    #[test]
+    fn inline_protocol_refuses_bad_crc_and_oversized_requests() {
+        let mut f = fw();
+        let mut req = encode_request(9, CMD_SET_FEATURE, &1u32.to_le_bytes()).expect("req");
+        req[8] ^= 1; // data no longer matches the crc
+        let (hdr, _, t) = inline(&mut f, Ps::ZERO, &req, 4);
+        assert_eq!(hdr.to_le_bytes()[..2], [9, FW_IO_FAIL]);
+        assert_eq!(f.features, 0);
+        // A size past the 128-byte window: the data cannot all be there, the crc fails.
+        let big = encode_request(10, CMD_SET_FEATURE, &[0u8; 200]).expect("req");
+        let (hdr, _, t) = inline(&mut f, t, &big, DATA_WINDOW);
+        assert_eq!(hdr.to_le_bytes()[..2], [10, FW_IO_FAIL]);
+        // A good SET_FEATURE then takes.
+        let req = encode_request(11, CMD_SET_FEATURE, &1u32.to_le_bytes()).expect("req");
+        let (hdr, _, _) = inline(&mut f, t, &req, 4);
+        assert_eq!(hdr.to_le_bytes()[..2], [11, FW_IO_SUCCESS]);
+        assert_eq!(f.features, FEATURE_THROTTLING_NOTIFICATIONS);
+        assert_eq!(f.stats.failed, 2);
     }
 }

@@ -182,7 +182,6 @@ fn bar_read_reg(g: &DevState, arch: Arch, index: usize, off: u64) -> u32 {
     }
     if let Some(m) = off.checked_sub(arch.misc_ram_bar0_offset()) {
         match m {
-            0x00 => return 6, // firmware API version (ECC counters in the API ≥ 6 encoding)
             0x24 => return routing_id(arch, index as u32),
             0x38 => return 0x4e45_0000 | index as u32, // serial number, low word (made up)
             0x3c => return 0x0000_0e31,                // serial number, high word (made up)

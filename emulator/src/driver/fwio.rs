@@ -2,7 +2,9 @@
 //! requests through the misc-RAM mailbox (buffer addresses at 0x1f0-0x1fc, trigger, poll the
 //! response's sequence number every 1 ms for up to 1 s, up to 30 attempts) and the reset
 //! handshake (TPB map 0x1d8, reset type 0x1ec, trigger 0x800, poll 0x1ec every 100 ms until 0,
-//! then firmware status 0x808 bit 3). Waits happen on the driver's firmware timeline
+//! then firmware status 0x808 bit 3), and the inline protocol of firmware API ≥ 7
+//! (`fw_io_execute_request_new`) that carries SET_POWER_PROFILE, GET_DATA and SET_FEATURE.
+//! Waits happen on the driver's firmware timeline
 //! ([`FwIo::clock`]), which starts at the device clock and never moves it.
 
 use crate::DevState;
@@ -135,7 +137,145 @@ pub(crate) fn post_metric(g: &mut DevState, blob: &[u8]) -> Result<(), Errno> {
     if blob.len() > mb::METRIC_BUF {
         return Err(Errno::E2BIG);
     }
+    let at = now(g);
+    write_window(g, blob, at);
     execute(g, mb::CMD_POST_TO_CW, blob).map(|_| ())
+}
+
+/// Store `bytes` into the misc-RAM data window, a dword at a time (the tail zero-padded).
+fn write_window(g: &mut DevState, bytes: &[u8], at: Ps) {
+    for (i, c) in bytes.chunks(4).take(mb::DATA_WINDOW / 4).enumerate() {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        g.dev
+            .fw_write_reg(mb::REG_DATA + 4 * i as u64, u32::from_le_bytes(w), at);
+    }
+}
+
+/// The inline protocol's per-command response timeout and attempts (`fw_io_cmd_timeout_tbl`,
+/// `fw_io_cmd_retry_tbl`): a power-profile change may take the firmware 90 s.
+fn inline_limits(cmd: u8) -> (Ps, usize) {
+    const S: u64 = 1_000_000_000_000;
+    match cmd {
+        mb::CMD_READ | mb::CMD_POST_TO_CW => (Ps(S), 15),
+        mb::CMD_SET_POWER_PROFILE => (Ps(90 * S), 3),
+        mb::CMD_GET_DATA => (Ps(10 * S), 3),
+        mb::CMD_SET_FEATURE => (Ps(60 * S), 3),
+        _ => (TIMEOUT, RETRIES),
+    }
+}
+
+/// `fw_io_execute_request_new`: `ENOTSUPP` below firmware API 7; else per attempt a fresh
+/// sequence number, the data into the window, the header into 0x1f0/0x1f4, 0x1f8/0x1fc
+/// zeroed, ACK 0xf0 = 1, trigger; poll 0x800 every 1 ms until the firmware clears it, then
+/// read the response header from 0x1f0 and at most `resp_size` data bytes from the window.
+/// `EIO` once every attempt failed or the command is unknown.
+pub(crate) fn execute_inline(
+    g: &mut DevState,
+    cmd: u8,
+    data: &[u8],
+    resp_size: usize,
+) -> Result<Vec<u8>, Errno> {
+    let fw = |g: &DevState, m, t| g.dev.firmware().read_reg(m, t).unwrap_or(0);
+    if fw(g, mb::REG_API_VERSION, now(g)) < 7 {
+        return Err(Errno::ENOTSUPP);
+    }
+    if data.len() > mb::DATA_WINDOW {
+        return Err(Errno::EINVAL);
+    }
+    let (timeout, attempts) = inline_limits(cmd);
+    let start = now(g);
+    for _ in 0..attempts {
+        let at = now(g);
+        g.drv.fwio.next_seq = g.drv.fwio.next_seq.wrapping_add(1).max(1);
+        let seq = g.drv.fwio.next_seq;
+        let req = encode_request(seq, cmd, data).ok_or(Errno::EINVAL)?;
+        let dw = |i: usize| u32::from_le_bytes([req[i], req[i + 1], req[i + 2], req[i + 3]]);
+        write_window(g, data, at);
+        for (reg, v) in [
+            (mb::REG_REQUEST_BASE_HI, dw(0)),
+            (mb::REG_REQUEST_BASE_LO, dw(4)),
+            (mb::REG_RESPONSE_BASE_HI, 0),
+            (mb::REG_RESPONSE_BASE_LO, 0),
+            (mb::REG_ACK, 1),
+            (mb::REG_TRIGGER, 1),
+        ] {
+            g.dev.fw_write_reg(reg, v, at);
+        }
+        // Poll the trigger every 1 ms, bounded by the command's timeout.
+        let mut t = at;
+        while fw(g, mb::REG_TRIGGER, t) != 0 && t.0 - at.0 < timeout.0 {
+            let left = g.dev.firmware().inline_busy_until().0.saturating_sub(t.0);
+            t += Ps(left.div_ceil(POLL.0).max(1) * POLL.0);
+        }
+        g.drv.fwio.clock = t;
+        if fw(g, mb::REG_TRIGGER, t) != 0 {
+            tracing::warn!(target: "KDRV", "fw_io: seq: {seq}, cmd: {cmd} timed out");
+            continue;
+        }
+        let hdr = fw(g, mb::REG_REQUEST_BASE_HI, t).to_le_bytes();
+        if hdr[0] != seq {
+            continue;
+        }
+        let error = hdr[1];
+        if error == mb::FW_IO_SUCCESS {
+            let size = u16::from_le_bytes([hdr[2], hdr[3]]) as usize;
+            let n = size.saturating_sub(mb::RESP_HEADER_NEW).min(resp_size);
+            let mut out = g.dev.firmware().data_window();
+            out.truncate(n);
+            g.drv.fwio.last_request = g.drv.fwio.clock - start;
+            return Ok(out);
+        }
+        g.drv.fwio.err_count += 1;
+        tracing::warn!(target: "KDRV", "fw_io: seq: {seq}, cmd: {cmd} failed {error}");
+        if error == mb::FW_IO_UNKNOWN_COMMAND {
+            break;
+        }
+    }
+    g.drv.fwio.last_request = now(g) - start;
+    Err(Errno::EIO)
+}
+
+/// `fw_io_set_power_profile`: SET_POWER_PROFILE with `{reserved u32, profile, voltage margin,
+/// frequency index, OCW index}`; the last three are left 0 (the driver passes only a profile).
+pub(crate) fn set_power_profile(g: &mut DevState, profile: u32) -> Result<(), Errno> {
+    let mut rec = [0u8; 8];
+    rec[4] = profile as u8;
+    execute_inline(g, mb::CMD_SET_POWER_PROFILE, &rec, 0).map(|_| ())
+}
+
+/// `fw_io_get_performance_profile`: GET_DATA type 1; the profile byte of the answer.
+pub(crate) fn get_performance_profile(g: &mut DevState) -> Result<u32, Errno> {
+    let r = execute_inline(g, mb::CMD_GET_DATA, &[mb::GET_DATA_PERF_PROFILE], 8)?;
+    r.get(4).map(|p| *p as u32).ok_or(Errno::EIO)
+}
+
+/// `fw_io_get_available_profiles`: GET_DATA type 2 with the feature asked about; the number
+/// of profiles and their 32-byte bitmap.
+pub(crate) fn get_available_profiles(
+    g: &mut DevState,
+    feature: u16,
+) -> Result<(u8, [u8; 32]), Errno> {
+    let f = feature.to_le_bytes();
+    let req = [mb::GET_DATA_AVAILABLE_PROFILES, f[0], f[1]];
+    let r = execute_inline(g, mb::CMD_GET_DATA, &req, 33)?;
+    let mut bitmap = [0u8; 32];
+    let n = *r.first().ok_or(Errno::EIO)?;
+    for (d, s) in bitmap.iter_mut().zip(r.iter().skip(1)) {
+        *d = *s;
+    }
+    Ok((n, bitmap))
+}
+
+/// `fw_io_enable_throttling_notifications`: SET_FEATURE with the whole bitmap (there is no
+/// GET_FEATURE to merge with), bit 0 set or clear.
+pub(crate) fn enable_throttling_notifications(g: &mut DevState, on: bool) -> Result<(), Errno> {
+    let bits = if on {
+        mb::FEATURE_THROTTLING_NOTIFICATIONS
+    } else {
+        0
+    };
+    execute_inline(g, mb::CMD_SET_FEATURE, &bits.to_le_bytes(), 0).map(|_| ())
 }
 
 #[cfg(test)]
@@ -321,5 +461,100 @@ mod tests {
             );
         }
         assert_eq!(b.emu.devices[0].lock().dev.firmware().request_base, 0);
+    }
+
+    /// POWER_PROFILE / GET_PERFORMANCE_PROFILE / AVAILABLE_PERF_PROFILES on v3 are inline
+    /// fw-io requests: the firmware holds the profile, the driver saw each answer when it
+    /// found the trigger cleared at a 1 ms poll, and the device clock never moved.
+    #[test]
+    fn power_profiles_go_through_the_inline_protocol() {
+        let b = Bench::v3();
+        let set = PowerProfile {
+            sz: 8,
+            ctrl: 0,
+            profile: 4,
+        };
+        assert_eq!(b.run(NEURON_IOCTL_POWER_PROFILE, &set), Ok(0));
+        {
+            let g = b.emu.devices[0].lock();
+            assert_eq!(g.dev.firmware().perf_profile[0], 4);
+            assert_eq!(g.dev.firmware().stats.requests, 1);
+            assert_eq!(g.drv.fwio.last_request, POLL);
+            assert_eq!(g.dev.now(), Ps::ZERO);
+        }
+        let get = PowerProfile { ctrl: 1, ..set };
+        let (r, v) = b.io(NEURON_IOCTL_GET_PERFORMANCE_PROFILE, &get);
+        assert_eq!((r, v.profile), (Ok(0), 4));
+        let (r, v) = b.io(
+            NEURON_IOCTL_AVAILABLE_PERF_PROFILES,
+            &AvailablePerfProfiles::default(),
+        );
+        assert_eq!((r, v.num_profiles, v.bitmap[0]), (Ok(0), 1, 1));
+        assert_eq!(b.emu.devices[0].lock().dev.firmware().stats.requests, 3);
+        // The response header is left in 0x1f0: the last request's sequence number, success.
+        let hdr = bar_read(&b, Arch::V3Trn2, mb::REG_REQUEST_BASE_HI).to_le_bytes();
+        assert_eq!(
+            (hdr[0], hdr[1]),
+            (b.emu.devices[0].lock().drv.fwio.next_seq, 0)
+        );
+        assert_eq!(bar_read(&b, Arch::V3Trn2, mb::REG_TRIGGER), 0);
+    }
+
+    /// THROTTLING_NOTIFICATIONS is SET_FEATURE of the whole bitmap, bit 0 on or off.
+    #[test]
+    fn throttling_notifications_set_the_firmware_feature() {
+        let b = Bench::v3();
+        let on = ThrottlingNotifications { enable: 1 };
+        assert_eq!(b.run(NEURON_IOCTL_THROTTLING_NOTIFICATIONS, &on), Ok(0));
+        assert_eq!(
+            b.emu.devices[0].lock().dev.firmware().features,
+            mb::FEATURE_THROTTLING_NOTIFICATIONS
+        );
+        let off = ThrottlingNotifications { enable: 0 };
+        assert_eq!(b.run(NEURON_IOCTL_THROTTLING_NOTIFICATIONS, &off), Ok(0));
+        assert_eq!(b.emu.devices[0].lock().dev.firmware().features, 0);
+    }
+
+    /// Firmware older than API 7 has no inline protocol: ENOTSUPP, nothing sent.
+    #[test]
+    fn inline_requests_need_firmware_api_7() {
+        let b = Bench::v3();
+        b.emu.devices[0]
+            .lock()
+            .dev
+            .firmware_mut()
+            .api_version_override = Some(6);
+        assert_eq!(bar_read(&b, Arch::V3Trn2, mb::REG_API_VERSION), 6);
+        let set = PowerProfile {
+            sz: 8,
+            ctrl: 0,
+            profile: 1,
+        };
+        assert_eq!(
+            b.run(NEURON_IOCTL_POWER_PROFILE, &set),
+            Err(Errno::ENOTSUPP)
+        );
+        assert_eq!(b.emu.devices[0].lock().dev.firmware().stats.requests, 0);
+    }
+
+    /// POST_METRIC stages the blob in the misc-RAM data window before posting it.
+    #[test]
+    fn post_metric_stages_the_blob_in_misc_ram() {
+        let b = Bench::v3();
+        let blob = b.mem.put_bytes(b"cw-metric");
+        let p = PostMetric {
+            data: blob,
+            data_size: 9,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_POST_METRIC, &p), Ok(0));
+        assert_eq!(
+            bar_read(&b, Arch::V3Trn2, mb::REG_DATA),
+            u32::from_le_bytes(*b"cw-m")
+        );
+        assert_eq!(
+            bar_read(&b, Arch::V3Trn2, mb::REG_DATA + 8),
+            u32::from(b'c')
+        );
     }
 }

@@ -100,21 +100,49 @@ impl Req {
                 cx.lock().drv.metrics_mode = mode;
                 Ok(0)
             }
+            // v3 and later ask the firmware (`perf_*_v3`); v2 has no performance profiles and
+            // keeps the driver's value.
             Req::SetPowerProfile(p) => {
-                if cx.arch().architecture() >= 3 {
-                    cx.lock().drv.power_profile = p;
+                if cx.arch().architecture() < 3 {
+                    return Ok(0);
                 }
-                Ok(0)
+                let mut g = cx.lock();
+                match super::fwio::set_power_profile(&mut g, p) {
+                    Ok(()) => {
+                        g.drv.power_profile = p;
+                        Ok(0)
+                    }
+                    Err(e) => {
+                        // As the driver: re-read what the firmware now runs.
+                        if let Ok(cur) = super::fwio::get_performance_profile(&mut g) {
+                            g.drv.power_profile = cur;
+                        }
+                        Err(e)
+                    }
+                }
             }
             Req::GetPerformanceProfile(mut a) => {
-                a.profile = cx.lock().drv.power_profile;
+                let mut g = cx.lock();
+                a.profile = if cx.arch().architecture() >= 3 {
+                    super::fwio::get_performance_profile(&mut g)?
+                } else {
+                    g.drv.power_profile
+                };
+                drop(g);
                 cx.reply(&a)
             }
             Req::AvailablePerfProfiles(mut a) => {
-                // One firmware profile (0, the default), whatever feature is asked about.
-                a.num_profiles = 1;
-                a.bitmap = [0; 32];
-                a.bitmap[0] = 1;
+                if cx.arch().architecture() >= 3 {
+                    let (n, bitmap) =
+                        super::fwio::get_available_profiles(&mut cx.lock(), a.requested_feature)?;
+                    a.num_profiles = n;
+                    a.bitmap = bitmap;
+                } else {
+                    // One profile (0, the default), whatever feature is asked about.
+                    a.num_profiles = 1;
+                    a.bitmap = [0; 32];
+                    a.bitmap[0] = 1;
+                }
                 cx.reply(&a)
             }
             Req::Printk { buffer, size } => {

@@ -125,7 +125,11 @@ impl Req {
             Req::Destroy => Ok(0),
             Req::QueueInfo => Err(Errno::EPERM),
             Req::Throttling(on) => {
-                cx.lock().drv.throttling = on;
+                let mut g = cx.lock();
+                if cx.arch().architecture() >= 3 {
+                    super::fwio::enable_throttling_notifications(&mut g, on)?;
+                }
+                g.drv.throttling = on;
                 Ok(0)
             }
         }
