@@ -11,9 +11,12 @@
 //! of the main access pattern (MATMUL: moving columns).
 //!
 //! Model per class (engine, opcode, 4-byte input or not): `interval_ns = a + b * elements`,
-//! least squares; `b < 0` falls back to a constant. Validation is leave-one-kernel-out: each
-//! kernel's instructions are predicted by a fit to the other kernels only, so the figures say
-//! how the model does on a kernel it was not fitted to.
+//! least squares; `b < 0` falls back to a constant. The mechanisms outside one word's class
+//! (`calib::Mechanisms`: start hand-off by DMA queue kind, peer-core WRITE, software-DGE
+//! start-up) are medians of their own samples (`mech_samples`). Validation is
+//! leave-one-kernel-out: each kernel is predicted by a fit to the other kernels only, per
+//! instruction and over its whole execution window (against `summary.total_time`), so the
+//! figures say how the model does on a kernel it was not fitted to.
 
 use crate::{usage, Failure};
 use neuron_isa::cayman::render::neff_base;
@@ -238,11 +241,9 @@ fn silicon_spans(profile: &Path) -> Result<(Vec<Span>, WaitFlags), String> {
     let mut spans = Vec::new();
     let mut waits = BTreeMap::new();
     for r in j["instruction"].as_array().into_iter().flatten() {
-        let (Some(("sg00", engine, pc, ts)), Some(d), Some(op)) = (
-            record_key(r),
-            r["duration"].as_f64(),
-            r["opcode"].as_str(),
-        ) else {
+        let (Some(("sg00", engine, pc, ts)), Some(d), Some(op)) =
+            (record_key(r), r["duration"].as_f64(), r["opcode"].as_str())
+        else {
             continue;
         };
         let own = r["operands"].as_str().is_some_and(has_wait);
@@ -279,7 +280,10 @@ fn phases(spans: &[Span], ranges: &Ranges, total: f64) -> Option<[f64; 5]> {
     let first = lo(&mut neff.iter().map(|s| s.start));
     let last = hi(&mut neff.iter().map(|s| s.end));
     let comp = || neff.iter().filter(|s| compute.contains(&s.opcode.as_str()));
-    let (c0, c1) = (lo(&mut comp().map(|s| s.start)), hi(&mut comp().map(|s| s.end)));
+    let (c0, c1) = (
+        lo(&mut comp().map(|s| s.start)),
+        hi(&mut comp().map(|s| s.end)),
+    );
     [first, last, c0, c1]
         .iter()
         .all(|v| v.is_finite())
@@ -292,16 +296,23 @@ fn intervals(spans: &[Span]) -> BTreeMap<(Engine, u32), (String, f64, u32)> {
     let by: BTreeMap<(Engine, u32), &Span> = spans.iter().map(|s| ((s.engine, s.pc), s)).collect();
     let mut out = BTreeMap::new();
     for (&(e, pc), s) in &by {
-        let pair = s.opcode == "LDWEIGHTS"
+        let pair =
+            s.opcode == "LDWEIGHTS" && by.get(&(e, pc + 1)).is_some_and(|m| m.opcode == "MATMUL");
+        if s.opcode == "MATMUL"
+            && pc > 0
             && by
-                .get(&(e, pc + 1))
-                .is_some_and(|m| m.opcode == "MATMUL");
-        if s.opcode == "MATMUL" && pc > 0 && by.get(&(e, pc - 1)).is_some_and(|l| l.opcode == "LDWEIGHTS") {
+                .get(&(e, pc - 1))
+                .is_some_and(|l| l.opcode == "LDWEIGHTS")
+        {
             continue;
         }
         let span = if pair { 2 } else { 1 };
         if let Some(n) = by.get(&(e, pc + span)) {
-            let name = if pair { "MATMUL pair".to_string() } else { s.opcode.clone() };
+            let name = if pair {
+                "MATMUL pair".to_string()
+            } else {
+                s.opcode.clone()
+            };
             out.insert((e, pc), (name, n.start - s.start, span));
         }
     }
@@ -399,7 +410,11 @@ fn table_from(
         .map(|(c, f)| {
             let l = lats.get(c).copied().unwrap_or(*f);
             let f = if latency_only.contains(c) {
-                Fit { a: 0.0, b: 0.0, ..*f }
+                Fit {
+                    a: 0.0,
+                    b: 0.0,
+                    ..*f
+                }
             } else {
                 *f
             };
@@ -639,7 +654,9 @@ fn is_peer_write(r: &serde_json::Value, next: Option<&serde_json::Value>) -> boo
     r["opcode"].as_str() == Some("WRITE")
         && next.is_some_and(|n| {
             n["opcode"].as_str() == Some("EVENT_SEMAPHORE")
-                && n["operands"].as_str().is_some_and(|o| o.contains("$S[1]>="))
+                && n["operands"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("$S[1]>="))
         })
 }
 
@@ -717,7 +734,9 @@ pub fn fixed_samples(kernel: usize, profile: &Path) -> Result<Vec<Sample>, Strin
 /// that made `$S[n]` equal `v` (or from `ts`, if later) to its own update.
 fn barrier_hop(sems: &SemTimeline, sg: &str, ts: f64, ops: &str) -> Option<f64> {
     let toks: Vec<&str> = ops.split_whitespace().collect();
-    let i = toks.iter().position(|t| t.starts_with("$S[") && t.contains("]=="))?;
+    let i = toks
+        .iter()
+        .position(|t| t.starts_with("$S[") && t.contains("]=="))?;
     let (sem, v) = toks[i].strip_prefix("$S[")?.split_once("]==")?;
     let (n, v): (u64, f64) = (sem.parse().ok()?, v.parse().ok()?);
     let upd = toks.get(i + 1)?;
@@ -854,7 +873,10 @@ pub fn mech_samples(kernel: usize, neff: &Path, profile: &Path) -> Result<MechSa
         }
     }
     let step = {
-        let m: Vec<(usize, f64)> = before.iter().map(|(k, v)| (*k, median(v.clone()))).collect();
+        let m: Vec<(usize, f64)> = before
+            .iter()
+            .map(|(k, v)| (*k, median(v.clone())))
+            .collect();
         // Release k's distance before hint=2, extrapolated from the recorded events.
         move |k: usize| -> Option<f64> {
             let (k0, d0) = *m.iter().max_by_key(|(kk, _)| *kk)?;
@@ -898,9 +920,8 @@ pub fn mech_samples(kernel: usize, neff: &Path, profile: &Path) -> Result<MechSa
             // Back to back: right after another DMA_DIRECT2D, with no wait between.
             let back_to_back = i > 0 && recs[i - 1]["opcode"] == "DMA_DIRECT2D" && !header_wait(r);
             if sw && r["opcode"] == "DMA_DIRECT2D" && i > 0 && !back_to_back {
-                let ready = waits_held(&sems, sg, r).map_or(end(recs[i - 1]), |w| {
-                    w.max(end(recs[i - 1]))
-                });
+                let ready =
+                    waits_held(&sems, sg, r).map_or(end(recs[i - 1]), |w| w.max(end(recs[i - 1])));
                 out.startup.push((kernel, ts(r) - ready));
             }
         }
@@ -935,7 +956,10 @@ fn print_phases(rows: &[(String, Option<[f64; 5]>, Option<[f64; 5]>)]) {
 
 /// Per kernel and opcode, the error of the full fit's issue intervals against silicon's
 /// (words with no wait of their own whose next word has no header wait; sg00).
-fn print_opcodes(kernels: &[(String, PathBuf, PathBuf)], errs: &BTreeMap<(usize, String), Vec<f64>>) {
+fn print_opcodes(
+    kernels: &[(String, PathBuf, PathBuf)],
+    errs: &BTreeMap<(usize, String), Vec<f64>>,
+) {
     println!("validation: issue-interval error per opcode, full fit vs silicon (sg00; |error| median and p90, signed median; n words)");
     let stat = |v: &[f64]| {
         let mut a: Vec<f64> = v.iter().map(|x| x.abs()).collect();
@@ -955,12 +979,21 @@ fn print_opcodes(kernels: &[(String, PathBuf, PathBuf)], errs: &BTreeMap<(usize,
             .map(|(n, v)| {
                 all.entry(n.as_str()).or_default().extend(v.iter());
                 let (m, p, sm) = stat(v);
-                format!("{n} {:.0}%/{:.0}% ({:+.0}%, {})", m * 100.0, p * 100.0, sm * 100.0, v.len())
+                format!(
+                    "{n} {:.0}%/{:.0}% ({:+.0}%, {})",
+                    m * 100.0,
+                    p * 100.0,
+                    sm * 100.0,
+                    v.len()
+                )
             })
             .collect();
         println!("  {stem}: {}", cells.join("; "));
     }
-    println!("  {:<28} {:>6} {:>9} {:>9} {:>9}", "all kernels", "n", "median", "p90", "signed");
+    println!(
+        "  {:<28} {:>6} {:>9} {:>9} {:>9}",
+        "all kernels", "n", "median", "p90", "signed"
+    );
     for (n, v) in &all {
         let (m, p, sm) = stat(v);
         println!(
@@ -982,7 +1015,9 @@ fn print_mech(
     use neuron_devmodel::calib::QueueKind;
     let us = |p: neuron_devmodel::Ps| p.0 as f64 / 1e6;
     let Some(f) = full else {
-        println!("mechanisms: not enough evidence to fit (hand-off, peer WRITE, software-DGE start-up)");
+        println!(
+            "mechanisms: not enough evidence to fit (hand-off, peer WRITE, software-DGE start-up)"
+        );
         return;
     };
     let range = |pick: &dyn Fn(&neuron_devmodel::calib::Mechanisms) -> neuron_devmodel::Ps| {
@@ -1015,7 +1050,10 @@ fn print_mech(
 }
 
 /// The mechanisms' parameters: medians over the kernels other than `skip`.
-pub fn fit_mech(m: &MechSamples, skip: Option<usize>) -> Option<neuron_devmodel::calib::Mechanisms> {
+pub fn fit_mech(
+    m: &MechSamples,
+    skip: Option<usize>,
+) -> Option<neuron_devmodel::calib::Mechanisms> {
     use neuron_devmodel::calib::QueueKind;
     let ps = |ns: f64| neuron_devmodel::Ps((ns.max(0.0) * 1000.0).round() as u64);
     let keep = |k: usize| Some(k) != skip;
@@ -1197,7 +1235,7 @@ pub fn run(
     let held_mech: Vec<_> = (0..kernels.len())
         .map(|k| fit_mech(&mech, Some(k)))
         .collect();
-    print_mech(&mech, full_mech, &held_mech);
+
     let full = fit(&all, None);
     let held: Vec<BTreeMap<Class, Fit>> = (0..kernels.len()).map(|k| fit(&all, Some(k))).collect();
     let full_lat = fit_latency(&all, None);
@@ -1205,7 +1243,7 @@ pub fn run(
         .map(|k| fit_latency(&all, Some(k)))
         .collect();
     println!(
-        "calibrate: {} kernels, {} samples (issue intervals of sized words, durations of constant-cost words); ns = a + b * elements per partition",
+        "calibrate: {} kernels, {} samples (issue intervals; records' durations where a class has no measurable interval); ns = a + b * elements per partition (TENSOR_LOAD: registers)",
         kernels.len(),
         all.len()
     );
@@ -1248,6 +1286,7 @@ pub fn run(
             table_err * 100.0
         );
     }
+    print_mech(&mech, full_mech, &held_mech);
     // Per kernel: the sum of the fitted intervals against the measured sum, with the fit that
     // did not see the kernel.
     println!("per kernel: sum of the sampled issue intervals, measured vs the fit that did not see the kernel vs the uncalibrated table");
@@ -1376,7 +1415,8 @@ pub fn run(
             )
             .map_err(|e| Failure(1, format!("{stem}: {e}")))?;
             let t2 = (b2, e2);
-            let (sil_spans, waits) = silicon_spans(prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+            let (sil_spans, waits) =
+                silicon_spans(prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
             let ranges = body_ranges(neff).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
             phase_rows.push((
                 stem.clone(),

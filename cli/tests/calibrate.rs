@@ -166,17 +166,16 @@ fn queue_kinds_read_off_programs_match_the_declared_queues() {
                     Engine::Dve => "dve",
                     Engine::Sp => "sp",
                 };
-                let declared = def
-                    .dma_queue
-                    .values()
-                    .find(|q| q.owner == owner)
-                    .map_or(QueueKind::None, |q| {
+                let declared = def.dma_queue.values().find(|q| q.owner == owner).map_or(
+                    QueueKind::None,
+                    |q| {
                         if q.dynamic_dma.is_some() {
                             QueueKind::SoftwareDge
                         } else {
                             QueueKind::HardwareDge
                         }
-                    });
+                    },
+                );
                 assert_eq!(
                     queue_kind(engine, dma),
                     declared,

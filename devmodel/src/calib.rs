@@ -5,12 +5,13 @@
 //! silicon is fitted as `fixed + per_elem * elements per partition`, over every profiled
 //! kernel in `shared/fixtures/real-profiles` (six akc kernels). Words with nothing to stream
 //! (TENSOR_LOAD, COMPARE_BRANCH, DRAIN, NOTIFY, barriers' EVENT_SEMAPHOREs, ...: mostly the
-//! runtime's prologue and epilogue) are constant classes: the median of their recorded
-//! durations, taking only records with no wait in them. A class enters this table only
-//! if its samples come from at least two kernels and the fit predicts held-out kernels (fitted
-//! without them) within 50% per instruction; the rest keep the uncalibrated cost table
-//! (`docs/timing.md`). A test in `cli/tests/calibrate.rs` re-runs the fit on the fixtures and
-//! checks that this table is what it gives.
+//! runtime's prologue and epilogue) are fitted from the profile alone: their issue interval
+//! (durations only where no interval is measurable), TENSOR_LOAD per register loaded. A class
+//! enters this table only if its samples come from at least two kernels and the fit predicts
+//! held-out kernels (fitted without them) within 50% per instruction; the rest keep the
+//! uncalibrated cost table (`docs/timing.md`). [`Mechanisms`] are the costs outside any one
+//! word. A test in `cli/tests/calibrate.rs` re-runs the fit on the fixtures and checks that
+//! this table is what it gives.
 //!
 //! A MATMUL's class covers the LDWEIGHTS before it: on PE the next LDWEIGHTS overlaps the
 //! running MATMUL, so only the pair's interval is well defined. The model charges the
@@ -109,7 +110,8 @@ pub struct Mechanisms {
     pub swdge_startup: Ps,
 }
 
-/// trn2, fitted on the six akc profiles (`neuron-emu calibrate`).
+/// trn2, fitted 2026-12-01 on the six akc profiles (`neuron-emu calibrate`): medians over 48
+/// released engines (33 / 6 / 9 by kind), 12 handshake WRITEs and 13 software-DGE DMAs.
 pub const TRN2_MECH: Mechanisms = Mechanisms {
     handoff: [Ps(5_097_833), Ps(7_816_000), Ps(9_101_667)],
     peer_write: Ps(545_000),
@@ -210,8 +212,8 @@ pub const TRN2_DMA2D: Dma2dCost = Dma2dCost {
     bytes_per_ns: 435,
 };
 
-/// trn2, fitted 2026-11-30 on the six akc profiles (`neuron-emu calibrate`: 672 issue
-/// intervals of sized words, 1,224 durations of constant-cost words).
+/// trn2, fitted 2026-12-01 on the six akc profiles (`neuron-emu calibrate`: 2,285 samples,
+/// issue intervals where measurable, records' durations otherwise).
 pub const TRN2: &[OpCost] = &[
     op(
         (Engine::Pe, Opcode::Matmul, false, false),

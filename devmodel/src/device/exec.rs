@@ -621,11 +621,17 @@ mod timing_tests {
         assert_eq!(delay(&mut dev, Engine::Pool, Some(Opcode::Drain), false), s);
         assert_eq!(delay(&mut dev, Engine::Pool, dma, false), None);
         assert_eq!(delay(&mut dev, Engine::Pool, dma, true), s);
-        assert_eq!(delay(&mut dev, Engine::Sp, Some(Opcode::Drain), false), None);
+        assert_eq!(
+            delay(&mut dev, Engine::Sp, Some(Opcode::Drain), false),
+            None
+        );
         // Served once: the word then issues.
         dev.cores[0].engines[Engine::Pool.index()].held = true;
         let sync = pend(&mut dev, Engine::Pool);
-        assert_eq!(dev.pre_issue_delay(0, Engine::Pool.index(), Engine::Pool, &sync), None);
+        assert_eq!(
+            dev.pre_issue_delay(0, Engine::Pool.index(), Engine::Pool, &sync),
+            None
+        );
     }
 
     /// A TENSOR_LOAD's calibrated cost grows with the registers it loads.
@@ -641,8 +647,18 @@ mod timing_tests {
         );
         assert_eq!(crate::calib::word_features(&one).0, 1);
         assert_eq!(crate::calib::word_features(&two).0, 2);
-        let c = crate::calib::lookup(crate::calib::TRN2, Engine::Pe, Opcode::TensorLoad, false, false)
-            .expect("PE TENSOR_LOAD calibrated");
-        assert!(c.cost(2) > c.cost(1) + Ps(400_000), "{:?}", (c.cost(1), c.cost(2)));
+        let c = crate::calib::lookup(
+            crate::calib::TRN2,
+            Engine::Pe,
+            Opcode::TensorLoad,
+            false,
+            false,
+        )
+        .expect("PE TENSOR_LOAD calibrated");
+        assert!(
+            c.cost(2) > c.cost(1) + Ps(400_000),
+            "{:?}",
+            (c.cost(1), c.cost(2))
+        );
     }
 }
