@@ -1527,3 +1527,106 @@ pub fn run(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(op: &str, ops: &str, ts: f64) -> serde_json::Value {
+        json!({"opcode": op, "operands": ops, "timestamp": ts, "duration": 10.0})
+    }
+
+    /// A header wait moves a record's timestamp to when the wait held; an EVENT_SEMAPHORE's
+    /// own condition (after `setter=`) does not.
+    #[test]
+    fn header_waits_are_told_from_body_waits() {
+        assert!(header_wait(&rec("NOP", "$E[4]==1- cycle=1", 0.0)));
+        assert!(header_wait(&rec(
+            "EVENT_SEMAPHORE",
+            "S[24] (qGpSimdDynamic)>=16 setter=0",
+            0.0
+        )));
+        assert!(!header_wait(&rec(
+            "EVENT_SEMAPHORE",
+            "setter=0 $S[2]==8 $S[2]=0@complete",
+            0.0
+        )));
+        assert!(!header_wait(&rec("DRAIN", "", 0.0)));
+    }
+
+    /// The handshake WRITE is recognised by the wait after it; a barrier hop runs from the
+    /// update that released the word to its own update; a DMA's header wait held at the
+    /// first update reaching its value.
+    #[test]
+    fn mechanism_evidence_from_records() {
+        let w = rec("WRITE", "data=0x1 size=4 dst=0x803802701804", 0.0);
+        let wait = rec(
+            "EVENT_SEMAPHORE",
+            "setter=0 $S[1]>=1 $S[1]--@complete",
+            546.0,
+        );
+        assert!(is_peer_write(&w, Some(&wait)));
+        assert!(!is_peer_write(&w, Some(&rec("NOP", "$E[4]==1-", 9.0))));
+        let mut sems = SemTimeline::new();
+        sems.insert(
+            ("sg00".into(), 2),
+            vec![(100.0, 1.0), (150.0, 2.0), (190.0, 3.0)],
+        );
+        sems.insert(("sg00".into(), 27), vec![(500.0, 8.0), (700.0, 16.0)]);
+        // Waits $S[2]==2 from t=50; released at 150, its own ++ at 190.
+        let hop = barrier_hop(&sems, "sg00", 50.0, "setter=0 $S[2]==2 $S[2]++@complete");
+        assert_eq!(hop, Some(40.0));
+        // Arrived after the release: counted from its arrival.
+        let hop = barrier_hop(&sems, "sg00", 170.0, "setter=0 $S[2]==2 $S[2]++@complete");
+        assert_eq!(hop, Some(20.0));
+        let dma = rec(
+            "DMA_DIRECT2D",
+            "S[27] (qGpSimdDynamic)>=16 semaphore=28 sem_increment=16",
+            1930.0,
+        );
+        let mut d = dma.clone();
+        d["subgraph"] = json!("sg00");
+        assert_eq!(waits_held(&sems, "sg00", &d), Some(700.0));
+        assert_eq!(waits_held(&sems, "sg01", &d), None);
+    }
+
+    /// Measured intervals win for a class seen in two kernels; otherwise its durations stay.
+    #[test]
+    fn intervals_are_preferred_per_class() {
+        let s = |kernel, opcode, measured| Sample {
+            kernel,
+            class: Class {
+                engine: Engine::Act,
+                opcode,
+                wide: false,
+                transpose: false,
+            },
+            elems: 0.0,
+            interval_ns: 1.0,
+            latency_ns: 1.0,
+            model_ns: 1.0,
+            measured,
+        };
+        let all = vec![
+            s(0, Opcode::Drain, true),
+            s(1, Opcode::Drain, true),
+            s(2, Opcode::Drain, false),
+            s(0, Opcode::DmaDirect2d, true),
+            s(1, Opcode::DmaDirect2d, false),
+            s(2, Opcode::DmaDirect2d, false),
+        ];
+        let kept: Vec<(Opcode, bool)> = prefer_intervals(all)
+            .iter()
+            .map(|x| (x.class.opcode, x.measured))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                (Opcode::Drain, true),
+                (Opcode::Drain, true),
+                (Opcode::DmaDirect2d, false),
+                (Opcode::DmaDirect2d, false)
+            ]
+        );
+    }
+}
