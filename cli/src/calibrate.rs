@@ -11,9 +11,12 @@
 //! of the main access pattern (MATMUL: moving columns).
 //!
 //! Model per class (engine, opcode, 4-byte input or not): `interval_ns = a + b * elements`,
-//! least squares; `b < 0` falls back to a constant. Validation is leave-one-kernel-out: each
-//! kernel's instructions are predicted by a fit to the other kernels only, so the figures say
-//! how the model does on a kernel it was not fitted to.
+//! least squares; `b < 0` falls back to a constant. The mechanisms outside one word's class
+//! (`calib::Mechanisms`: start hand-off by DMA queue kind, peer-core WRITE, software-DGE
+//! start-up) are medians of their own samples (`mech_samples`). Validation is
+//! leave-one-kernel-out: each kernel is predicted by a fit to the other kernels only, per
+//! instruction and over its whole execution window (against `summary.total_time`), so the
+//! figures say how the model does on a kernel it was not fitted to.
 
 use crate::{usage, Failure};
 use neuron_isa::cayman::render::neff_base;
@@ -34,6 +37,9 @@ pub struct Sample {
     pub latency_ns: f64,
     /// What the uncalibrated cost table charges for the same word(s).
     pub model_ns: f64,
+    /// `interval_ns` is a measured issue interval; false: the record's own duration, used
+    /// only for classes with no interval samples from two kernels.
+    pub measured: bool,
 }
 
 /// What a cost is fitted for.
@@ -212,6 +218,112 @@ fn emulated_body_ns(
     neff: &Path,
     cost: neuron_devmodel::arch::CostTable,
 ) -> Result<(f64, f64), String> {
+    emulated_run(neff, cost).map(|r| (r.0, r.1))
+}
+
+/// One word's span on sg00 (NC 0), ns from the execution's t=0 (sg00 Tensor's hint=2).
+#[derive(Debug, Clone)]
+struct Span {
+    engine: Engine,
+    pc: u32,
+    opcode: String,
+    start: f64,
+    end: f64,
+}
+
+/// Silicon's spans of sg00 (the profile's t=0 is sg00 Tensor's hint=2).
+/// Silicon's spans, and per (engine, pc) whether the word waits at all and whether it has a
+/// header wait (its record then starts when the wait held).
+type WaitFlags = BTreeMap<(Engine, u32), (bool, bool)>;
+
+fn silicon_spans(profile: &Path) -> Result<(Vec<Span>, WaitFlags), String> {
+    let j = read_json(profile)?;
+    let mut spans = Vec::new();
+    let mut waits = BTreeMap::new();
+    for r in j["instruction"].as_array().into_iter().flatten() {
+        let (Some(("sg00", engine, pc, ts)), Some(d), Some(op)) =
+            (record_key(r), r["duration"].as_f64(), r["opcode"].as_str())
+        else {
+            continue;
+        };
+        let own = r["operands"].as_str().is_some_and(has_wait);
+        waits.insert((engine, pc), (own, header_wait(r)));
+        spans.push(Span {
+            engine,
+            pc,
+            opcode: op.to_string(),
+            start: ts,
+            end: ts + d,
+        });
+    }
+    Ok((spans, waits))
+}
+
+/// The phases of sg00's execution, ns: start hand-off (t=0 to the first NEFF word), input
+/// (to the first compute word), compute (to the last compute word's end), output (to the
+/// last NEFF word's end), epilogue (to the end of the window, `total`).
+fn phases(spans: &[Span], ranges: &Ranges, total: f64) -> Option<[f64; 5]> {
+    let compute: Vec<&str> = Opcode::all()
+        .filter(|o| neuron_devmodel::calib::sized(*o))
+        .map(|o| o.static_name())
+        .collect();
+    let neff: Vec<&Span> = spans
+        .iter()
+        .filter(|s| {
+            ranges
+                .get(&("sg00".to_string(), s.engine))
+                .is_some_and(|(a, b)| (*a..*b).contains(&s.pc))
+        })
+        .collect();
+    let lo = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::INFINITY, f64::min);
+    let hi = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::NEG_INFINITY, f64::max);
+    let first = lo(&mut neff.iter().map(|s| s.start));
+    let last = hi(&mut neff.iter().map(|s| s.end));
+    let comp = || neff.iter().filter(|s| compute.contains(&s.opcode.as_str()));
+    let (c0, c1) = (
+        lo(&mut comp().map(|s| s.start)),
+        hi(&mut comp().map(|s| s.end)),
+    );
+    [first, last, c0, c1]
+        .iter()
+        .all(|v| v.is_finite())
+        .then_some([first, c0 - first, c1 - c0, last - c1, total - last])
+}
+
+/// Issue intervals by (engine, pc): the start of the word at pc + 1 minus this one's (an
+/// LDWEIGHTS + MATMUL pair is one interval, on its LDWEIGHTS), with the pair's label.
+fn intervals(spans: &[Span]) -> BTreeMap<(Engine, u32), (String, f64, u32)> {
+    let by: BTreeMap<(Engine, u32), &Span> = spans.iter().map(|s| ((s.engine, s.pc), s)).collect();
+    let mut out = BTreeMap::new();
+    for (&(e, pc), s) in &by {
+        let pair =
+            s.opcode == "LDWEIGHTS" && by.get(&(e, pc + 1)).is_some_and(|m| m.opcode == "MATMUL");
+        if s.opcode == "MATMUL"
+            && pc > 0
+            && by
+                .get(&(e, pc - 1))
+                .is_some_and(|l| l.opcode == "LDWEIGHTS")
+        {
+            continue;
+        }
+        let span = if pair { 2 } else { 1 };
+        if let Some(n) = by.get(&(e, pc + span)) {
+            let name = if pair {
+                "MATMUL pair".to_string()
+            } else {
+                s.opcode.clone()
+            };
+            out.insert((e, pc), (name, n.start - s.start, span));
+        }
+    }
+    out
+}
+
+/// The emulator's run of one execution: (NEFF body ns, execution ns, sg00 spans).
+fn emulated_run(
+    neff: &Path,
+    cost: neuron_devmodel::arch::CostTable,
+) -> Result<(f64, f64, Vec<Span>), String> {
     use neuron_runtime::{Config, Runtime};
     let ranges = body_ranges(neff)?;
     let bytes = std::fs::read(neff).map_err(|e| e.to_string())?;
@@ -232,6 +344,24 @@ fn emulated_body_ns(
         .device_time_ps as f64
         / 1e3;
     let trace = emu.take_trace(0);
+    // t=0: sg00 Tensor's NOTIFY hint=2, its first NOTIFY of the execution.
+    let t0 = trace
+        .iter()
+        .find(|e| e.nc == 0 && e.track == "Tensor" && e.name == "NOTIFY")
+        .map_or(0, |e| e.start.0);
+    let spans: Vec<Span> = trace
+        .iter()
+        .filter(|e| e.nc == 0 && e.start.0 >= t0)
+        .filter_map(|e| {
+            Some(Span {
+                engine: engine_of_track(&e.track)?,
+                pc: e.pc,
+                opcode: e.name.to_string(),
+                start: (e.start.0 - t0) as f64 / 1e3,
+                end: (e.start.0 + e.dur.0 - t0) as f64 / 1e3,
+            })
+        })
+        .collect();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     for ev in trace.iter().filter(|e| e.nc == 0) {
         let Some(engine) = engine_of_track(&ev.track) else {
@@ -246,43 +376,32 @@ fn emulated_body_ns(
         }
     }
     (hi > lo)
-        .then(|| ((hi - lo) as f64 / 1000.0, exec_ns))
+        .then(|| ((hi - lo) as f64 / 1000.0, exec_ns, spans))
         .ok_or_else(|| "no NEFF words in the trace of NC 0".to_string())
 }
 
-/// Silicon: an execution as the runtime times it, from the first `NOTIFY hint=2` (start) to
-/// the end of the last `NOTIFY hint=3` (end), over both subgraphs, ns.
-fn profile_exec_ns(profile: &Path) -> Result<f64, String> {
+/// Silicon: the whole execution window, `summary.total_time` (ns). Its t=0 is sg00 Tensor's
+/// `NOTIFY hint=2` (unrecorded; the next word is recorded 84 ns later in every profile) and it
+/// ends with the last `NOTIFY hint=3`: the window the runtime times on the emulator.
+fn profile_total_ns(profile: &Path) -> Result<f64, String> {
     let j = read_json(profile)?;
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for r in j["instruction"].as_array().into_iter().flatten() {
-        let (Some("NOTIFY"), Some(ops), Some(ts), Some(d)) = (
-            r["opcode"].as_str(),
-            r["operands"].as_str(),
-            r["timestamp"].as_f64(),
-            r["duration"].as_f64(),
-        ) else {
-            continue;
-        };
-        if ops.split_whitespace().any(|t| t == "hint=2") {
-            lo = lo.min(ts);
-        }
-        if ops.split_whitespace().any(|t| t == "hint=3") {
-            hi = hi.max(ts + d);
-        }
-    }
-    (hi > lo)
-        .then_some(hi - lo)
-        .ok_or_else(|| format!("{}: no NOTIFY hint=2 .. hint=3 window", profile.display()))
+    j["summary"][0]["total_time"]
+        .as_f64()
+        .filter(|t| *t > 0.0)
+        .map(|t| t * 1e9)
+        .ok_or_else(|| format!("{}: no summary.total_time", profile.display()))
 }
 
 /// A cost table with the calibrated classes of `fits` (those seen in two kernels or more and
-/// not in `exclude`) and a DMA_DIRECT2D fixed latency.
+/// not in `exclude`) and a DMA_DIRECT2D fixed latency. A data word's class fitted on
+/// durations alone (`latency_only`) keeps the table's interval (an all-zero interval in
+/// `OpCost`) and takes the fit as its completion latency.
 fn table_from(
     (fits, lats): (&BTreeMap<Class, Fit>, &BTreeMap<Class, Fit>),
-    exclude: &[Class],
+    (exclude, latency_only): (&[Class], &[Class]),
     dma_fixed_ns: Option<f64>,
     bytes_per_ns: f64,
+    mech: Option<neuron_devmodel::calib::Mechanisms>,
 ) -> neuron_devmodel::arch::CostTable {
     let mut cost = neuron_devmodel::ArchProfile::new(neuron_abi::arch::Arch::V3Trn2).cost;
     cost.real = fits
@@ -290,6 +409,15 @@ fn table_from(
         .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
         .map(|(c, f)| {
             let l = lats.get(c).copied().unwrap_or(*f);
+            let f = if latency_only.contains(c) {
+                Fit {
+                    a: 0.0,
+                    b: 0.0,
+                    ..*f
+                }
+            } else {
+                *f
+            };
             neuron_devmodel::calib::OpCost {
                 engine: c.engine,
                 opcode: c.opcode,
@@ -306,6 +434,7 @@ fn table_from(
         fixed: neuron_devmodel::Ps((f * 1000.0).round() as u64),
         bytes_per_ns: bytes_per_ns.round() as u32,
     });
+    cost.mech = mech;
     cost
 }
 
@@ -366,7 +495,10 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
             ) else {
                 continue;
             };
-            if !clean(sg, *engine, pc.saturating_add(span)) {
+            // Not clean: the record's own duration stands in (`prefer_intervals`), for single
+            // words only (a pair's LDWEIGHTS duration is not the pair's).
+            let measured = clean(sg, *engine, pc.saturating_add(span));
+            if !measured && span != 1 {
                 continue;
             }
             let (elems, wide) = features(ci);
@@ -379,9 +511,10 @@ pub fn samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<Sample>
                     transpose,
                 },
                 elems,
-                interval_ns: next_ts - ts,
+                interval_ns: if measured { next_ts - ts } else { end - ts },
                 latency_ns: end - ts,
                 model_ns: ldw_model + table_ns(*engine, ci),
+                measured,
             });
         }
     }
@@ -412,30 +545,7 @@ pub fn dma_bandwidth(profile: &Path) -> Result<f64, String> {
 pub fn dma_samples(kernel: usize, neff: &Path, profile: &Path) -> Result<Vec<DmaSample>, String> {
     let words = neff_words(neff)?;
     let j = read_json(profile)?;
-    // (subgraph, semaphore) -> [(timestamp, value)], time order. Ids read "S[24] (q...)" or "2".
-    let mut sems: BTreeMap<(String, u64), Vec<(f64, f64)>> = BTreeMap::new();
-    for u in j["semaphore_update"].as_array().into_iter().flatten() {
-        let id = match &u["id"] {
-            serde_json::Value::String(s) => s
-                .trim_start_matches("S[")
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .and_then(|d| d.parse().ok()),
-            v => v.as_u64(),
-        };
-        let (Some(sg), Some(id), Some(ts), Some(v)) = (
-            u["subgraph"].as_str(),
-            id,
-            u["timestamp"].as_f64(),
-            u["value"].as_f64(),
-        ) else {
-            continue;
-        };
-        sems.entry((sg.to_string(), id)).or_default().push((ts, v));
-    }
-    for v in sems.values_mut() {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
+    let sems = sem_timeline(&j);
     // (subgraph, issue, done, bytes)
     let mut found: Vec<(String, f64, f64, f64)> = Vec::new();
     for r in j["instruction"].as_array().into_iter().flatten() {
@@ -509,40 +619,461 @@ fn has_wait(operands: &str) -> bool {
     })
 }
 
-/// Constant-cost samples (`FIXED`) of one profile.
+/// A profile's instruction records per (subgraph, engine track), in time order.
+fn tracks(j: &serde_json::Value) -> BTreeMap<(String, Engine), Vec<&serde_json::Value>> {
+    let mut out: BTreeMap<(String, Engine), Vec<&serde_json::Value>> = BTreeMap::new();
+    for r in j["instruction"].as_array().into_iter().flatten() {
+        if let Some((sg, engine, _, _)) = record_key(r) {
+            out.entry((sg.to_string(), engine)).or_default().push(r);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| {
+            let t = |r: &serde_json::Value| r["timestamp"].as_f64().unwrap_or(0.0);
+            t(a).total_cmp(&t(b))
+        });
+    }
+    out
+}
+
+/// Whether a record's word waits before it starts: a header wait (the record's timestamp is
+/// then when the wait held, so the interval before it holds waiting). An EVENT_SEMAPHORE's
+/// own condition (after `setter=`) is waited on inside its duration instead.
+fn header_wait(r: &serde_json::Value) -> bool {
+    let ops = r["operands"].as_str().unwrap_or("");
+    let head = match (r["opcode"].as_str(), ops.find("setter=")) {
+        (Some("EVENT_SEMAPHORE"), Some(i)) => &ops[..i],
+        _ => ops,
+    };
+    has_wait(head)
+}
+
+/// The LNC=2 handshake's WRITE: Tensor's WRITE to the peer core, followed by the wait for
+/// the peer's `$S[1]` increment (`runtime/src/prologue.rs`).
+fn is_peer_write(r: &serde_json::Value, next: Option<&serde_json::Value>) -> bool {
+    r["opcode"].as_str() == Some("WRITE")
+        && next.is_some_and(|n| {
+            n["opcode"].as_str() == Some("EVENT_SEMAPHORE")
+                && n["operands"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("$S[1]>="))
+        })
+}
+
+/// Constant-cost samples (`FIXED`) of one profile: the issue interval (the next record's
+/// start minus this one's, when the next has no header wait), else the record's duration;
+/// TENSOR_LOAD sized by the registers it loads.
 pub fn fixed_samples(kernel: usize, profile: &Path) -> Result<Vec<Sample>, String> {
     let j = read_json(profile)?;
+    let sems = sem_timeline(&j);
     let mut out = Vec::new();
-    for r in j["instruction"].as_array().into_iter().flatten() {
-        let (Some((_, engine, _, _)), Some(name), Some(d), Some(ops)) = (
-            record_key(r),
-            r["opcode"].as_str(),
-            r["duration"].as_f64(),
-            r["operands"].as_str(),
-        ) else {
-            continue;
-        };
-        if !FIXED.contains(&name) || has_wait(ops) {
-            continue;
-        }
-        let Some(opcode) = Opcode::all().find(|o| o.static_name() == name) else {
-            continue;
-        };
-        out.push(Sample {
-            kernel,
-            class: Class {
+    for ((sg, engine), recs) in tracks(&j) {
+        for (i, r) in recs.iter().enumerate() {
+            let next = recs.get(i + 1).copied();
+            let (Some(name), Some(ts), Some(d), Some(ops)) = (
+                r["opcode"].as_str(),
+                r["timestamp"].as_f64(),
+                r["duration"].as_f64(),
+                r["operands"].as_str(),
+            ) else {
+                continue;
+            };
+            let Some(opcode) = Opcode::all().find(|o| o.static_name() == name) else {
+                continue;
+            };
+            let class = Class {
                 engine,
                 opcode,
                 wide: false,
                 transpose: false,
-            },
-            elems: 0.0,
-            interval_ns: d,
-            latency_ns: d,
-            model_ns: table_fixed_ns(engine),
-        });
+            };
+            // A barrier hop: an EVENT_SEMAPHORE waiting on its own condition costs, once the
+            // condition holds, until its update (both on the semaphore timeline). Tensor's
+            // class has measured intervals (its barrier words that do not wait).
+            if opcode == Opcode::EventSemaphore && engine != Engine::Pe {
+                if let Some(hop) = barrier_hop(&sems, &sg, ts, ops) {
+                    out.push(Sample {
+                        kernel,
+                        class,
+                        elems: 0.0,
+                        interval_ns: hop,
+                        latency_ns: hop,
+                        model_ns: table_fixed_ns(engine),
+                        measured: true,
+                    });
+                }
+                continue;
+            }
+            if !FIXED.contains(&name) || has_wait(ops) || is_peer_write(r, next) {
+                continue;
+            }
+            let interval = next
+                .filter(|n| !header_wait(n))
+                .and_then(|n| n["timestamp"].as_f64())
+                .map(|t| t - ts);
+            let elems = if opcode == Opcode::TensorLoad {
+                ops.matches("$R[").count().max(1) as f64
+            } else {
+                0.0
+            };
+            out.push(Sample {
+                kernel,
+                class,
+                elems,
+                interval_ns: interval.unwrap_or(d),
+                latency_ns: d,
+                model_ns: table_fixed_ns(engine),
+                measured: interval.is_some(),
+            });
+        }
     }
     Ok(out)
+}
+
+/// An EVENT_SEMAPHORE `$S[n]==v $S[n]++` (or `=0`) that started at `ts`: from the update
+/// that made `$S[n]` equal `v` (or from `ts`, if later) to its own update.
+fn barrier_hop(sems: &SemTimeline, sg: &str, ts: f64, ops: &str) -> Option<f64> {
+    let toks: Vec<&str> = ops.split_whitespace().collect();
+    let i = toks
+        .iter()
+        .position(|t| t.starts_with("$S[") && t.contains("]=="))?;
+    let (sem, v) = toks[i].strip_prefix("$S[")?.split_once("]==")?;
+    let (n, v): (u64, f64) = (sem.parse().ok()?, v.parse().ok()?);
+    let upd = toks.get(i + 1)?;
+    let next = if upd.ends_with("++@complete") {
+        v + 1.0
+    } else if upd.ends_with("=0@complete") {
+        0.0
+    } else {
+        return None;
+    };
+    let ups = sems.get(&(sg.to_string(), n))?;
+    // The last update to v before the word's own update, which is the first to `next` after.
+    let own = ups.iter().find(|(t, val)| *t >= ts && *val == next)?.0;
+    let held = ups
+        .iter()
+        .filter(|(t, val)| *val == v && *t <= own)
+        .map(|(t, _)| *t)
+        .fold(f64::NEG_INFINITY, f64::max);
+    held.is_finite().then(|| own - held.max(ts))
+}
+
+/// Keep, per class, the measured intervals when they come from two kernels or more;
+/// otherwise the class is fitted on its records' durations.
+pub fn prefer_intervals(all: Vec<Sample>) -> Vec<Sample> {
+    let mut ks: BTreeMap<Class, std::collections::BTreeSet<usize>> = BTreeMap::new();
+    for s in all.iter().filter(|s| s.measured) {
+        ks.entry(s.class).or_default().insert(s.kernel);
+    }
+    all.into_iter()
+        .filter(|s| s.measured == ks.get(&s.class).is_some_and(|k| k.len() >= 2))
+        .collect()
+}
+
+/// Evidence for the mechanisms outside one word's class (`calib::Mechanisms`).
+#[derive(Debug, Clone, Default)]
+pub struct MechSamples {
+    /// (kernel, queue kind, delay from the engine's release to its first recorded word, ns).
+    pub handoff: Vec<(usize, neuron_devmodel::calib::QueueKind, f64)>,
+    /// (kernel, issue interval of the handshake WRITE to the peer core, ns).
+    pub peer_write: Vec<(usize, f64)>,
+    /// (kernel, software-DGE DMA start after it was ready, ns).
+    pub startup: Vec<(usize, f64)>,
+}
+
+/// Per (subgraph, semaphore): the profile's semaphore values over time.
+type SemTimeline = BTreeMap<(String, u64), Vec<(f64, f64)>>;
+
+fn sem_timeline(j: &serde_json::Value) -> SemTimeline {
+    let mut sems = SemTimeline::new();
+    for u in j["semaphore_update"].as_array().into_iter().flatten() {
+        // Ids read "S[24] (q...)" or "2".
+        let id = match &u["id"] {
+            serde_json::Value::String(s) => s
+                .trim_start_matches("S[")
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|d| d.parse().ok()),
+            v => v.as_u64(),
+        };
+        let (Some(sg), Some(id), Some(ts), Some(v)) = (
+            u["subgraph"].as_str(),
+            id,
+            u["timestamp"].as_f64(),
+            u["value"].as_f64(),
+        ) else {
+            continue;
+        };
+        sems.entry((sg.to_string(), id)).or_default().push((ts, v));
+    }
+    for v in sems.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    sems
+}
+
+/// When the header waits of a record (`S[n] (name)>=v`) held, per the semaphore timeline.
+fn waits_held(sems: &SemTimeline, sg: &str, r: &serde_json::Value) -> Option<f64> {
+    let ts = r["timestamp"].as_f64()?;
+    let toks: Vec<&str> = r["operands"].as_str()?.split_whitespace().collect();
+    let mut at: Option<f64> = None;
+    for (i, t) in toks.iter().enumerate() {
+        let n = t.strip_prefix("S[").and_then(|t| t.strip_suffix(']'));
+        let want = toks
+            .get(i + 1)
+            .and_then(|w| w.split_once(")>="))
+            .and_then(|(_, v)| v.parse::<f64>().ok());
+        let (Some(Ok(n)), Some(want)) = (n.map(str::parse::<u64>), want) else {
+            continue;
+        };
+        let held = sems
+            .get(&(sg.to_string(), n))?
+            .iter()
+            .find(|(t, val)| *val >= want && *t <= ts)?
+            .0;
+        at = Some(at.map_or(held, |a| a.max(held)));
+    }
+    at
+}
+
+/// Mechanism samples of one profiled kernel.
+pub fn mech_samples(kernel: usize, neff: &Path, profile: &Path) -> Result<MechSamples, String> {
+    use neuron_devmodel::calib::queue_kind;
+    let words = neff_words(neff)?;
+    let j = read_json(profile)?;
+    let tr = tracks(&j);
+    let sems = sem_timeline(&j);
+    let mut out = MechSamples::default();
+    let ts = |r: &serde_json::Value| r["timestamp"].as_f64().unwrap_or(0.0);
+    let end = |r: &serde_json::Value| ts(r) + r["duration"].as_f64().unwrap_or(0.0);
+    // Tensor's loop head sets events 0-3 (one NOP each), releasing Scalar, GpSimd, Vector,
+    // Sync, then loads $R[0], branches and starts (NOTIFY hint=2). Where the profile recorded
+    // the NOPs (not in sg00, whose hint=2 is the profile's t=0), they give the release of
+    // event k before hint=2; the median over subgraphs places the unrecorded ones.
+    let hint2 = |sg: &str| {
+        tr.get(&(sg.to_string(), Engine::Pe))?
+            .iter()
+            .find(|r| {
+                r["opcode"] == "NOTIFY"
+                    && r["operands"].as_str().is_some_and(|o| o.contains("hint=2"))
+            })
+            .map(|r| ts(r))
+            .or((sg == "sg00").then_some(0.0))
+    };
+    let mut before: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for ((sg, e), recs) in &tr {
+        let Some(h) = (*e == Engine::Pe).then(|| hint2(sg)).flatten() else {
+            continue;
+        };
+        for r in recs.iter().filter(|r| ts(r) < h && r["opcode"] == "NOP") {
+            let ops = r["operands"].as_str().unwrap_or("");
+            if let Some(k) = (0..4).find(|k| ops.contains(&format!("$E[{k}]+@complete"))) {
+                before.entry(k).or_default().push(h - end(r));
+            }
+        }
+    }
+    let step = {
+        let m: Vec<(usize, f64)> = before
+            .iter()
+            .map(|(k, v)| (*k, median(v.clone())))
+            .collect();
+        // Release k's distance before hint=2, extrapolated from the recorded events.
+        move |k: usize| -> Option<f64> {
+            let (k0, d0) = *m.iter().max_by_key(|(kk, _)| *kk)?;
+            let per = match (m.first(), m.last()) {
+                (Some(a), Some(b)) if b.0 > a.0 => (a.1 - b.1) / (b.0 - a.0) as f64,
+                _ => 98.0,
+            };
+            Some(d0 + per * (k0 as f64 - k as f64))
+        }
+    };
+    let sgs: std::collections::BTreeSet<String> = tr.keys().map(|(sg, _)| sg.clone()).collect();
+    for sg in &sgs {
+        let Some(h) = hint2(sg) else { continue };
+        for (k, engine) in [Engine::Act, Engine::Pool, Engine::Dve, Engine::Sp]
+            .into_iter()
+            .enumerate()
+        {
+            let (Some(first), Some(dist)) = (
+                tr.get(&(sg.clone(), engine)).and_then(|v| v.first()),
+                step(k),
+            ) else {
+                continue;
+            };
+            let dma = words
+                .iter()
+                .any(|((g, e, _), w)| g == sg && *e == engine && w.opcode == Opcode::DmaDirect2d);
+            // The released NOP itself issues after the hand-off and costs the table's charge.
+            let d = ts(first) - (h - dist) - table_fixed_ns(engine);
+            out.handoff.push((kernel, queue_kind(engine, dma), d));
+        }
+    }
+    for ((sg, engine), recs) in &tr {
+        for (i, r) in recs.iter().enumerate() {
+            let next = recs.get(i + 1).copied();
+            if *engine == Engine::Pe && is_peer_write(r, next) {
+                if let Some(n) = next {
+                    out.peer_write.push((kernel, ts(n) - ts(r)));
+                }
+            }
+            let sw = queue_kind(*engine, true) == neuron_devmodel::calib::QueueKind::SoftwareDge;
+            // Back to back: right after another DMA_DIRECT2D, with no wait between.
+            let back_to_back = i > 0 && recs[i - 1]["opcode"] == "DMA_DIRECT2D" && !header_wait(r);
+            if sw && r["opcode"] == "DMA_DIRECT2D" && i > 0 && !back_to_back {
+                let ready =
+                    waits_held(&sems, sg, r).map_or(end(recs[i - 1]), |w| w.max(end(recs[i - 1])));
+                out.startup.push((kernel, ts(r) - ready));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Per kernel, the phases of sg00 on silicon and under the full fit.
+#[allow(clippy::type_complexity)]
+fn print_phases(rows: &[(String, Option<[f64; 5]>, Option<[f64; 5]>)]) {
+    println!("validation: phases of sg00, silicon / emulated (full fit), us (t=0: sg00 Tensor's hint=2; compute = data words)");
+    println!(
+        "  {:<28} {:>15} {:>15} {:>15} {:>15} {:>15}",
+        "kernel", "start hand-off", "input", "compute", "output", "epilogue"
+    );
+    for (stem, s, e) in rows {
+        let (Some(s), Some(e)) = (s, e) else {
+            println!("  {stem:<28} (no NEFF or compute words)");
+            continue;
+        };
+        let cells: Vec<String> = s
+            .iter()
+            .zip(e)
+            .map(|(a, b)| format!("{:.2} / {:.2}", a / 1e3, b / 1e3))
+            .collect();
+        println!(
+            "  {stem:<28} {:>15} {:>15} {:>15} {:>15} {:>15}",
+            cells[0], cells[1], cells[2], cells[3], cells[4]
+        );
+    }
+}
+
+/// Per kernel and opcode, the error of the full fit's issue intervals against silicon's
+/// (words with no wait of their own whose next word has no header wait; sg00).
+fn print_opcodes(
+    kernels: &[(String, PathBuf, PathBuf)],
+    errs: &BTreeMap<(usize, String), Vec<f64>>,
+) {
+    println!("validation: issue-interval error per opcode, full fit vs silicon (sg00; |error| median and p90, signed median; n words)");
+    let stat = |v: &[f64]| {
+        let mut a: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+        a.sort_by(f64::total_cmp);
+        let p90 = a[((a.len() as f64 * 0.9).ceil() as usize).clamp(1, a.len()) - 1];
+        (median(a.clone()), p90, median(v.to_vec()))
+    };
+    let mut all: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (k, (stem, _, _)) in kernels.iter().enumerate() {
+        let mine: Vec<(&String, &Vec<f64>)> = errs
+            .iter()
+            .filter(|((kk, _), _)| *kk == k)
+            .map(|((_, n), v)| (n, v))
+            .collect();
+        let cells: Vec<String> = mine
+            .iter()
+            .map(|(n, v)| {
+                all.entry(n.as_str()).or_default().extend(v.iter());
+                let (m, p, sm) = stat(v);
+                format!(
+                    "{n} {:.0}%/{:.0}% ({:+.0}%, {})",
+                    m * 100.0,
+                    p * 100.0,
+                    sm * 100.0,
+                    v.len()
+                )
+            })
+            .collect();
+        println!("  {stem}: {}", cells.join("; "));
+    }
+    println!(
+        "  {:<28} {:>6} {:>9} {:>9} {:>9}",
+        "all kernels", "n", "median", "p90", "signed"
+    );
+    for (n, v) in &all {
+        let (m, p, sm) = stat(v);
+        println!(
+            "  {n:<28} {:>6} {:>8.0}% {:>8.0}% {:>+8.0}%",
+            v.len(),
+            m * 100.0,
+            p * 100.0,
+            sm * 100.0
+        );
+    }
+}
+
+/// The mechanisms' fit, and its spread over the leave-one-kernel-out fits.
+fn print_mech(
+    m: &MechSamples,
+    full: Option<neuron_devmodel::calib::Mechanisms>,
+    held: &[Option<neuron_devmodel::calib::Mechanisms>],
+) {
+    use neuron_devmodel::calib::QueueKind;
+    let us = |p: neuron_devmodel::Ps| p.0 as f64 / 1e6;
+    let Some(f) = full else {
+        println!(
+            "mechanisms: not enough evidence to fit (hand-off, peer WRITE, software-DGE start-up)"
+        );
+        return;
+    };
+    let range = |pick: &dyn Fn(&neuron_devmodel::calib::Mechanisms) -> neuron_devmodel::Ps| {
+        let v: Vec<f64> = held.iter().flatten().map(|h| us(pick(h))).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("held-out fits {lo:.3}..{hi:.3} us")
+    };
+    for q in QueueKind::ALL {
+        let n = m.handoff.iter().filter(|s| s.1 == q).count();
+        println!(
+            "start hand-off, engine owning {:<20} {:>7.3} us  ({n} engines; {})",
+            q.name(),
+            us(f.handoff[q.index()]),
+            range(&|h| h.handoff[q.index()])
+        );
+    }
+    println!(
+        "WRITE to the peer core (LNC=2 handshake)   {:>7.3} us  ({} WRITEs; {})",
+        us(f.peer_write),
+        m.peer_write.len(),
+        range(&|h| h.peer_write)
+    );
+    println!(
+        "software-DGE DMA start-up (not after a DMA) {:>6.3} us  ({} DMAs; {})",
+        us(f.swdge_startup),
+        m.startup.len(),
+        range(&|h| h.swdge_startup)
+    );
+}
+
+/// The mechanisms' parameters: medians over the kernels other than `skip`.
+pub fn fit_mech(
+    m: &MechSamples,
+    skip: Option<usize>,
+) -> Option<neuron_devmodel::calib::Mechanisms> {
+    use neuron_devmodel::calib::QueueKind;
+    let ps = |ns: f64| neuron_devmodel::Ps((ns.max(0.0) * 1000.0).round() as u64);
+    let keep = |k: usize| Some(k) != skip;
+    let med = |v: Vec<f64>| (!v.is_empty()).then(|| median(v));
+    let mut handoff = [neuron_devmodel::Ps::ZERO; 3];
+    for q in QueueKind::ALL {
+        let v = m
+            .handoff
+            .iter()
+            .filter(|(k, kind, _)| keep(*k) && *kind == q)
+            .map(|s| s.2)
+            .collect();
+        handoff[q.index()] = ps(med(v)?);
+    }
+    let pick = |v: &[(usize, f64)]| med(v.iter().filter(|s| keep(s.0)).map(|s| s.1).collect());
+    Some(neuron_devmodel::calib::Mechanisms {
+        handoff,
+        peer_write: ps(pick(&m.peer_write)?),
+        swdge_startup: ps(pick(&m.startup)?),
+    })
 }
 
 /// The table's charge for a word with nothing to stream: the issue overhead.
@@ -669,12 +1200,42 @@ pub fn run(
         ));
     }
     let mut all = Vec::new();
+    let mut mech = MechSamples::default();
     for (k, (stem, neff, prof)) in kernels.iter().enumerate() {
         let s = samples(k, neff, prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
         all.extend(s);
         let f = fixed_samples(k, prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
         all.extend(f);
+        let m = mech_samples(k, neff, prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+        mech.handoff.extend(m.handoff);
+        mech.peer_write.extend(m.peer_write);
+        mech.startup.extend(m.startup);
     }
+    let all = prefer_intervals(all);
+    // Data words seen only through their durations (a latency, not an occupancy: these
+    // engines pipeline) keep the table's interval. A hardware-DGE DMA issue is an occupancy:
+    // on Sync, whose intervals are measurable, the next word starts ~30 ns after its end.
+    let latency_only: Vec<Class> = {
+        let measured: std::collections::BTreeSet<Class> =
+            all.iter().filter(|s| s.measured).map(|s| s.class).collect();
+        let mut v: Vec<Class> = all
+            .iter()
+            .map(|s| s.class)
+            .filter(|c| {
+                !measured.contains(c)
+                    && neuron_devmodel::calib::sized(c.opcode)
+                    && c.opcode != Opcode::DmaDirect2d
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let full_mech = fit_mech(&mech, None);
+    let held_mech: Vec<_> = (0..kernels.len())
+        .map(|k| fit_mech(&mech, Some(k)))
+        .collect();
+
     let full = fit(&all, None);
     let held: Vec<BTreeMap<Class, Fit>> = (0..kernels.len()).map(|k| fit(&all, Some(k))).collect();
     let full_lat = fit_latency(&all, None);
@@ -682,7 +1243,7 @@ pub fn run(
         .map(|k| fit_latency(&all, Some(k)))
         .collect();
     println!(
-        "calibrate: {} kernels, {} samples (issue intervals of sized words, durations of constant-cost words); ns = a + b * elements per partition",
+        "calibrate: {} kernels, {} samples (issue intervals; records' durations where a class has no measurable interval); ns = a + b * elements per partition (TENSOR_LOAD: registers)",
         kernels.len(),
         all.len()
     );
@@ -725,6 +1286,7 @@ pub fn run(
             table_err * 100.0
         );
     }
+    print_mech(&mech, full_mech, &held_mech);
     // Per kernel: the sum of the fitted intervals against the measured sum, with the fit that
     // did not see the kernel.
     println!("per kernel: sum of the sampled issue intervals, measured vs the fit that did not see the kernel vs the uncalibrated table");
@@ -823,24 +1385,59 @@ pub fn run(
         let mut uncal = base.clone();
         uncal.real.clear();
         uncal.dma2d = None;
+        uncal.mech = None;
         let mut rows = Vec::new();
+        let mut phase_rows = Vec::new();
+        let mut op_errs: BTreeMap<(usize, String), Vec<f64>> = BTreeMap::new();
         for (k, (stem, neff, prof)) in kernels.iter().enumerate() {
             let f =
                 |e: Result<(f64, f64), String>| e.map_err(|e| Failure(1, format!("{stem}: {e}")));
             let g = |e: Result<f64, String>| e.map_err(|e| Failure(1, format!("{stem}: {e}")));
-            let silicon = (g(profile_body_ns(neff, prof))?, g(profile_exec_ns(prof))?);
+            let silicon = (g(profile_body_ns(neff, prof))?, g(profile_total_ns(prof))?);
             let t0 = f(emulated_body_ns(neff, uncal.clone()))?;
             let loo = table_from(
                 (&held[k], &held_lat[k]),
-                &exclude,
+                (&exclude, &latency_only),
                 dma_fixed_ns(&dmas, bw, Some(k)),
                 bw,
+                held_mech[k],
             );
             let t1 = f(emulated_body_ns(neff, loo))?;
-            let t2 = f(emulated_body_ns(
+            let (b2, e2, spans) = emulated_run(
                 neff,
-                table_from((&full, &full_lat), &exclude, fixed, bw),
-            ))?;
+                table_from(
+                    (&full, &full_lat),
+                    (&exclude, &latency_only),
+                    fixed,
+                    bw,
+                    full_mech,
+                ),
+            )
+            .map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+            let t2 = (b2, e2);
+            let (sil_spans, waits) =
+                silicon_spans(prof).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+            let ranges = body_ranges(neff).map_err(|e| Failure(1, format!("{stem}: {e}")))?;
+            phase_rows.push((
+                stem.clone(),
+                phases(&sil_spans, &ranges, silicon.1),
+                phases(&spans, &ranges, e2),
+            ));
+            let (si, ei) = (intervals(&sil_spans), intervals(&spans));
+            for (key, (name, sil, span)) in &si {
+                let clean = |pc: u32, _header: bool| waits.get(&(key.0, pc)).is_some_and(|w| !w.0);
+                // The emulator's trace starts a word when it issues (after every wait), so
+                // the next word must not wait at all.
+                if !clean(key.1, false) || !clean(key.1 + span, false) || *sil <= 0.0 {
+                    continue;
+                }
+                if let Some((_, emu, _)) = ei.get(key) {
+                    op_errs
+                        .entry((k, name.clone()))
+                        .or_default()
+                        .push((emu - sil) / sil);
+                }
+            }
             rows.push((stem.clone(), silicon, t0, t1, t2));
         }
         let r = |t: f64, s: f64| format!("{:.2} ({:+.0}%)", t / 1e3, (t / s - 1.0) * 100.0);
@@ -850,7 +1447,7 @@ pub fn run(
                 0usize,
             ),
             (
-                "execution time (first NOTIFY hint=2 to last hint=3, what the runtime reports)",
+                "whole execution window (silicon: summary.total_time, from sg00 Tensor's NOTIFY hint=2; emulated: first hint=2 to last hint=3, what the runtime reports)",
                 1,
             ),
         ] {
@@ -871,36 +1468,165 @@ pub fn run(
                 );
             }
         }
+        print_phases(&phase_rows);
+        print_opcodes(&kernels, &op_errs);
     }
     if let Some(out) = json_out {
-        let classes: Vec<serde_json::Value> = full
+        // The table the device model compiles in (`devmodel::calib::TRN2`, `TRN2_MECH`).
+        let compiled = table_from(
+            (&full, &full_lat),
+            (&exclude, &latency_only),
+            fixed,
+            bw,
+            full_mech,
+        );
+        let ns = |p: neuron_devmodel::Ps| p.0 as f64 / 1000.0;
+        let classes: Vec<serde_json::Value> = compiled
+            .real
             .iter()
-            .filter(|(c, f)| f.kernels >= 2 && !exclude.contains(c))
-            .map(|(c, f)| {
-                let l = full_lat.get(c).copied().unwrap_or(*f);
+            .map(|r| {
+                let c = Class {
+                    engine: r.engine,
+                    opcode: r.opcode,
+                    wide: r.wide,
+                    transpose: r.transpose,
+                };
+                let f = full.get(&c);
                 json!({
-                    "lat_a_ns": l.a,
-                    "lat_b_ns_per_elem": l.b,
-                    "engine": c.engine.profiler_name(),
-                    "opcode": c.opcode.static_name(),
-                    "fp32": c.wide,
-                    "transpose": c.transpose,
-                    "a_ns": f.a,
-                    "b_ns_per_elem": f.b,
-                    "samples": f.n,
-                    "kernels": f.kernels,
+                    "engine": r.engine.profiler_name(),
+                    "opcode": r.opcode.static_name(),
+                    "fp32": r.wide,
+                    "transpose": r.transpose,
+                    "a_ns": ns(r.fixed),
+                    "b_ns_per_elem": r.per_elem_fs as f64 / 1e6,
+                    "lat_a_ns": ns(r.lat_fixed),
+                    "lat_b_ns_per_elem": r.lat_per_elem_fs as f64 / 1e6,
+                    "latency_only": latency_only.contains(&c),
+                    "samples": f.map_or(0, |f| f.n),
+                    "kernels": f.map_or(0, |f| f.kernels),
                 })
             })
             .collect();
+        let mechanisms = compiled.mech.map(|m| {
+            json!({
+                "handoff_ns": m.handoff.iter().map(|p| ns(*p)).collect::<Vec<_>>(),
+                "peer_write_ns": ns(m.peer_write),
+                "swdge_startup_ns": ns(m.swdge_startup),
+            })
+        });
         let doc = json!({
             "dma_direct2d": { "fixed_ns": fixed, "bytes_per_ns": bw, "transfers": dmas.len() },
             "model": "interval_ns = a_ns + b_ns_per_elem * elements per partition",
             "kernels": kernels.iter().map(|k| k.0.clone()).collect::<Vec<_>>(),
             "classes": classes,
+            "mechanisms": mechanisms,
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| Failure(1, e.to_string()))?;
         std::fs::write(out, text)
             .map_err(|e| usage(format!("cannot write {}: {e}", out.display())))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(op: &str, ops: &str, ts: f64) -> serde_json::Value {
+        json!({"opcode": op, "operands": ops, "timestamp": ts, "duration": 10.0})
+    }
+
+    /// A header wait moves a record's timestamp to when the wait held; an EVENT_SEMAPHORE's
+    /// own condition (after `setter=`) does not.
+    #[test]
+    fn header_waits_are_told_from_body_waits() {
+        assert!(header_wait(&rec("NOP", "$E[4]==1- cycle=1", 0.0)));
+        assert!(header_wait(&rec(
+            "EVENT_SEMAPHORE",
+            "S[24] (qGpSimdDynamic)>=16 setter=0",
+            0.0
+        )));
+        assert!(!header_wait(&rec(
+            "EVENT_SEMAPHORE",
+            "setter=0 $S[2]==8 $S[2]=0@complete",
+            0.0
+        )));
+        assert!(!header_wait(&rec("DRAIN", "", 0.0)));
+    }
+
+    /// The handshake WRITE is recognised by the wait after it; a barrier hop runs from the
+    /// update that released the word to its own update; a DMA's header wait held at the
+    /// first update reaching its value.
+    #[test]
+    fn mechanism_evidence_from_records() {
+        let w = rec("WRITE", "data=0x1 size=4 dst=0x803802701804", 0.0);
+        let wait = rec(
+            "EVENT_SEMAPHORE",
+            "setter=0 $S[1]>=1 $S[1]--@complete",
+            546.0,
+        );
+        assert!(is_peer_write(&w, Some(&wait)));
+        assert!(!is_peer_write(&w, Some(&rec("NOP", "$E[4]==1-", 9.0))));
+        let mut sems = SemTimeline::new();
+        sems.insert(
+            ("sg00".into(), 2),
+            vec![(100.0, 1.0), (150.0, 2.0), (190.0, 3.0)],
+        );
+        sems.insert(("sg00".into(), 27), vec![(500.0, 8.0), (700.0, 16.0)]);
+        // Waits $S[2]==2 from t=50; released at 150, its own ++ at 190.
+        let hop = barrier_hop(&sems, "sg00", 50.0, "setter=0 $S[2]==2 $S[2]++@complete");
+        assert_eq!(hop, Some(40.0));
+        // Arrived after the release: counted from its arrival.
+        let hop = barrier_hop(&sems, "sg00", 170.0, "setter=0 $S[2]==2 $S[2]++@complete");
+        assert_eq!(hop, Some(20.0));
+        let dma = rec(
+            "DMA_DIRECT2D",
+            "S[27] (qGpSimdDynamic)>=16 semaphore=28 sem_increment=16",
+            1930.0,
+        );
+        let mut d = dma.clone();
+        d["subgraph"] = json!("sg00");
+        assert_eq!(waits_held(&sems, "sg00", &d), Some(700.0));
+        assert_eq!(waits_held(&sems, "sg01", &d), None);
+    }
+
+    /// Measured intervals win for a class seen in two kernels; otherwise its durations stay.
+    #[test]
+    fn intervals_are_preferred_per_class() {
+        let s = |kernel, opcode, measured| Sample {
+            kernel,
+            class: Class {
+                engine: Engine::Act,
+                opcode,
+                wide: false,
+                transpose: false,
+            },
+            elems: 0.0,
+            interval_ns: 1.0,
+            latency_ns: 1.0,
+            model_ns: 1.0,
+            measured,
+        };
+        let all = vec![
+            s(0, Opcode::Drain, true),
+            s(1, Opcode::Drain, true),
+            s(2, Opcode::Drain, false),
+            s(0, Opcode::DmaDirect2d, true),
+            s(1, Opcode::DmaDirect2d, false),
+            s(2, Opcode::DmaDirect2d, false),
+        ];
+        let kept: Vec<(Opcode, bool)> = prefer_intervals(all)
+            .iter()
+            .map(|x| (x.class.opcode, x.measured))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                (Opcode::Drain, true),
+                (Opcode::Drain, true),
+                (Opcode::DmaDirect2d, false),
+                (Opcode::DmaDirect2d, false)
+            ]
+        );
+    }
 }

@@ -29,6 +29,9 @@ pub struct CostTable {
     /// Calibrated DMA_DIRECT2D transfers (`calib.rs`); `None`: each transfer costs
     /// `dma_desc_latency` + bytes / `dma_bytes_per_ns`, with no sharing.
     pub dma2d: Option<crate::calib::Dma2dCost>,
+    /// Calibrated mechanisms outside one word's class (start hand-off, peer WRITE,
+    /// software-DGE start-up); `None`: none of them is modelled.
+    pub mech: Option<crate::calib::Mechanisms>,
 }
 
 /// Everything the device model needs to know about one architecture.
@@ -76,6 +79,7 @@ impl ArchProfile {
                     Vec::new()
                 },
                 dma2d: (arch == Arch::V3Trn2).then_some(crate::calib::TRN2_DMA2D),
+                mech: (arch == Arch::V3Trn2).then_some(crate::calib::TRN2_MECH),
             },
         }
     }

@@ -61,6 +61,13 @@ pub(super) struct Sequencer {
     /// Completion signals of words this engine has moved past that have not landed yet
     /// (calibrated latencies); a DRAIN waits for them.
     pub(super) outstanding: u32,
+    /// Timing state (`Device::pre_issue_delay`): the pending word blocked on a wait, its
+    /// pre-issue delay has been served, the opcode last issued, and the queue kind read off
+    /// the program (with the `ibuf` length it was read at).
+    pub(super) waited: bool,
+    pub(super) held: bool,
+    pub(super) last_op: Option<Opcode>,
+    pub(super) kind: Option<(usize, crate::calib::QueueKind)>,
 }
 
 impl Sequencer {
@@ -77,6 +84,10 @@ impl Sequencer {
             branch: None,
             regs: Box::new([0; 256]),
             outstanding: 0,
+            waited: false,
+            held: false,
+            last_op: None,
+            kind: None,
         }
     }
 
@@ -190,9 +201,21 @@ impl Device {
                 .chain(ext_wait.iter())
                 .all(|w| wait_holds(regs, w))
         {
-            self.cores[nc].engines[e].status = EngStatus::Blocked;
+            let st = &mut self.cores[nc].engines[e];
+            st.status = EngStatus::Blocked;
+            st.waited = true;
             return;
         }
+        // Calibrated start-up costs before the word issues (the wait is checked again then).
+        if let Some(d) = self.pre_issue_delay(nc, e, engine, &sync) {
+            let st = &mut self.cores[nc].engines[e];
+            st.held = true;
+            st.scheduled = true;
+            st.status = EngStatus::Idle;
+            let at = self.now + d;
+            return self.schedule(at, Ev::Step(nc, e));
+        }
+        let regs = &self.cores[nc].regs;
         if let Some(w) = sync.wait {
             if w.cond == WaitCond::EventSetThenClear {
                 regs.set_event(w.index, 0);
@@ -281,6 +304,7 @@ impl Device {
         }
         let st = &mut self.cores[nc].engines[e];
         st.pending = None;
+        (st.waited, st.held, st.last_op) = (false, false, Some(ci.opcode));
         st.inflight = Some(Inflight { update, notify });
         st.status = EngStatus::Busy;
         st.scheduled = true;

@@ -38,8 +38,12 @@ impl Device {
         let pe = &self.cores[nc].pe;
         let (transpose, ldw_cols, fresh) = (pe.transpose, pe.m as u64, pe.fresh);
         // Elements streamed per partition, for the uncalibrated table.
+        let mut peer = false;
         let streamed = match ci.opcode {
-            Opcode::Write => self.exec_write(nc, engine, pc, ci).map(|_| 0)?,
+            Opcode::Write => {
+                peer = self.exec_write(nc, engine, pc, ci)?;
+                0
+            }
             Opcode::TensorLoad => self.exec_tensor_load(nc, engine, pc, ci).map(|_| 0)?,
             Opcode::CompareBranch => self.exec_branch(nc, e, pc, ci).map(|_| 0)?,
             Opcode::EventSemaphoreRangeClear => {
@@ -109,6 +113,10 @@ impl Device {
         if cost.real.is_empty() {
             return Ok((table, None));
         }
+        let mhz = cost.engine_mhz[engine.index()] as u64;
+        if let (true, Some(m)) = (peer, cost.mech) {
+            return Ok((m.peer_write.0.saturating_mul(mhz) / 1_000_000, None));
+        }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
         // already charged the table's cost.
@@ -118,15 +126,21 @@ impl Device {
         else {
             return Ok((table, None));
         };
-        let mhz = cost.engine_mhz[engine.index()] as u64;
         // The LDWEIGHTS before a fresh MATMUL was charged this much of the pair's interval.
         let ldw = if is_mm && fresh {
             cost.instr_overhead_cycles + ldw_cols / stream
         } else {
             0
         };
-        let (interval, lat) = (c.cost(elems), c.latency(elems));
-        let cycles = (interval.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw);
+        // An all-zero interval: the class is calibrated for its completion latency only and
+        // keeps the table's interval.
+        let (interval, cycles) = if c.fixed == Ps::ZERO && c.per_elem_fs == 0 {
+            (Ps::from_cycles(table, mhz as u32), table)
+        } else {
+            let i = c.cost(elems);
+            (i, (i.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw))
+        };
+        let lat = c.latency(elems);
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
         let latency = (lat > interval).then(|| {
@@ -137,16 +151,72 @@ impl Device {
         Ok((cycles, latency))
     }
 
+    /// The calibrated wait before engine `e` issues its pending word, whose waits hold
+    /// (`calib::Mechanisms`): the start hand-off when an event wait released it, the
+    /// software-DGE start-up before a DMA_DIRECT2D not issued back to back with another.
+    /// Served once.
+    pub(super) fn pre_issue_delay(
+        &mut self,
+        nc: usize,
+        e: usize,
+        engine: Engine,
+        sync: &neuron_isa::Sync,
+    ) -> Option<Ps> {
+        let m = self.profile.cost.mech?;
+        let st = &self.cores[nc].engines[e];
+        if st.held {
+            return None;
+        }
+        let released = st.waited
+            && sync
+                .wait
+                .is_some_and(|w| w.cond == neuron_isa::WaitCond::EventSetThenClear);
+        let dma = st
+            .pending
+            .as_ref()
+            .and_then(|p| p.word.as_ref())
+            .is_some_and(|w| w.opcode == Opcode::DmaDirect2d);
+        if released {
+            let kind = self.queue_kind_of(nc, e, engine);
+            return Some(m.handoff[kind.index()]);
+        }
+        let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
+        // Back to back (right after another DMA_DIRECT2D, no wait between): no start-up.
+        let back_to_back = st.last_op == Some(Opcode::DmaDirect2d) && !st.waited;
+        (dma && sw && !back_to_back).then_some(m.swdge_startup)
+    }
+
+    /// The DMA queue kind engine `e` owns, read off its program: whether it holds
+    /// DMA_DIRECT2D words (`calib::queue_kind`). Cached until more words arrive.
+    fn queue_kind_of(&mut self, nc: usize, e: usize, engine: Engine) -> crate::calib::QueueKind {
+        let st = &mut self.cores[nc].engines[e];
+        match st.kind {
+            Some((len, k)) if len == st.ibuf.len() => k,
+            _ => {
+                let byte = Opcode::DmaDirect2d.byte(neuron_isa::cayman::Namespace::Loaded);
+                let from = st.origin.min(st.ibuf.len());
+                let has = st.ibuf[from..]
+                    .chunks_exact(WORD)
+                    .any(|w| Some(w[0]) == byte);
+                let k = crate::calib::queue_kind(engine, has);
+                st.kind = Some((st.ibuf.len(), k));
+                k
+            }
+        }
+    }
+
     /// WRITE: up to two immediate 32-bit stores to device addresses (a semaphore register of
-    /// this or another core, an event register, memory). The stores happen at issue.
+    /// this or another core, an event register, memory). The stores happen at issue. Returns
+    /// whether a store went to another core's window (its cost differs).
     fn exec_write(
         &mut self,
         nc: usize,
         engine: Engine,
         pc: u32,
         ci: &CaymanInstr,
-    ) -> Result<(), OpFault> {
+    ) -> Result<bool, OpFault> {
         let site = |d: &Device| d.site(nc, Some(engine), pc, ci.opcode_byte);
+        let mut peer = false;
         for k in 0..2 {
             let size = ci.u(&format!("size{k}")).unwrap_or(0);
             if size == 0 {
@@ -165,8 +235,9 @@ impl Device {
                     kind: FaultKind::OutOfBounds,
                     detail: format!("WRITE slot {k}: {err}"),
                 })?;
+            peer |= self.profile.tpb_of(dst).is_some_and(|(c, _)| c != nc);
         }
-        Ok(())
+        Ok(peer)
     }
 
     /// TENSOR_LOAD: `num0 x num1` 32-bit values (`step0` elements apart) from a device
@@ -441,5 +512,186 @@ pub(super) mod tests {
         assert!(span(0).1 <= Ps(10_500), "{:?}", span(0));
         assert!(span(1).0 >= span(0).0 + Ps(5_000_000), "{:?}", span(1));
         assert!(span(2).0 >= span(1).0);
+    }
+}
+
+#[cfg(test)]
+mod timing_tests {
+    use super::*;
+    use crate::arch::ArchProfile;
+    use crate::calib::{QueueKind, TRN2_MECH};
+    use neuron_isa::cayman::build as b;
+    use neuron_isa::cayman::Header;
+
+    fn trn2() -> Device {
+        Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2))
+    }
+
+    fn span(dev: &mut Device, track: &str, pc: u32) -> (Ps, Ps) {
+        dev.take_trace()
+            .iter()
+            .find(|t| t.pc == pc && t.nc == 0 && t.track == track)
+            .map(|t| (t.start, t.dur))
+            .unwrap_or_else(|| panic!("{track} pc {pc} not traced"))
+    }
+
+    /// Tensor releases two engines with events (the runtime's loop head): each takes its
+    /// next word the calibrated hand-off after the event, by the DMA queue kind its program
+    /// shows (Sync's holds a DMA_DIRECT2D word: a hardware-DGE queue; Scalar's none).
+    #[test]
+    fn start_hand_off_depends_on_the_queue_kind() {
+        let wait = |k: u8| {
+            b::nop(Header {
+                wait_cond: 7,
+                wait_index: k,
+                ..Header::default()
+            })
+        };
+        let set = |k: u8| {
+            b::nop(Header {
+                update_op: 0x11,
+                update_index: k,
+                ..Header::default()
+            })
+        };
+        // A DMA_DIRECT2D word Sync never reaches (it blocks on $S[9] first).
+        let mut dma = [0u8; WORD];
+        dma[0] = Opcode::DmaDirect2d
+            .byte(neuron_isa::cayman::Namespace::Loaded)
+            .expect("loaded DMA opcode");
+        let never = b::event_semaphore((9, 1, 5), 0x13, 9, 1);
+        let mut dev = trn2();
+        dev.set_tracing(true);
+        for (e, words) in [
+            (Engine::Act, vec![wait(0), b::notify(2)]),
+            (Engine::Sp, vec![wait(3), b::notify(2), never, dma]),
+        ] {
+            let port = dev.instr_port(0, e);
+            dev.write(port, &words.concat()).expect("port");
+        }
+        dev.run(1000);
+        let port = dev.instr_port(0, Engine::Pe);
+        dev.write(port, &[set(0), set(3)].concat()).expect("port");
+        dev.run(10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let trace = dev.take_trace();
+        let at = |track: &str, pc: u32| {
+            trace
+                .iter()
+                .find(|t| t.pc == pc && t.track == track)
+                .map(|t| (t.start, t.dur))
+                .unwrap_or_else(|| panic!("{track} pc {pc}"))
+        };
+        let released = |pc| {
+            let (s, d) = at("Tensor", pc);
+            s + d
+        };
+        let h = TRN2_MECH.handoff;
+        assert_eq!(at("Scalar", 0).0, released(0) + h[QueueKind::None.index()]);
+        assert_eq!(
+            at("Sync", 0).0,
+            released(1) + h[QueueKind::HardwareDge.index()]
+        );
+        // A second event wait that did not block pays nothing.
+        assert_eq!(at("Scalar", 1).0, at("Scalar", 0).0 + at("Scalar", 0).1);
+    }
+
+    /// The LNC=2 handshake WRITE (a store into the peer core's window) costs the calibrated
+    /// interval; a WRITE to this core's own registers keeps its class.
+    #[test]
+    fn a_write_to_the_peer_core_costs_the_handshake_interval() {
+        let mut dev = trn2();
+        dev.set_tracing(true);
+        let page = |nc: usize| dev.profile.tpb_base(nc) + crate::arch::tpb::SEMAPHORE_PAGE;
+        let (own, peer) = (page(0) + 0x1400 + 4 * 5, page(1) + 0x1800 + 4);
+        exec_tests_run(&mut dev, &[b::write(&[(peer, 1)]), b::write(&[(own, 1)])]);
+        let mhz = dev.profile.cost.engine_mhz[0];
+        let want = |p: Ps| Ps::from_cycles(p.0 * mhz as u64 / 1_000_000, mhz);
+        assert_eq!(span(&mut dev, "Tensor", 0).1, want(TRN2_MECH.peer_write));
+        let mut d2 = trn2();
+        d2.set_tracing(true);
+        exec_tests_run(&mut d2, &[b::write(&[(own, 1)])]);
+        let local = span(&mut d2, "Tensor", 0).1;
+        assert!(local.0 < TRN2_MECH.peer_write.0 / 4, "{local}");
+    }
+
+    fn exec_tests_run(dev: &mut Device, words: &[[u8; 64]]) {
+        tests::run_words(dev, 0, Engine::Pe, words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+    }
+
+    /// GpSimd's software-DGE DMA_DIRECT2D pays the start-up unless it follows another one
+    /// back to back; other engines' DMAs never do.
+    #[test]
+    fn software_dge_start_up_unless_back_to_back() {
+        let mut dev = trn2();
+        let mut w = [0u8; WORD];
+        w[0] = Opcode::DmaDirect2d
+            .byte(neuron_isa::cayman::Namespace::Loaded)
+            .expect("loaded DMA opcode");
+        let pend = |dev: &mut Device, e: Engine| {
+            let (sync, ci) = (
+                neuron_isa::Sync::default(),
+                CaymanInstr::decode(neuron_isa::cayman::Namespace::Loaded, &w),
+            );
+            dev.cores[0].engines[e.index()].pending = Some(super::super::engine::Pending {
+                sync,
+                opcode: w[0],
+                ext_wait: None,
+                word: Some(Box::new(ci)),
+                drain: false,
+            });
+            sync
+        };
+        let delay = |dev: &mut Device, e: Engine, last: Option<Opcode>, waited: bool| {
+            let sync = pend(dev, e);
+            let st = &mut dev.cores[0].engines[e.index()];
+            (st.last_op, st.waited, st.held) = (last, waited, false);
+            dev.pre_issue_delay(0, e.index(), e, &sync)
+        };
+        let s = Some(TRN2_MECH.swdge_startup);
+        let dma = Some(Opcode::DmaDirect2d);
+        assert_eq!(delay(&mut dev, Engine::Pool, Some(Opcode::Drain), false), s);
+        assert_eq!(delay(&mut dev, Engine::Pool, dma, false), None);
+        assert_eq!(delay(&mut dev, Engine::Pool, dma, true), s);
+        assert_eq!(
+            delay(&mut dev, Engine::Sp, Some(Opcode::Drain), false),
+            None
+        );
+        // Served once: the word then issues.
+        dev.cores[0].engines[Engine::Pool.index()].held = true;
+        let sync = pend(&mut dev, Engine::Pool);
+        assert_eq!(
+            dev.pre_issue_delay(0, Engine::Pool.index(), Engine::Pool, &sync),
+            None
+        );
+    }
+
+    /// A TENSOR_LOAD's calibrated cost grows with the registers it loads.
+    #[test]
+    fn tensor_load_cost_grows_with_registers() {
+        let one = CaymanInstr::decode(
+            neuron_isa::cayman::Namespace::Loaded,
+            &b::tensor_load(&[0], 0x100_0000, 0),
+        );
+        let two = CaymanInstr::decode(
+            neuron_isa::cayman::Namespace::Loaded,
+            &b::tensor_load(&[130, 131], 0x100_0000, 1),
+        );
+        assert_eq!(crate::calib::word_features(&one).0, 1);
+        assert_eq!(crate::calib::word_features(&two).0, 2);
+        let c = crate::calib::lookup(
+            crate::calib::TRN2,
+            Engine::Pe,
+            Opcode::TensorLoad,
+            false,
+            false,
+        )
+        .expect("PE TENSOR_LOAD calibrated");
+        assert!(
+            c.cost(2) > c.cost(1) + Ps(400_000),
+            "{:?}",
+            (c.cost(1), c.cost(2))
+        );
     }
 }
