@@ -289,6 +289,7 @@ impl Device {
             }
         }
         let notify = (ci.opcode == Opcode::Notify).then(|| ci.u("hint").unwrap_or(0) as u16);
+        let opcode = ci.opcode;
         if let Some(t) = self.trace.as_mut() {
             t.push(crate::stats::TraceEvent {
                 nc,
@@ -304,7 +305,7 @@ impl Device {
         }
         let st = &mut self.cores[nc].engines[e];
         st.pending = None;
-        (st.waited, st.held, st.last_op) = (false, false, Some(ci.opcode));
+        (st.waited, st.held, st.last_op) = (false, false, Some(opcode));
         st.inflight = Some(Inflight { update, notify });
         st.status = EngStatus::Busy;
         st.scheduled = true;
