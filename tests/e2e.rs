@@ -1,5 +1,6 @@
 //! End-to-end: runtime -> driver ABI -> emulator -> device model, on the project fixtures.
 
+use neuron_abi::arch::Arch;
 use neuron_e2e_tests::{builtin_input, execute_builtin, read_f32_npy, repo_path, setup};
 use neuron_isa::Dtype;
 use neuron_kbuild::kernels::{self, Broken};
@@ -365,4 +366,37 @@ fn device_times_are_pinned() {
         (23_840_021, 35_430_080),
         "MLP, akc-fused_bf16_s512 device_time_ps"
     );
+}
+
+/// Functional mode (`CostTable::functional`) changes when things happen, never what: the
+/// outputs of the MLP and of an LNC=2 attention kernel are bit-identical to the timed run's,
+/// and the device time is only an order of events (far shorter).
+#[test]
+fn functional_mode_computes_what_timed_mode_does() {
+    let paths = [
+        "fixtures/neff/mlp.neff",
+        "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff",
+    ];
+    for p in paths {
+        let bytes = std::fs::read(repo_path(p)).expect("fixture");
+        let s = setup(Duration::from_secs(60));
+        let mut m = s.rt.load(&bytes, 0).expect("load");
+        let timed = execute_builtin(&mut m).expect("timed run");
+        let cost = neuron_devmodel::ArchProfile::new(Arch::V3Trn2).cost;
+        assert!(s.emu.set_cost(0, cost.functional()));
+        let func = execute_builtin(&mut m).expect("functional run");
+        assert_eq!(func.outputs, timed.outputs, "{p}: outputs");
+        assert!(
+            func.device_time_ps * 4 < timed.device_time_ps,
+            "{p}: {} vs {} ps",
+            func.device_time_ps,
+            timed.device_time_ps
+        );
+        assert!(s.emu.set_cost(0, cost));
+        let again = execute_builtin(&mut m).expect("timed again");
+        assert_eq!(
+            again.device_time_ps, timed.device_time_ps,
+            "{p}: back to timed"
+        );
+    }
 }

@@ -77,7 +77,10 @@ pub fn run(
         rate / 1e9
     );
     println!(
-        "{:<28} {:>10} {:>12} {:>12} {:>9} {:>8} {:>12} {:>10} {:>7}",
+        "func ms = host wall of the same executions in functional mode (no timing model); t/func = timed / functional"
+    );
+    println!(
+        "{:<28} {:>10} {:>12} {:>12} {:>9} {:>8} {:>12} {:>10} {:>7} {:>8} {:>8}",
         "neff",
         "host ms",
         "emulated us",
@@ -86,7 +89,9 @@ pub fn run(
         "words",
         "words/s",
         "floor ms",
-        "floor x"
+        "floor x",
+        "func ms",
+        "t/func"
     );
     for path in &list {
         let stem = path
@@ -133,6 +138,8 @@ pub fn run(
         }
         let wall = t.elapsed().as_secs_f64() / repeat as f64;
         let macs = emu.stats(0).map_or(0, |s| s.sgemm_macs) - macs0;
+        let functional = functional_wall(&emu, &mut model, &refs, repeat)
+            .map_err(|e| Failure(1, format!("{stem}: functional mode: {e}")))?;
         let floor = 2.0 * macs as f64 / repeat as f64 / rate;
         let prof_dir = profiles.map(Path::to_path_buf).unwrap_or_else(|| {
             path.parent()
@@ -148,7 +155,7 @@ pub fn run(
             _ => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{stem:<28} {:>10.2} {:>12.2} {:>12} {:>9} {:>8} {:>12.0} {:>10.2} {:>7}",
+            "{stem:<28} {:>10.2} {:>12.2} {:>12} {:>9} {:>8} {:>12.0} {:>10.2} {:>7} {:>8.2} {:>8.2}",
             wall * 1e3,
             dev_ps as f64 / 1e6,
             trn2,
@@ -156,7 +163,9 @@ pub fn run(
             words,
             words as f64 / wall,
             floor * 1e3,
-            floor_x
+            floor_x,
+            functional * 1e3,
+            wall / functional
         );
         if host_profile {
             if let Some(p) = emu.host_profile(0) {
@@ -165,6 +174,29 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// Host wall per execution of `model` in functional mode (`CostTable::functional`: the same
+/// work with no timing model), after one warm-up; the timed cost table is restored after.
+fn functional_wall(
+    emu: &neuron_emulator::Emulator,
+    model: &mut neuron_runtime::Model,
+    refs: &[(&str, &[u8])],
+    repeat: u32,
+) -> Result<f64, String> {
+    let timed = neuron_devmodel::ArchProfile::new(Arch::V3Trn2).cost;
+    emu.set_cost(0, timed.functional());
+    let run = |model: &mut neuron_runtime::Model| -> Result<f64, String> {
+        model.execute(refs).map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        for _ in 0..repeat {
+            model.execute(refs).map_err(|e| e.to_string())?;
+        }
+        Ok(t.elapsed().as_secs_f64() / repeat as f64)
+    };
+    let r = run(model);
+    emu.set_cost(0, timed);
+    r
 }
 
 /// FLOP/s of the host SGEMM on the tile shape that dominates the real kernels (one PE-array

@@ -34,6 +34,27 @@ pub struct CostTable {
     pub mech: Option<crate::calib::Mechanisms>,
 }
 
+impl CostTable {
+    /// Functional mode: the same instructions, data and ordering (semaphores, events, DMA
+    /// completions) with no timing model: every word costs one engine cycle, every DMA
+    /// transfer nothing, no calibrated class or mechanism. Device times are then only an
+    /// order of events; what it is for is measuring what the timing model costs the host
+    /// (`bench real`'s timed / functional column).
+    pub fn functional(&self) -> CostTable {
+        CostTable {
+            engine_mhz: self.engine_mhz,
+            instr_overhead_cycles: 1,
+            stream_elems_per_cycle: u64::MAX,
+            pe_cols_per_cycle: u64::MAX,
+            dma_bytes_per_ns: u32::MAX,
+            dma_desc_latency: Ps::ZERO,
+            real: Vec::new(),
+            dma2d: None,
+            mech: None,
+        }
+    }
+}
+
 /// Everything the device model needs to know about one architecture.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchProfile {
@@ -99,5 +120,21 @@ impl ArchProfile {
             let base = self.tpb_base(nc);
             (addr >= base && addr < base + tpb::WINDOW).then(|| (nc, addr - base))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Functional mode keeps the clocks and drops every cost beyond one cycle a word.
+    #[test]
+    fn functional_costs_are_one_cycle_and_no_transfer_time() {
+        let timed = ArchProfile::new(Arch::V3Trn2).cost;
+        let f = timed.functional();
+        assert_eq!(f.engine_mhz, timed.engine_mhz);
+        assert_eq!((f.instr_overhead_cycles, f.dma_desc_latency), (1, Ps::ZERO));
+        assert!(f.real.is_empty() && f.dma2d.is_none() && f.mech.is_none());
+        assert_eq!(Ps::from_bytes(1 << 30, f.dma_bytes_per_ns), Ps(251));
     }
 }
