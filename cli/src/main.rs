@@ -16,6 +16,7 @@ mod profile_diff;
 mod run;
 mod serve;
 mod sysfs;
+mod runmem;
 mod tensorio;
 mod trace;
 
