@@ -104,7 +104,10 @@ enum Want {
     All(Vec<f32>),
     /// `(element index, wanted value)`, sorted by index (stable: duplicates keep their order);
     /// `next` is the first not yet compared.
-    Picked { at: Vec<(usize, f32)>, next: usize },
+    Picked {
+        at: Vec<(usize, f32)>,
+        next: usize,
+    },
 }
 
 /// An output compared with its golden as its bytes stream past in order ([`GoldenStream::feed`]),
@@ -322,4 +325,67 @@ pub(crate) fn reduced_golden(
         vals.len()
     );
     Ok((at, what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_neff::npy::NpyDtype;
+
+    fn npy(p: &Path, dt: NpyDtype, shape: &[usize], data: Vec<u8>) {
+        let a = NpyArray::new(dt, shape.to_vec(), data).expect("npy");
+        std::fs::write(p, a.to_bytes()).expect("write");
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// Fed in pieces, both golden kinds give the error over exactly their elements.
+    #[test]
+    fn streamed_comparison_sees_every_chosen_element_once() {
+        let d = std::env::temp_dir().join(format!("neuron-emu-golden-{}", std::process::id()));
+        let g = d.join("k");
+        std::fs::create_dir_all(&g).expect("dir");
+        let got = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        // Full golden: off by 0.5 at element 4, 0.25 at element 1.
+        npy(
+            &g.join("o.npy"),
+            NpyDtype::F32,
+            &[2, 3],
+            f32s(&[1.0, 2.25, 3.0, 4.0, 5.5, -7.0]),
+        );
+        let mut s = GoldenStream::open(&g, "o", &[2, 3]).expect("open");
+        for piece in [&got[..2], &got[2..3], &got[3..]] {
+            s.feed(piece);
+        }
+        let c = s.finish();
+        assert_eq!((c.max_abs_err, c.scale), (13.0, 7.0), "element 5: 6 vs -7");
+        // Reduced golden of output p [2, 3]: column block 1..2 and samples (0, 0), (1, 2).
+        std::fs::write(
+            g.join("reduction.json"),
+            r#"{"output": "p", "column_blocks": [[1, 2]],
+                "files": [{"file": "k/b.npy"}, {"file": "k/i.npy"}, {"file": "k/v.npy"}]}"#,
+        )
+        .expect("json");
+        npy(&g.join("b.npy"), NpyDtype::F32, &[2, 1], f32s(&[2.0, 5.25]));
+        let idx: Vec<u8> = [1u64, 2, 0, 0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        npy(&g.join("i.npy"), NpyDtype::I64, &[2, 2], idx);
+        npy(&g.join("v.npy"), NpyDtype::F32, &[2], f32s(&[6.5, 1.0]));
+        let mut s = GoldenStream::open(&g, "p", &[2, 3]).expect("open reduced");
+        for x in &got {
+            s.feed(std::slice::from_ref(x));
+        }
+        let c = s.finish();
+        assert_eq!((c.max_abs_err, c.scale), (0.5, 6.5), "(1, 2): 6 vs 6.5");
+        assert_eq!(c.what, "reduced: 1 column blocks + 2 samples");
+        // A NaN in the output poisons the error wherever it comes.
+        let mut s = GoldenStream::open(&g, "p", &[2, 3]).expect("open reduced");
+        s.feed(&[1.0, f32::NAN, 3.0, 4.0, 5.0, 6.0]);
+        assert!(s.finish().max_abs_err.is_nan());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -14,9 +14,9 @@ mod install;
 mod profile;
 mod profile_diff;
 mod run;
+mod runmem;
 mod serve;
 mod sysfs;
-mod runmem;
 mod tensorio;
 mod trace;
 

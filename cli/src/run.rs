@@ -305,7 +305,13 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
     progress.phase("outputs", need.outputs);
     let mut checked = Vec::new();
     for t in &outputs {
-        checked.push(check_output(&model, t, golden_dir.as_deref(), &a, &mut progress)?);
+        checked.push(check_output(
+            &model,
+            t,
+            golden_dir.as_deref(),
+            &a,
+            &mut progress,
+        )?);
     }
     progress.finish();
     for (t, (sum, golden)) in outputs.iter().zip(checked) {

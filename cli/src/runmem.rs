@@ -36,8 +36,7 @@ impl Need {
 /// `MemAvailable` of `/proc/meminfo` in bytes (`NEURON_EMU_MEMINFO` names another file in
 /// meminfo's format, for tests), or None where it cannot be read.
 pub(crate) fn mem_available() -> Option<u64> {
-    let path =
-        std::env::var_os("NEURON_EMU_MEMINFO").unwrap_or_else(|| "/proc/meminfo".into());
+    let path = std::env::var_os("NEURON_EMU_MEMINFO").unwrap_or_else(|| "/proc/meminfo".into());
     let text = std::fs::read_to_string(path).ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line

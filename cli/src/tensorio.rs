@@ -232,7 +232,8 @@ mod tests {
         for dt in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::Fp8E4] {
             let t = info(dt, &[37, 11]);
             let whole = builtin_input(&t, 3, 1);
-            let want = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(3, 1), 37 * 11, 1.0);
+            let want =
+                neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(3, 1), 37 * 11, 1.0);
             let mut conv = vec![0u8; t.size as usize];
             for (k, v) in want.iter().enumerate() {
                 store_f32(dt, *v, &mut conv[k * dt.size()..]);
@@ -285,7 +286,10 @@ mod tests {
             let mut pieces = npy_header(&t, r);
             pieces.extend(npy_data(&t, &b[..2], r));
             pieces.extend(npy_data(&t, &b[2..], r));
-            assert_eq!(pieces, whole, "header + data in pieces is the file (raw {r})");
+            assert_eq!(
+                pieces, whole,
+                "header + data in pieces is the file (raw {r})"
+            );
         }
     }
 }

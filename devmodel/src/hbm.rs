@@ -366,10 +366,17 @@ mod tests {
         let len = (2 * PAGE + PAGE / 2) as usize;
         m.back(PAGE, HostRegion::new(len).expect("region"))
             .expect("backed");
-        assert_eq!(m.resident_bytes(), PAGE, "only the partly covered page stays");
+        assert_eq!(
+            m.resident_bytes(),
+            PAGE,
+            "only the partly covered page stays"
+        );
         let mut b = vec![0u8; 3 * PAGE as usize];
         m.read(PAGE, &mut b);
-        assert!(b.iter().all(|&x| x == 7), "contents kept, inside and past the region");
+        assert!(
+            b.iter().all(|&x| x == 7),
+            "contents kept, inside and past the region"
+        );
     }
 
     #[test]
