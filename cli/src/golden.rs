@@ -223,20 +223,6 @@ fn max_abs<'a>(w: impl Iterator<Item = &'a f32>) -> f64 {
         .fold(0.0f64, |m, w| m.max(f64::from(w.abs())))
 }
 
-/// Compare a whole output held in memory with its golden (see [`GoldenStream`]).
-#[cfg(test)]
-pub(crate) fn compare_golden(
-    dir: &Path,
-    name: &str,
-    dt: neuron_isa::Dtype,
-    shape: &[u64],
-    bytes: &[u8],
-) -> Result<GoldenCmp, String> {
-    let mut g = GoldenStream::open(dir, name, shape)?;
-    g.feed(&tensorio::to_f32(dt, bytes));
-    Ok(g.finish())
-}
-
 /// The elements a `reduction.json` golden names, as (element index in the output, wanted
 /// value), read from the golden files (paths in it are relative to the golden directory's
 /// parent), and a description.

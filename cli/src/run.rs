@@ -225,7 +225,7 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
     let given_max = infos
         .iter()
         .filter(|t| given.iter().any(|(n, _)| n == &t.name))
-        .map(|t| tensorio::max_input_file_bytes(t).saturating_add(2 * t.size))
+        .map(|t| tensorio::max_input_file_bytes(t).saturating_mul(2))
         .max()
         .unwrap_or(0);
     let need = need_of(&model, given_max);
@@ -246,8 +246,7 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
                 let arr = NpyArray::parse(&raw)
                     .map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
                 drop(raw);
-                let bytes = tensorio::npy_to_tensor(t, &arr).map_err(usage)?;
-                drop(arr);
+                let bytes = tensorio::npy_to_tensor(t, arr).map_err(usage)?;
                 for (k, b) in bytes.chunks(BLOCK).enumerate() {
                     stage((k * BLOCK) as u64, b)?;
                     progress.inc(b.len() as u64);

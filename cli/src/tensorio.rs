@@ -7,8 +7,9 @@ use neuron_neff::npy::{NpyArray, NpyDtype};
 use neuron_runtime::TensorInfo;
 
 /// Bytes for tensor `t` from a `.npy` array: same dtype one to one, or a float32 array for a
-/// bf16/fp16/fp8 tensor (rounded to nearest even). The shape must match.
-pub fn npy_to_tensor(t: &TensorInfo, a: &NpyArray) -> Result<Vec<u8>, String> {
+/// bf16/fp16/fp8 tensor (rounded to nearest even). The shape must match. Takes the array so
+/// that same-dtype data is moved, not copied.
+pub fn npy_to_tensor(t: &TensorInfo, a: NpyArray) -> Result<Vec<u8>, String> {
     let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
     if shape != t.shape {
         return Err(format!(
@@ -28,7 +29,7 @@ pub fn npy_to_tensor(t: &TensorInfo, a: &NpyArray) -> Result<Vec<u8>, String> {
             && matches!(a.dtype, NpyDtype::U16 | NpyDtype::U8)
             && a.dtype.size() == t.dtype.size())
     {
-        return Ok(a.data.clone());
+        return Ok(a.data);
     }
     let narrow_float = matches!(
         t.dtype,
@@ -266,14 +267,12 @@ mod tests {
                 .collect(),
         )
         .expect("npy");
-        let b = npy_to_tensor(&t, &a).expect("convert");
+        let b = npy_to_tensor(&t, a).expect("convert");
         assert_eq!(b, vec![0x80, 0x3F, 0x80, 0x3F], "ties to even");
         let bad = NpyArray::new(NpyDtype::F32, vec![3], vec![0; 12]).expect("npy");
-        assert!(npy_to_tensor(&t, &bad)
-            .expect_err("shape")
-            .contains("shape"));
+        assert!(npy_to_tensor(&t, bad).expect_err("shape").contains("shape"));
         let i32a = NpyArray::new(NpyDtype::I32, vec![2], vec![0; 8]).expect("npy");
-        assert!(npy_to_tensor(&t, &i32a)
+        assert!(npy_to_tensor(&t, i32a)
             .expect_err("dtype")
             .contains("dtype"));
         let out = tensor_to_npy(&t, &b, false).expect("out");
