@@ -17,7 +17,8 @@ fn staged_in_blocks_matches_execute_bit_for_bit() {
     // Odd-sized pieces, written out of order.
     let pieces: Vec<(usize, &[u8])> = x.chunks(40_000).enumerate().collect();
     for (k, b) in pieces.iter().rev() {
-        m2.write_input("x", (k * 40_000) as u64, b).expect("write_input");
+        m2.write_input("x", (k * 40_000) as u64, b)
+            .expect("write_input");
     }
     let (staged, num) = m2.execute_staged().expect("execute_staged");
     assert!(num.is_none());
