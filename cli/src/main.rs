@@ -14,6 +14,7 @@ mod install;
 mod profile;
 mod profile_diff;
 mod run;
+mod runmem;
 mod serve;
 mod sysfs;
 mod tensorio;

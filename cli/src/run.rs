@@ -1,8 +1,9 @@
 //! `neuron-emu run`: load a NEFF through the driver ABI, run it once on given or built-in
 //! inputs, report outputs (against a golden when given), device time, trace and faults.
 
-use crate::golden::{compare_golden, finite_or_null, tolerance};
-use crate::{campaign, open_emulated, tensorio, trace, usage, Failure};
+use crate::golden::{finite_or_null, tolerance, GoldenStream};
+use crate::runmem::{Need, Progress};
+use crate::{campaign, open_emulated, runmem, tensorio, trace, usage, Failure};
 use clap::Args;
 use neuron_abi::arch::Arch;
 use neuron_abi::DeviceFile;
@@ -72,7 +73,19 @@ pub(crate) struct RunArgs {
     /// Seed the plan's ranges are drawn with.
     #[arg(long, default_value_t = 0, requires = "faults")]
     pub(crate) fault_seed: u64,
+    /// Show progress on stderr (a bar on a terminal, else a line per tenth of each phase).
+    /// Without it, a bar is shown on a terminal when the model's tensors pass 256 MiB.
+    #[arg(long)]
+    pub(crate) progress: bool,
+    /// Run even if the host memory the run needs (printed before runs over 1 GiB) exceeds
+    /// MemAvailable; without it such a run is refused.
+    #[arg(long)]
+    pub(crate) no_memory_check: bool,
 }
+
+/// Bytes per block when tensors stream between the host and the device: inputs are built
+/// or converted and outputs checked a block at a time, never whole on the host.
+const BLOCK: usize = 8 << 20;
 
 /// Refuse unusable `--output-dir` / `--trace` / `--profile-json` paths before anything runs:
 /// the output directory is created now, a file's directory must exist and the file must not be
@@ -209,31 +222,60 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut data: Vec<(String, Vec<u8>)> = Vec::new();
+    let given_max = infos
+        .iter()
+        .filter(|t| given.iter().any(|(n, _)| n == &t.name))
+        .map(|t| tensorio::max_input_file_bytes(t).saturating_mul(2))
+        .max()
+        .unwrap_or(0);
+    let need = need_of(&model, given_max);
+    runmem::check(&need, a.no_memory_check).map_err(|e| Failure(1, e))?;
+    let mut progress = Progress::new(a.progress, need.inputs.saturating_add(need.outputs));
+    // Inputs go to the device a block at a time: built-in data is generated into a
+    // block-sized buffer, a file's converted bytes are freed once written.
+    progress.phase("inputs", need.inputs);
     for (i, t) in infos.iter().enumerate() {
-        let bytes = match given.iter().find(|(n, _)| n == &t.name) {
+        let stage = |off: u64, b: &[u8]| {
+            model
+                .write_input(&t.name, off, b)
+                .map_err(|e| Failure(1, format!("staging input '{}': {e}", t.name)))
+        };
+        match given.iter().find(|(n, _)| n == &t.name) {
             Some((_, p)) => {
                 let raw = tensorio::read_input_file(t, p).map_err(usage)?;
                 let arr = NpyArray::parse(&raw)
                     .map_err(|e| usage(format!("input '{}': {}: {e}", t.name, p.display())))?;
-                tensorio::npy_to_tensor(t, &arr).map_err(usage)?
+                drop(raw);
+                let bytes = tensorio::npy_to_tensor(t, arr).map_err(usage)?;
+                for (k, b) in bytes.chunks(BLOCK).enumerate() {
+                    stage((k * BLOCK) as u64, b)?;
+                    progress.inc(b.len() as u64);
+                }
             }
-            None => tensorio::builtin_input(t, a.seed, i),
-        };
-        data.push((t.name.clone(), bytes));
+            None => {
+                let mut gen = tensorio::BuiltinStream::new(t, a.seed, i);
+                let mut buf = vec![0u8; (t.size as usize).min(block_of(t))];
+                let mut off = 0u64;
+                while off < t.size {
+                    let n = (t.size - off).min(buf.len() as u64) as usize;
+                    gen.fill(&mut buf[..n]);
+                    stage(off, &buf[..n])?;
+                    progress.inc(n as u64);
+                    off += n as u64;
+                }
+            }
+        }
     }
     let recording = a.trace.is_some() || a.profile_json.is_some();
     if let (Some(emu), true) = (&emu, recording) {
         emu.set_tracing(0, true);
     }
-    let refs: Vec<(&str, &[u8])> = data
-        .iter()
-        .map(|(n, b)| (n.as_str(), b.as_slice()))
-        .collect();
+    progress.phase("executing", 0);
     let t_exec = Instant::now();
-    let out = match model.execute(&refs) {
-        Ok(o) => o,
-        Err(e) => {
+    let out = match model.execute_staged() {
+        Ok((o, None)) => o,
+        Ok((_, Some(e))) | Err(e) => {
+            progress.finish();
             report_faults(&emu);
             return Err(Failure(1, format!("execution failed: {e}")));
         }
@@ -258,8 +300,20 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
     ));
     let mut failures = Vec::new();
     let mut json_outputs = Vec::new();
-    for (t, bytes) in &out.outputs {
-        let sum = tensorio::checksum(bytes);
+    let outputs: Vec<_> = model.outputs().cloned().collect();
+    progress.phase("outputs", need.outputs);
+    let mut checked = Vec::new();
+    for t in &outputs {
+        checked.push(check_output(
+            &model,
+            t,
+            golden_dir.as_deref(),
+            &a,
+            &mut progress,
+        )?);
+    }
+    progress.finish();
+    for (t, (sum, golden)) in outputs.iter().zip(checked) {
         let mut line = format!(
             "output {:<12} {:<9} {:?} checksum {:016x}",
             t.name,
@@ -279,8 +333,8 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
             "compared": null,
             "pass": null,
         });
-        if let Some(g) = &golden_dir {
-            match compare_golden(g, &t.name, t.dtype, &t.shape, bytes) {
+        if let (Some(g), Some(golden)) = (&golden_dir, golden) {
+            match golden {
                 Ok(c) => {
                     let tol = tolerance(&a, g, t);
                     // NaN errors compare false: a NaN output never passes.
@@ -318,12 +372,6 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
         }
         say(line);
         json_outputs.push(j);
-        if let Some(dir) = &a.output_dir {
-            let arr = tensorio::tensor_to_npy(t, bytes, a.raw).map_err(|e| Failure(1, e))?;
-            let p = dir.join(format!("{}.npy", t.name));
-            std::fs::write(&p, arr.to_bytes())
-                .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
-        }
     }
     say(format!(
         "device time {:.3} us, host wall {:.3} ms",
@@ -398,4 +446,77 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
     }
     drop(model);
     Ok(())
+}
+
+/// The host memory a run of `model` needs ([`Need`]); `files`: the transient bytes of the
+/// largest input file.
+fn need_of(model: &neuron_runtime::Model, files: u64) -> Need {
+    let inputs = model.inputs().map(|t| t.size).sum::<u64>();
+    let outputs = model.outputs().map(|t| t.size).sum::<u64>();
+    let u = model.usage();
+    let all = u.host.iter().chain(&u.device).sum::<u64>();
+    Need {
+        inputs,
+        outputs,
+        other: all.saturating_sub(inputs + outputs),
+        files,
+    }
+}
+
+/// A block of whole elements of `t`.
+fn block_of(t: &neuron_runtime::TensorInfo) -> usize {
+    let es = t.dtype.size().max(1);
+    (BLOCK / es).max(1) * es
+}
+
+type Checked = (u64, Option<Result<crate::golden::GoldenCmp, String>>);
+
+/// Stream output `t` off the device a block at a time: its checksum, its comparison with the
+/// golden in `golden_dir`, and its `.npy` file with `--output-dir`.
+fn check_output(
+    model: &neuron_runtime::Model,
+    t: &neuron_runtime::TensorInfo,
+    golden_dir: Option<&Path>,
+    a: &RunArgs,
+    progress: &mut Progress,
+) -> Result<Checked, Failure> {
+    use std::io::Write;
+    let mut golden = golden_dir.map(|g| GoldenStream::open(g, &t.name, &t.shape));
+    let mut file = match &a.output_dir {
+        Some(dir) => {
+            let p = dir.join(format!("{}.npy", t.name));
+            let fail = |e: std::io::Error| Failure(1, format!("cannot write {}: {e}", p.display()));
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&p).map_err(fail)?);
+            // The header of the whole array, then its data a block at a time.
+            f.write_all(&tensorio::npy_header(t, a.raw)).map_err(fail)?;
+            Some((f, p))
+        }
+        None => None,
+    };
+    let mut sum = tensorio::CHECKSUM_INIT;
+    let mut buf = vec![0u8; (t.size as usize).min(block_of(t))];
+    let mut off = 0u64;
+    while off < t.size {
+        let n = (t.size - off).min(buf.len() as u64) as usize;
+        let b = &mut buf[..n];
+        model
+            .read_output(&t.name, off, b)
+            .map_err(|e| Failure(1, format!("reading output '{}': {e}", t.name)))?;
+        sum = tensorio::checksum_update(sum, b);
+        if let Some(Ok(g)) = &mut golden {
+            g.feed(&tensorio::to_f32(t.dtype, b));
+        }
+        if let Some((f, p)) = &mut file {
+            let data = tensorio::npy_data(t, b, a.raw);
+            f.write_all(&data)
+                .map_err(|e| Failure(1, format!("cannot write {}: {e}", p.display())))?;
+        }
+        progress.inc(n as u64);
+        off += n as u64;
+    }
+    if let Some((f, p)) = file {
+        f.into_inner()
+            .map_err(|e| Failure(1, format!("cannot write {}: {}", p.display(), e.error())))?;
+    }
+    Ok((sum, golden.map(|g| g.map(GoldenStream::finish))))
 }

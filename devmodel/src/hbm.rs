@@ -261,6 +261,16 @@ impl SparseMem {
             }
             pg += 1;
         }
+        // The region now holds those bytes: pages wholly inside it are never read again, so
+        // free them rather than keep the range in host memory twice.
+        let (first, last) = (addr.div_ceil(PAGE), end / PAGE);
+        if last > first && last - first < self.pages.len() as u64 {
+            for pg in first..last {
+                self.pages.remove(&pg);
+            }
+        } else {
+            self.pages.retain(|pg, _| *pg < first || *pg >= last);
+        }
         let p = region.as_ptr();
         self.backed.insert(addr, region);
         Ok(p)
@@ -345,6 +355,28 @@ mod tests {
         assert!(m.backing(0x10_0000).is_some());
         m.discard(0x10_0000, 8192);
         assert!(m.backing(0x10_0000).is_none());
+    }
+
+    #[test]
+    fn backing_a_range_frees_the_pages_inside_it() {
+        let mut m = SparseMem::new();
+        // Pages 1..=3 written; back pages 1 and 2 and half of 3.
+        m.write(PAGE, &vec![7u8; 3 * PAGE as usize]);
+        assert_eq!(m.resident_bytes(), 3 * PAGE);
+        let len = (2 * PAGE + PAGE / 2) as usize;
+        m.back(PAGE, HostRegion::new(len).expect("region"))
+            .expect("backed");
+        assert_eq!(
+            m.resident_bytes(),
+            PAGE,
+            "only the partly covered page stays"
+        );
+        let mut b = vec![0u8; 3 * PAGE as usize];
+        m.read(PAGE, &mut b);
+        assert!(
+            b.iter().all(|&x| x == 7),
+            "contents kept, inside and past the region"
+        );
     }
 
     #[test]

@@ -661,6 +661,63 @@ impl Model {
         &mut self,
         inputs: &[(&str, &[u8])],
     ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
+        self.counted(Some(inputs))
+    }
+
+    /// Run once on the inputs already in device memory ([`Model::write_input`]), leaving the
+    /// outputs there ([`Model::read_output`]): `ExecOutput::outputs` is empty. A large model
+    /// then needs no full-size host copy of its tensors. A numerical error comes back as in
+    /// [`Model::execute_completed`].
+    pub fn execute_staged(&mut self) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
+        self.counted(None)
+    }
+
+    /// Copy `data` into input `name` at byte `offset` of its device memory; an input can be
+    /// staged in blocks this way before [`Model::execute_staged`].
+    pub fn write_input(&self, name: &str, offset: u64, data: &[u8]) -> Result<(), NrtError> {
+        let c = self.io_chunk(&self.inputs, "input", name, offset, data.len())?;
+        self.drv
+            .copy_to(c, offset, data)
+            .map_err(|e| drv_err("MEM_BUF_COPY64 (input)", e))
+    }
+
+    /// Copy bytes of output `name` from byte `offset` of its device memory into `buf` (after
+    /// an execution: the last one's output).
+    pub fn read_output(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<(), NrtError> {
+        let c = self.io_chunk(&self.outputs, "output", name, offset, buf.len())?;
+        self.drv
+            .copy_from(c, offset, buf)
+            .map_err(|e| drv_err("MEM_BUF_COPY64 (output)", e))
+    }
+
+    /// The chunk of tensor `name` in `set`, if `len` bytes at `offset` lie inside the tensor.
+    fn io_chunk<'a>(
+        &self,
+        set: &'a [(TensorInfo, Chunk)],
+        what: &str,
+        name: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<&'a Chunk, NrtError> {
+        let (t, c) = set
+            .iter()
+            .find(|(t, _)| t.name == name)
+            .ok_or_else(|| self.bad_input(format!("unknown {what} tensor '{name}'")))?;
+        if offset.checked_add(len as u64).is_none_or(|e| e > t.size) {
+            return Err(self.bad_input(format!(
+                "{what} tensor '{name}': {len} bytes at {offset} exceed its {} bytes",
+                t.size
+            )));
+        }
+        Ok(c)
+    }
+
+    /// One execution, counted in the datastore when the model is listed there. `inputs`:
+    /// copied in first and the outputs read back, or `None` for staged tensors.
+    fn counted(
+        &mut self,
+        inputs: Option<&[(&str, &[u8])]>,
+    ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
         let Some(entry) = self.nds.take() else {
             return self.run_once(inputs);
         };
@@ -703,7 +760,7 @@ impl Model {
 
     fn run_once(
         &mut self,
-        inputs: &[(&str, &[u8])],
+        inputs: Option<&[(&str, &[u8])]>,
     ) -> Result<(ExecOutput, Option<NrtError>), NrtError> {
         // Hold every core of the model for the execution; switch the engines back to this
         // model's programs if another model ran on one of them last.
@@ -721,12 +778,14 @@ impl Model {
         if self.unrecoverable {
             return Err(NrtError::new(NrtStatus::ExecUnitUnrecoverable, format!("NC {} is in an undefined state after a failed execution; reset it by reloading", self.nc())));
         }
+        let staged = inputs.is_none();
+        let inputs = inputs.unwrap_or_default();
         for (n, _) in inputs {
             if !self.inputs.iter().any(|(t, _)| t.name == *n) {
                 return Err(self.bad_input(format!("unknown input tensor '{n}'")));
             }
         }
-        for (t, c) in &self.inputs {
+        for (t, c) in self.inputs.iter().filter(|_| !staged) {
             let mut given = inputs.iter().filter(|(n, _)| *n == t.name);
             let data = given
                 .next()
@@ -844,7 +903,7 @@ impl Model {
         let t0 = start.iter().flatten().min().copied().unwrap_or(0);
         let t1 = end.iter().flatten().max().copied().unwrap_or(t0);
         let mut outs = Vec::new();
-        for (t, c) in &self.outputs {
+        for (t, c) in self.outputs.iter().filter(|_| !staged) {
             let mut buf = Vec::new();
             buf.try_reserve_exact(t.size as usize).map_err(|_| {
                 NrtError::new(
