@@ -138,6 +138,13 @@ pub fn run(
         }
         let wall = t.elapsed().as_secs_f64() / repeat as f64;
         let macs = emu.stats(0).map_or(0, |s| s.sgemm_macs) - macs0;
+        // The host profile is of the timed executions only.
+        let hp = if host_profile {
+            emu.host_profile(0)
+        } else {
+            None
+        };
+        emu.set_host_profiling(0, false);
         let functional = functional_wall(&emu, &mut model, &refs, repeat)
             .map_err(|e| Failure(1, format!("{stem}: functional mode: {e}")))?;
         let floor = 2.0 * macs as f64 / repeat as f64 / rate;
@@ -167,10 +174,8 @@ pub fn run(
             functional * 1e3,
             wall / functional
         );
-        if host_profile {
-            if let Some(p) = emu.host_profile(0) {
-                print_host_profile(&p, repeat, wall);
-            }
+        if let Some(p) = hp {
+            print_host_profile(&p, repeat, wall);
         }
     }
     Ok(())
