@@ -161,6 +161,7 @@ pub(super) fn start(
 fn repair(p: &Pending, mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault> {
     let neg: Vec<f32> = p.hi.iter().map(|v| -*v).collect();
     pe.repaired += 1;
+    tracing::debug!(target: "devmodel", "pass pair: fused LOW pass undone ({} so far)", pe.repaired);
     if crate::gemm::sgemm(
         p.m,
         p.k,
@@ -219,6 +220,7 @@ pub(super) fn resume(
             if n == p.nmov && same_bits(scratch, &p.moving) {
                 pe.fresh = false;
                 pe.fused_pairs += 1;
+                tracing::trace!(target: "devmodel", "pass pair fused ({} so far)", pe.fused_pairs);
                 return Ok(Resume::Done(Exec::Done {
                     elems: p.nmov as u64 * 4,
                     sgemm_macs: 0,
