@@ -27,7 +27,9 @@ fn run(stem: &str, on: bool) -> (Vec<(String, Vec<f32>)>, u64, u64) {
     )))
     .expect("real NEFF fixture");
     let s = setup(Duration::from_secs(60));
-    let mut m = s.rt.load(&bytes, 0).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let mut m =
+        s.rt.load(&bytes, 0)
+            .unwrap_or_else(|e| panic!("{stem}: {e}"));
     let macs0 = s.emu.stats(0).map_or(0, |st| st.sgemm_macs);
     let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
     let macs = s.emu.stats(0).map_or(0, |st| st.sgemm_macs) - macs0;

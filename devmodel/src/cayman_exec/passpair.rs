@@ -440,7 +440,6 @@ mod tests {
         assert_close(&dest(&one.mem, D), &dest(&two.mem, D), &bound(&one));
     }
 
-
     #[test]
     fn a_fused_pair_equals_the_two_passes_within_the_gemm_bound() {
         let two = run(SEED, false, &pair());
