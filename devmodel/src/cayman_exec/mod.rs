@@ -43,9 +43,9 @@ pub struct PeState {
     pub full: Vec<f32>,
     /// A fused LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
-    /// Pairs computed as one product, and fused LOW passes undone (diagnostics, tests).
+    /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
     pub fused_pairs: u64,
-    pub repaired: u64,
+    pub settled: u64,
 }
 
 impl Default for PeState {
@@ -62,7 +62,7 @@ impl Default for PeState {
             full: Vec::new(),
             pair: None,
             fused_pairs: 0,
-            repaired: 0,
+            settled: 0,
         }
     }
 }
