@@ -41,7 +41,7 @@ pub struct PeState {
     /// rows, and the unsplit values in `full`.
     pub low_src: Option<(AccessPattern, Dtype, usize)>,
     pub full: Vec<f32>,
-    /// A fused LOW pass waiting for its HIGH pass.
+    /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
     /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
     pub fused_pairs: u64,
