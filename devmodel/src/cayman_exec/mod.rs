@@ -8,6 +8,7 @@
 
 mod act;
 mod alu;
+pub mod passpair;
 mod pattern;
 mod select;
 
@@ -23,7 +24,7 @@ use neuron_isa::{Dtype, Space};
 use pattern::{copy_bits, extent, f32_view, gather, offsets, scatter, span};
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct PeState {
     pub w: Vec<f32>,
     pub k: usize,
@@ -34,6 +35,36 @@ pub struct PeState {
     /// No MATMUL has used the weights since they were loaded (the cost model charges an
     /// LDWEIGHTS + MATMUL pair as one interval).
     pub fresh: bool,
+    /// Compute fp32 LOW/HIGH pass pairs as one product (`passpair`).
+    pub fuse: bool,
+    /// The weights are a LOW pass (fp32, with fusion on): the LDWEIGHTS' pattern, dtype and
+    /// rows, and the unsplit values in `full`.
+    pub low_src: Option<(AccessPattern, Dtype, usize)>,
+    pub full: Vec<f32>,
+    /// A deferred LOW pass waiting for its HIGH pass.
+    pub pair: Option<passpair::Pending>,
+    /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
+    pub fused_pairs: u64,
+    pub settled: u64,
+}
+
+impl Default for PeState {
+    fn default() -> Self {
+        PeState {
+            w: Vec::new(),
+            k: 0,
+            m: 0,
+            loaded: false,
+            transpose: false,
+            fresh: false,
+            fuse: passpair::enabled_by_env(),
+            low_src: None,
+            full: Vec::new(),
+            pair: None,
+            fused_pairs: 0,
+            settled: 0,
+        }
+    }
 }
 
 /// A DMA the instruction starts (run by the device's DMA model).
@@ -218,6 +249,11 @@ pub fn execute(
     scratch: &mut Scratch,
     regs: &mut [u32; 256],
 ) -> Result<Exec, OpFault> {
+    if pe.pair.is_some() {
+        if let passpair::Resume::Done(r) = passpair::resume(ci, mem, pe, &mut scratch.a)? {
+            return Ok(r);
+        }
+    }
     let Scratch { a, b, c, bytes } = scratch;
     let done = |elems: usize| {
         Ok(Exec::Done {
@@ -249,6 +285,13 @@ pub fn execute(
             }
             pe.k = rows;
             pe.m = n;
+            pe.low_src = None;
+            if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
+                pe.full.clear();
+                let rows_of = a[..rows * n].chunks_exact(n.max(1));
+                rows_of.for_each(|r| pe.full.extend(r.iter().rev()));
+                pe.low_src = Some((ap, dt, rows));
+            }
             pe.w.clear();
             pe.w.reserve(rows * n);
             let rows_of = a[..rows * n].chunks_exact(n.max(1));
@@ -264,6 +307,9 @@ pub fn execute(
             pe.loaded = true;
             pe.transpose = transpose;
             pe.fresh = true;
+            if pe.pair.is_some() {
+                passpair::high_loaded(mem, pe)?;
+            }
             Ok(Exec::Done {
                 elems: n as u64,
                 sgemm_macs: 0,
@@ -364,6 +410,11 @@ pub fn execute(
                     scatter(mem, &dst, out_dt, m, b)?;
                 }
             } else if let Some((dspace, cv, _)) = dv {
+                // An fp32 LOW pass may be computed together with its HIGH pass (`passpair`).
+                let fused = pe.low_src.is_some()
+                    && dt == Dtype::F32
+                    && !pe.transpose
+                    && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
                 let CoreMem { sbuf, psum, .. } = mem;
                 let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
                     (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
@@ -372,7 +423,7 @@ pub fn execute(
                     (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
                 };
                 let bv = mv.map_or(dense, |(_, v, _)| v);
-                if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
+                if !fused && !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
                     return Err(OpFault::bad("MATMUL operand shapes do not fit"));
                 }
             } else {
