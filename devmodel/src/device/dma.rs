@@ -130,6 +130,17 @@ impl Device {
         Ok(())
     }
 
+    /// The doorbell a device WRITE to `addr` rings, if it is one: (engine, queue, RX side).
+    pub(super) fn dma_doorbell(&self, addr: u64) -> Option<(usize, usize, bool)> {
+        use neuron_abi::tpb::{DMA_DOORBELL, DMA_DOORBELL_SIZE};
+        let (nc, off) = self.profile.tpb_of(addr)?;
+        let r = off
+            .checked_sub(DMA_DOORBELL)
+            .filter(|r| *r < DMA_DOORBELL_SIZE)?;
+        let slot = (r / 8) as usize;
+        Some((nc * DMA_ENGINES_PER_NC + slot / 16, slot % 16, r % 8 >= 4))
+    }
+
     pub(super) fn dma_nc(&self, eng: usize) -> usize {
         let per_core = self.cores.len() * DMA_ENGINES_PER_NC;
         let nc = if eng < per_core {
