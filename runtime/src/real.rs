@@ -216,6 +216,9 @@ pub fn build_programs(
             let place = places
                 .get(gi)
                 .ok_or_else(|| NrtError::invalid(format!("{sg}: no core placed")))?;
+            let body = translate_body(bin, base, tpb_shift, &base_of, &sizes, trig)
+                .map_err(|e| NrtError::invalid(format!("{sg} engine {engine}: {e}")))?;
+            // The epilogue's branches count loaded words (a DMA_TRIGGER is two).
             let (pro, epi) = crate::prologue::build(
                 engine,
                 &crate::prologue::Place {
@@ -226,7 +229,7 @@ pub fn build_programs(
                     dge: feat.dge_table,
                     act: feat.act_tables,
                 },
-                bin.len() / WORD,
+                body.len(),
             );
             if pro.len() != base as usize {
                 return Err(NrtError::invalid(format!(
@@ -236,8 +239,6 @@ pub fn build_programs(
             }
             let mut words = pro;
             let mut origins = vec![WordOrigin::Runtime; words.len()];
-            let body = translate_body(bin, base, tpb_shift, &base_of, &sizes, trig)
-                .map_err(|e| NrtError::invalid(format!("{sg} engine {engine}: {e}")))?;
             for w in body {
                 words.push(w.word);
                 origins.push(WordOrigin::Neff {
