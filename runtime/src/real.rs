@@ -217,7 +217,7 @@ pub fn build_programs(
                 .get(gi)
                 .ok_or_else(|| NrtError::invalid(format!("{sg}: no core placed")))?;
             let body = translate_body(bin, base, tpb_shift, &base_of, &sizes, trig)
-                .map_err(|e| NrtError::invalid(format!("{sg} engine {engine}: {e}")))?;
+                .map_err(|e| NrtError::invalid(format!("{sg} engine {engine} {e}")))?;
             // The epilogue's branches count loaded words (a DMA_TRIGGER is two).
             let (pro, epi) = crate::prologue::build(
                 engine,

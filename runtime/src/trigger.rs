@@ -101,7 +101,10 @@ fn pair(
 ) -> Result<(), String> {
     src.reverse();
     dst.reverse();
-    while let (Some(s), Some(d)) = (src.pop(), dst.pop()) {
+    while !src.is_empty() && !dst.is_empty() {
+        let (Some(s), Some(d)) = (src.pop(), dst.pop()) else {
+            break;
+        };
         let n = s.1.min(d.1).min(1 << 16);
         out.push((s.0, d.0, n as u32));
         if s.1 > n {
