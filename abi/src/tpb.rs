@@ -25,6 +25,12 @@ pub const WINDOW: u64 = 0x400_0000;
 /// engine finds the table that DGE-table DMA addresses index (project-defined; the real runtime
 /// loads the table address into sequencer registers in its prologue).
 pub const DGE_TABLE: u64 = 0x290_0000;
+/// DMA queue doorbells (project-defined): two u32 registers per queue of the core's 16 DMA
+/// engines at `DMA_DOORBELL + (engine * 16 + queue) * 8`; a device WRITE of `n` to `+0` (TX)
+/// or `+4` (RX) advances that ring's tail by `n` descriptors. The device programs ring them
+/// (the words a DMA_TRIGGER becomes at load); the host rings queues through the driver.
+pub const DMA_DOORBELL: u64 = 0x2a0_0000;
+pub const DMA_DOORBELL_SIZE: u64 = 16 * 16 * 8;
 /// The GpSimd engine's instruction memory (IRAM) and data memory (DRAM), where the runtime
 /// stages the pool-engine microcode (project-defined placement and sizes, LOW; `docs/firmware.md`).
 pub const GPSIMD_IRAM: u64 = 0x300_0000;

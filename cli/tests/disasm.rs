@@ -229,3 +229,73 @@ fn model_layers_disassemble_with_the_new_opcodes() {
         "{trig}"
     );
 }
+
+/// `disasm --loaded` of the model layers against the programs inside their NTFFs: the loaded
+/// bodies (translated NEFF words: REGISTER_MOVE + DMA for the register-offset gathers, two
+/// WRITEs per DMA_TRIGGER) have AWS's opcode at every position in all 20 programs, and the 17
+/// programs whose engine owns no DMA-trigger queue have AWS's opcode at every pc. The three
+/// that own one (attention Vector, MoE GpSimd and Sync) lack AWS's 15/13/13 queue-set-up
+/// prologue slots (`docs/isa/cayman.md` §1.3), so their pcs sit that many lower, and 3/1/1
+/// epilogue slots. Bytes differ
+/// only where the runtime chooses (variable bases, TPB window, doorbell WRITEs); not compared.
+#[test]
+fn model_layers_loaded_programs_have_the_ntff_opcodes() {
+    let dir = format!("{FX}/real-models");
+    let short = [
+        ("kgm-attn_tkg_v6", "Vector", 15, 3),
+        ("kgm-moe_tkg_v6b", "GpSimd", 13, 1),
+        ("kgm-moe_tkg_v6b", "Sync", 13, 1),
+    ];
+    let mut bodies = 0;
+    for stem in ["kgm-attn_tkg_v6", "kgm-moe_tkg_v6b"] {
+        let neff = format!("{dir}/{stem}.neff");
+        let ntff = format!("{dir}/{stem}.ntff");
+        let aws = json(&[&neff, "--ntff", &ntff, "--json"]);
+        let ours = json(&[&neff, "--loaded", "--json"]);
+        for sg in ["sg00", "sg01"] {
+            for eng in ["Tensor", "Scalar", "GpSimd", "Vector", "Sync"] {
+                let prog = |v: &[serde_json::Value]| -> Vec<serde_json::Value> {
+                    v.iter()
+                        .filter(|e| e["subgraph"] == sg && e["engine"] == eng)
+                        .cloned()
+                        .collect()
+                };
+                let (a, o) = (prog(&aws), prog(&ours));
+                let base = |p: &[serde_json::Value]| {
+                    p.iter()
+                        .position(|e| e["origin"]["kind"] == "neff")
+                        .expect("a body")
+                };
+                let body = |p: &[serde_json::Value]| -> Vec<String> {
+                    p.iter()
+                        .filter(|e| e["origin"]["kind"] == "neff")
+                        .map(|e| e["opcode"].to_string())
+                        .collect()
+                };
+                assert_eq!(body(&a), body(&o), "{stem} {sg} {eng}: body opcodes");
+                bodies += body(&o).len();
+                let (missing, tail) = short
+                    .iter()
+                    .find(|(s, e, _, _)| *s == stem && *e == eng && sg == "sg00")
+                    .map_or((0, 0), |(_, _, n, t)| (*n, *t));
+                assert_eq!(
+                    base(&a),
+                    base(&o) + missing,
+                    "{stem} {sg} {eng}: body start"
+                );
+                assert_eq!(
+                    a.len(),
+                    o.len() + missing + tail,
+                    "{stem} {sg} {eng}: length"
+                );
+                if missing == 0 {
+                    for (x, y) in a.iter().zip(&o) {
+                        assert_eq!(x["opcode"], y["opcode"], "{stem} {sg} {eng} pc {}", x["pc"]);
+                    }
+                }
+            }
+        }
+    }
+    // sg00 bodies 1,981 (attention) + 3,294 (MoE); every sg01 body is 2 words.
+    assert_eq!(bodies, 1981 + 3294 + 20);
+}

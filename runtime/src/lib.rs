@@ -17,6 +17,7 @@ mod rawbuf;
 pub mod real;
 pub mod status;
 pub mod sys;
+pub mod trigger;
 
 pub use config::{Config, HwErrorCodes};
 pub use model::{ExecOutput, Model, TensorInfo};

@@ -168,6 +168,8 @@ struct CoreRun {
     nc: u32,
     programs: Vec<Vec<u8>>,
     fetch: Vec<Queue>,
+    /// The rings of its NEFF's DMA queues (`crate::trigger`), rung by its programs.
+    data_queues: Vec<Queue>,
     nqs: Vec<NqReader>,
     err_nq: NqReader,
     /// Its programs stay loaded and loop (AWS's prologue/epilogue): fetched once at load,
@@ -454,6 +456,7 @@ fn stage_core(l: &mut Loader<'_>, nc: u32, programs: Vec<Vec<u8>>) -> Result<Cor
         nc,
         programs,
         fetch,
+        data_queues: Vec::new(),
         nqs,
         err_nq,
         sem_page,
@@ -1217,12 +1220,20 @@ fn real_image(
             control: ctl(gi),
         });
     }
-    let programs =
-        crate::real::build_programs(neff, &graphs, &bases, &places, l.nc as u64 * tpb::WINDOW)?;
+    let triggers = plan_triggers(l, neff, &graphs, &bases, &tpbs)?;
+    let programs = crate::real::build_programs(
+        neff,
+        &graphs,
+        &bases,
+        &places,
+        &triggers,
+        l.nc as u64 * tpb::WINDOW,
+    )?;
     Ok(RealImage {
         programs,
         shared,
         dge,
+        triggers,
     })
 }
 
@@ -1233,6 +1244,64 @@ struct RealImage {
     shared: BTreeMap<String, Chunk>,
     /// Per subgraph: the device address of its DGE table.
     dge: Vec<Option<u64>>,
+    /// Per subgraph: its DMA queues' rings.
+    triggers: Vec<crate::trigger::Triggers>,
+}
+
+/// Plan every subgraph's DMA queue rings (`crate::trigger`); the semaphore word they share is
+/// allocated only when some engine has DMA blocks.
+fn plan_triggers(
+    l: &mut Loader<'_>,
+    neff: &Neff,
+    graphs: &[(String, neuron_neff::SubgraphDef)],
+    bases: &[BTreeMap<u8, u64>],
+    tpbs: &[u64],
+) -> Result<Vec<crate::trigger::Triggers>, NrtError> {
+    let blocks = graphs
+        .iter()
+        .map(|(sg, def)| crate::trigger::engine_blocks(neff, sg, def))
+        .collect::<Result<Vec<_>, _>>()?;
+    if blocks.iter().flatten().all(|(_, b)| b.is_empty()) {
+        return Ok(vec![Default::default(); graphs.len()]);
+    }
+    let values: Vec<u8> = (0..crate::trigger::SEM_VALUES)
+        .flat_map(u32::to_le_bytes)
+        .collect();
+    let one = l.alloc(
+        values.len() as u64,
+        false,
+        MemType::MISC_DEVICE,
+        "DMA semaphore values",
+    )?;
+    l.drv
+        .copy_to(&one, 0, &values)
+        .map_err(|e| drv_err("MEM_BUF_COPY64 (DMA semaphore values)", e))?;
+    let mut out = Vec::new();
+    for (gi, ((sg, def), eb)) in graphs.iter().zip(&blocks).enumerate() {
+        let b = bases.get(gi);
+        let base_of = |name: &str| {
+            let id = def
+                .var
+                .get(name)?
+                .var_id
+                .and_then(|i| u8::try_from(i).ok())?;
+            b?.get(&id).copied()
+        };
+        let place = crate::trigger::QueuePlace {
+            tpb: tpbs.get(gi).copied().unwrap_or(0),
+            first_eng: (l.nc + gi as u32) * 16 + DATA_DMA_ENGINE_BASE,
+            engines: DATA_DMA_ENGINES,
+            one: one.pa,
+        };
+        out.push(crate::trigger::Triggers::plan(
+            sg,
+            eb,
+            &def.dma_queue,
+            &base_of,
+            place,
+        )?);
+    }
+    Ok(out)
 }
 
 /// Load a real (neuronx-cc) NEFF: subgraph `g` runs on NeuronCore `nc + g`, each with its own
@@ -1273,6 +1342,10 @@ fn load_real(
         }
         let mut run = stage_core(l, core, programs)?;
         run.dge = img.dge.get(gi).copied().flatten();
+        for q in img.triggers.get(gi).map_or(&[][..], |t| &t.queues) {
+            run.data_queues
+                .push(make_queue(l, q.eng, &q.tx, &q.rx, "DMA queue ring")?);
+        }
         staged.push(run);
     }
     start_resident(l.drv, &mut staged, opts.exec_timeout)?;
@@ -1290,6 +1363,10 @@ fn load_real(
 /// every core posted `NOTIFY hint=8` (its loop head is next), or fail on a device error or
 /// after `timeout`.
 fn start_resident(drv: &Driver, cores: &mut [CoreRun], timeout: Duration) -> Result<(), NrtError> {
+    for q in cores.iter().flat_map(|c| c.data_queues.iter()) {
+        drv.queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
+            .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;
+    }
     for q in cores.iter().flat_map(|c| c.fetch.iter()) {
         drv.queue_init(q.eng, q.qid, &q.tx, &q.rx, q.ring)
             .map_err(|e| drv_err("DMA_QUEUE_INIT", e))?;

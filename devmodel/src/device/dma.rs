@@ -130,6 +130,17 @@ impl Device {
         Ok(())
     }
 
+    /// The doorbell a device WRITE to `addr` rings, if it is one: (engine, queue, RX side).
+    pub(super) fn dma_doorbell(&self, addr: u64) -> Option<(usize, usize, bool)> {
+        use neuron_abi::tpb::{DMA_DOORBELL, DMA_DOORBELL_SIZE};
+        let (nc, off) = self.profile.tpb_of(addr)?;
+        let r = off
+            .checked_sub(DMA_DOORBELL)
+            .filter(|r| *r < DMA_DOORBELL_SIZE)?;
+        let slot = (r / 8) as usize;
+        Some((nc * DMA_ENGINES_PER_NC + slot / 16, slot % 16, r % 8 >= 4))
+    }
+
     pub(super) fn dma_nc(&self, eng: usize) -> usize {
         let per_core = self.cores.len() * DMA_ENGINES_PER_NC;
         let nc = if eng < per_core {
@@ -456,5 +467,29 @@ mod tests {
         // A run that crosses into unmapped space still aborts.
         d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
         assert!(dev.dma2d(0, &d).is_err());
+    }
+
+    /// The doorbell registers name (engine, queue, side) of the core whose window holds them;
+    /// other addresses are no doorbell, and ringing a queue never initialised is refused.
+    #[test]
+    fn doorbell_addresses_name_their_queue() {
+        use neuron_abi::tpb::{DMA_DOORBELL, DMA_DOORBELL_SIZE};
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let core1 = dev.profile.tpb_base(1) + DMA_DOORBELL;
+        assert_eq!(
+            dev.dma_doorbell(core1 + (5 * 16 + 2) * 8),
+            Some((16 + 5, 2, false))
+        );
+        assert_eq!(
+            dev.dma_doorbell(core1 + (5 * 16 + 2) * 8 + 4),
+            Some((16 + 5, 2, true))
+        );
+        assert_eq!(dev.dma_doorbell(core1 + DMA_DOORBELL_SIZE), None);
+        assert_eq!(dev.dma_doorbell(core1 - 4), None);
+        assert_eq!(dev.dma_doorbell(0x100_0000), None, "HBM");
+        assert_eq!(
+            dev.dma_queue_start(16 + 5, 2, 1, 0),
+            Err(DmaError::NotInitialised)
+        );
     }
 }

@@ -229,6 +229,16 @@ impl Device {
             }
             let dst = ci.u(&format!("dst{k}")).unwrap_or(0);
             let data = ci.u(&format!("data{k}")).unwrap_or(0) as u32;
+            if let Some((eng, q, rx)) = self.dma_doorbell(dst) {
+                let (t, r) = if rx { (0, data) } else { (data, 0) };
+                self.dma_queue_start(eng, q, t, r).map_err(|e| OpFault {
+                    kind: FaultKind::DmaAbort,
+                    detail: format!(
+                        "WRITE slot {k}: doorbell of DMA engine {eng} queue {q}: {e:?}"
+                    ),
+                })?;
+                continue;
+            }
             let mut bytes = data.to_le_bytes();
             self.hooked_write(dst, &mut bytes[..size as usize], site)
                 .map_err(|err| OpFault {
