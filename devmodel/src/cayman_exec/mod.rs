@@ -9,6 +9,11 @@
 mod act;
 mod alu;
 pub mod passpair;
+
+/// Whether fp32 pass-pair fusion is on (`NEURON_EMU_PASS_PAIRS`, default on).
+pub(crate) fn passpair_enabled() -> bool {
+    passpair::enabled_by_env()
+}
 mod pattern;
 mod select;
 

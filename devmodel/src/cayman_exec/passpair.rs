@@ -13,7 +13,8 @@
 //! (one touching the destination, a DMA, another PE word) first runs the LOW pass as it was
 //! issued (`lo(w)·M` on the snapshot), so every mismatch gives the two-pass result bit for
 //! bit. `NEURON_EMU_PASS_PAIRS=0` turns fusion off (read when a core's PE state is created or
-//! reset).
+//! reset); so do installed device hooks (fault injection may write memory between the passes,
+//! which a fused pair would not see: `Device::set_hooks`).
 
 use super::*;
 

@@ -16,6 +16,12 @@ impl Device {
     /// `on_install` runs at once.
     pub fn set_hooks(&mut self, hooks: Option<Box<dyn DeviceHooks>>) {
         self.mem_watch = false;
+        // A hook may write memory between the two passes of an fp32 pass pair, which a fused
+        // pair would not see: with hooks installed every pass runs as issued.
+        let fuse = hooks.is_none() && crate::cayman_exec::passpair_enabled();
+        for c in &mut self.cores {
+            c.pe.fuse = fuse;
+        }
         self.hooks.0 = hooks;
         let site = self.site(0, None, 0, 0);
         self.call_hook(site, |h, c| h.on_install(c));
@@ -183,5 +189,29 @@ impl Device {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hooks::DeviceHooks;
+    use crate::{ArchProfile, Device};
+
+    struct Nop;
+    impl DeviceHooks for Nop {}
+
+    /// Hooks turn pass-pair fusion off on every core (also across a core reset) and removing
+    /// them restores the default.
+    #[test]
+    fn hooks_turn_pass_pair_fusion_off() {
+        let mut d = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let default = crate::cayman_exec::passpair_enabled();
+        assert!(d.cores.iter().all(|c| c.pe.fuse == default));
+        d.set_hooks(Some(Box::new(Nop)));
+        assert!(d.cores.iter().all(|c| !c.pe.fuse));
+        d.reset_nc(0);
+        assert!(!d.cores[0].pe.fuse);
+        d.set_hooks(None);
+        assert!(d.cores.iter().all(|c| c.pe.fuse == default));
     }
 }

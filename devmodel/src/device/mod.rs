@@ -399,6 +399,7 @@ impl Device {
 
     /// Reset one core: engines, memories, registers, its DMA queues and notification queues.
     pub fn reset_nc(&mut self, nc: usize) {
+        let hooked = self.has_hooks();
         let Some(c) = self.cores.get_mut(nc) else {
             return;
         };
@@ -407,6 +408,8 @@ impl Device {
         c.regs.reset();
         c.nqs.clear();
         c.pe = Default::default();
+        // No pass-pair fusion under hooks (`set_hooks`).
+        c.pe.fuse &= !hooked;
         c.dge_table = None;
         // The microcode memories are cleared: the reference image counts as resident again.
         c.ucode = Default::default();
