@@ -1,7 +1,9 @@
 //! End-to-end: runtime -> driver ABI -> emulator -> device model, on the project fixtures.
 
 use neuron_abi::arch::Arch;
-use neuron_e2e_tests::{builtin_input, execute_builtin, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{
+    builtin_input, execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup,
+};
 use neuron_isa::Dtype;
 use neuron_kbuild::kernels::{self, Broken};
 use neuron_runtime::NrtStatus;
@@ -270,11 +272,7 @@ fn real_neffs_match_their_independent_goldens() {
             let want = read_f32_npy(&repo_path(&format!("fixtures/real-golden/{file}")));
             assert_eq!(got.len(), want.len(), "{stem}/{name}");
             let scale = want.iter().fold(0f32, |m, w| m.max(w.abs())) as f64;
-            let err = got
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (*g as f64 - *w as f64).abs())
-                .fold(0f64, f64::max);
+            let err = max_abs_diff(&got, &want);
             assert!(
                 err / scale <= tol,
                 "{stem}/{name}: max|got-want|/max|want| = {} > {tol}",

@@ -201,3 +201,11 @@ pub mod cprog {
         exe
     }
 }
+
+/// max |got − want| over the pairs, in f64 (the numerator of the golden tests' relative error).
+pub fn max_abs_diff(got: &[f32], want: &[f32]) -> f64 {
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - *w as f64).abs())
+        .fold(0f64, f64::max)
+}

@@ -4,7 +4,7 @@
 //! pairs it computes. One test per process: the switch is an environment variable, read when a
 //! core's PE state is created or reset, so nothing else may run concurrently.
 
-use neuron_e2e_tests::{execute_builtin, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup};
 use std::time::Duration;
 
 const KERNELS: [&str; 6] = [
@@ -76,11 +76,7 @@ fn pass_pairs_fused_and_unfused_match_the_goldens_with_the_same_device_times() {
                     .unwrap_or_else(|| panic!("{stem}: no output {name}"))
                     .1;
                 assert_eq!(got.len(), want.len(), "{stem}/{name}");
-                let err = got
-                    .iter()
-                    .zip(&want)
-                    .map(|(g, w)| (*g as f64 - *w as f64).abs())
-                    .fold(0f64, f64::max);
+                let err = max_abs_diff(got, &want);
                 assert!(
                     err / scale <= tol,
                     "{stem}/{name} {path}: max|got-want|/max|want| = {} > {tol}",

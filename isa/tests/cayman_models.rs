@@ -17,12 +17,6 @@ fn models() -> PathBuf {
 
 const MODELS: [&str; 2] = ["kgm-attn_tkg_v6", "kgm-moe_tkg_v6b"];
 
-fn word(c: &[u8]) -> [u8; WORD] {
-    let mut w = [0u8; WORD];
-    w.copy_from_slice(c);
-    w
-}
-
 /// The sg00 NEFF words of one engine.
 fn neff_words(model: &str, engine: Engine) -> Vec<CaymanInstr> {
     let sgs = read_neff(&models().join(format!("{model}.neff")));
@@ -52,20 +46,7 @@ fn every_model_word_decodes_and_round_trips() {
         }
         let nt = read_ntff(&models().join(format!("{m}.ntff")));
         assert_eq!(nt.programs.len(), 10, "{m}");
-        for p in &nt.programs {
-            for (i, c) in p.bytes.chunks_exact(WORD).enumerate() {
-                let w = word(c);
-                let d = CaymanInstr::decode(Namespace::Loaded, &w);
-                assert!(
-                    d.opcode.is_known(),
-                    "{m} {} {} pc {i}: {:#04x}",
-                    p.subgraph,
-                    p.engine,
-                    w[0]
-                );
-                assert_eq!(d.encode(), w, "{m} {} {} pc {i}", p.subgraph, p.engine);
-            }
-        }
+        assert_ntff_roundtrips(m, &nt);
     }
     let n = |op: &str, m: &str| per_op.get(&(op.to_owned(), m)).copied().unwrap_or(0);
     let (a, e) = (MODELS[0], MODELS[1]);

@@ -12,12 +12,6 @@ use neuron_isa::cayman::{
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-fn word(c: &[u8]) -> [u8; WORD] {
-    let mut w = [0u8; WORD];
-    w.copy_from_slice(c);
-    w
-}
-
 #[test]
 fn every_neff_word_decodes_and_round_trips() {
     let mut per_op: BTreeMap<String, usize> = BTreeMap::new();
@@ -56,21 +50,7 @@ fn every_loaded_word_decodes_and_round_trips() {
     for k in kernels() {
         let nt = read_ntff(&fixtures().join(format!("real-profiles/{k}.ntff")));
         assert_eq!(nt.programs.len(), 10, "{k}: 2 subgraphs x 5 engines");
-        for p in &nt.programs {
-            for (i, c) in p.bytes.chunks_exact(WORD).enumerate() {
-                let w = word(c);
-                let d = CaymanInstr::decode(Namespace::Loaded, &w);
-                assert!(
-                    d.opcode.is_known(),
-                    "{k} {} {} pc {i}: {:#04x}",
-                    p.subgraph,
-                    p.engine,
-                    w[0]
-                );
-                assert_eq!(d.encode(), w, "{k} {} {} pc {i}", p.subgraph, p.engine);
-                total += 1;
-            }
-        }
+        total += assert_ntff_roundtrips(&k, &nt);
     }
     assert_eq!(total, 6171, "loaded words in the six NTFFs");
 }

@@ -256,3 +256,32 @@ pub fn from_neff_word(nt: &Ntff) -> impl Fn(&Rec) -> bool + '_ {
 pub fn known(op: Opcode) -> bool {
     op.is_known()
 }
+
+/// One 64-byte word from a slice of exactly [`WORD`] bytes.
+pub fn word(c: &[u8]) -> [u8; WORD] {
+    let mut w = [0u8; WORD];
+    w.copy_from_slice(c);
+    w
+}
+
+/// Every loaded word of every program in `nt` decodes to a known opcode and encodes back to
+/// the same bytes; `label` names the file in failures. The number of words checked.
+pub fn assert_ntff_roundtrips(label: &str, nt: &Ntff) -> usize {
+    let mut total = 0;
+    for p in &nt.programs {
+        for (i, c) in p.bytes.chunks_exact(WORD).enumerate() {
+            let w = word(c);
+            let d = CaymanInstr::decode(Namespace::Loaded, &w);
+            assert!(
+                d.opcode.is_known(),
+                "{label} {} {} pc {i}: {:#04x}",
+                p.subgraph,
+                p.engine,
+                w[0]
+            );
+            assert_eq!(d.encode(), w, "{label} {} {} pc {i}", p.subgraph, p.engine);
+            total += 1;
+        }
+    }
+    total
+}
