@@ -127,6 +127,55 @@ fn moe_expert_id_out_of_range_is_a_dma_error() {
     assert!(err.message.contains("DMA_DIRECT2D"), "{}", err.message);
 }
 
+/// The attention layer's inputs (gen_model_goldens.attn_inputs): position 640 after 640 cached
+/// tokens, its RoPE row, K/V caches, norm weights, projections and a normalised hidden state.
+fn attn_inputs() -> Vec<(String, Vec<u8>)> {
+    const D: usize = 128;
+    const S: usize = 640;
+    let pos = S as f64;
+    let emb: Vec<f64> = (0..D)
+        .map(|i| pos * (1.0 / 1e6f64.powf((2 * (i % (D / 2))) as f64 / D as f64)))
+        .collect();
+    let x: Vec<f64> = (0..HID as u64).map(|k| uniform(10, k)).collect();
+    let rms = (x.iter().map(|v| v * v).sum::<f64>() / HID as f64).sqrt();
+    let norm_w = |index| (0..D as u64).flat_map(move |k| bf16(1.0 + 0.1 * uniform(index, k)));
+    vec![
+        ("input0".into(), (S as i32).to_le_bytes().to_vec()),
+        (
+            "input1".into(),
+            emb.iter().flat_map(|e| bf16(e.sin())).collect(),
+        ),
+        (
+            "input2".into(),
+            emb.iter().flat_map(|e| bf16(e.cos())).collect(),
+        ),
+        ("input3".into(), bf16_uniform(3, 4 * S * D, 0.5)),
+        ("input4".into(), bf16_uniform(4, 4 * S * D, 0.5)),
+        ("input5".into(), norm_w(5).collect()),
+        ("input6".into(), norm_w(6).collect()),
+        ("input7".into(), bf16_uniform(7, 512 * HID, 0.05)),
+        ("input8".into(), bf16_uniform(8, 512 * HID, 0.05)),
+        ("input9".into(), bf16_uniform(9, 1024 * HID, 0.05)),
+        (
+            "input10".into(),
+            x.iter().flat_map(|v| bf16(v / rms)).collect(),
+        ),
+    ]
+}
+
+/// The whole attention layer (RMSNorm through ones-matmuls of a `memset(1.0)` bf16 tile, RoPE,
+/// online softmax from a `memset(-1e9)` running max over 640 cached positions and the active
+/// token) matches its golden within the bf16 tolerance (2e-2). Before MEMSET honoured its fill
+/// value the ones tile was zero and the error was 1.2e10.
+#[test]
+fn attention_layer_matches_its_numpy_golden() {
+    let out = run(ATTN, &attn_inputs()).expect("the attention layer runs");
+    let (info, raw) = &out.outputs[0];
+    assert_eq!(info.name, "output0");
+    let rel = rel_err(raw, "fixtures/real-golden/kgm-attn_tkg_v6/output0.npy");
+    assert!(rel <= 2e-2, "attention rel {rel}");
+}
+
 /// The attention layer runs to completion through its DMA-queue blocks (the Vector spill
 /// queue) and produces an output of the declared shape.
 #[test]

@@ -592,8 +592,11 @@ pub fn execute(
             let dt = need(ci.dtype("dtype"), ci, "dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
             let n = offsets(&dst)?.len();
+            // The fill value is the low bytes of `value`, encoded in the dst dtype.
+            let bits = (ci.u("value").unwrap_or(0) as u32).to_le_bytes();
+            let fill = neuron_isa::dtype::load_f32(dt, &bits);
             a.clear();
-            a.resize(ch * n, 0.0);
+            a.resize(ch * n, fill);
             scatter(mem, &dst, dt, ch, a)?;
             done(n)
         }

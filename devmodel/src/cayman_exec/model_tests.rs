@@ -168,6 +168,54 @@ fn affine_select_builds_the_identity() {
     }
 }
 
+/// MEMSET fills with the value at bytes 40.., encoded in the dst dtype: kgm-attn's
+/// `memset(rms_ones, 1.0)` (bf16 `803f`) and `memset(running_max, -1e9)` (fp32 `286b6ece`).
+#[test]
+fn memset_fills_with_its_value_in_the_dst_dtype() {
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    let (ch, n) = (4usize, 8u16);
+    let ap = |addr: u32| {
+        let mut b = addr.to_le_bytes().to_vec();
+        for v in [1u16, 0, 0, 0, n, 1, 1, 1] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    };
+    for (dt, bits, addr, want) in [
+        (0x06u8, 0x3f80u32, 0x5d20u32, 1.0f32),
+        (0x0a, (-1e9f32).to_bits(), 0x41b8, -1e9),
+        (0x0a, 0, 0x4000, 0.0),
+    ] {
+        let w = word(
+            0x49,
+            &[
+                (32, &[dt, 0, ch as u8]),
+                (40, &bits.to_le_bytes()),
+                (44, &ap(addr)),
+            ],
+        );
+        for p in 0..ch {
+            for x in 0..n as usize {
+                put_f32(&mut m, p, addr as usize + 4 * x, 7.0);
+            }
+        }
+        run(&w, &mut m, &mut regs).expect("memset");
+        for p in 0..ch {
+            for x in 0..n as usize {
+                let got = if dt == 0x06 {
+                    let at = p * m.sbuf_stride + addr as usize + 2 * x;
+                    let b = &m.bytes(Space::Sbuf)[at..at + 2];
+                    half::bf16::from_le_bytes([b[0], b[1]]).to_f32()
+                } else {
+                    get_f32(&m, p, addr as usize + 4 * x)
+                };
+                assert_eq!(got, want, "dtype {dt:#x} ({p},{x})");
+            }
+        }
+    }
+}
+
 /// ACTIVATE with the model layers' functions, a per-partition scale pointer, an immediate
 /// bias and a start partition (address = partition · 256 KiB + offset).
 #[test]

@@ -192,6 +192,13 @@ static FOUR_D: &[FieldSpec] = &[
 static MEMSET: &[FieldSpec] = &[
     f("dtype", 32, Dtype, Low, "0x0a; the only dtype byte set (byte 33 is 0); nkipy-matmul_large Vector, never profiled"),
     f("channels", 34, U8, Low, "128"),
+    f(
+        "value",
+        40,
+        U32,
+        High,
+        "fill value as bits of `dtype`: kgm-attn_tkg_v6 Vector pc 71 `803f` (bf16 1.0, `memset(rms_ones, 1.0)`), pc 76 `286b6ece` (fp32 -1e9, `memset(running_max, -1e9)`)",
+    ),
     f("dst", 44, Ap(4), Med, "well-formed 4-D SBUF pattern `[1,1,1,1][512,1,1,1]`; bytes 12-31 hold only a count 512 at 28-29 (kept raw)"),
 ];
 
