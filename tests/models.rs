@@ -3,7 +3,7 @@
 //! here from the same SplitMix64 recipe), compare with its numpy goldens; and bad inputs a
 //! real model can get (expert ids out of range) end as a DMA error with its NRT status.
 
-use neuron_e2e_tests::{execute_builtin, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup};
 use neuron_runtime::NrtStatus;
 use std::time::Duration;
 
@@ -95,12 +95,7 @@ fn rel_err(raw: &[u8], golden: &str) -> f64 {
         .collect();
     assert_eq!(got.len(), want.len());
     let scale = want.iter().fold(0f64, |m, w| m.max(w.abs() as f64));
-    let err = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (*g as f64 - *w as f64).abs())
-        .fold(0f64, f64::max);
-    err / scale
+    max_abs_diff(&got, &want) / scale
 }
 
 /// The whole MoE layer (router weights, top-8 expert ids, 384 MiB of expert weights gathered

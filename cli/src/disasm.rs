@@ -12,6 +12,22 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The names a subgraph's `def.json` gives its DMA queues' semaphores and its variables.
+pub(crate) fn def_names(def: &neuron_neff::SubgraphDef) -> Names {
+    let queues: Vec<(&str, &[u32])> = def
+        .dma_queue
+        .iter()
+        .map(|(n, q)| (n.as_str(), q.semaphore_set.as_slice()))
+        .collect();
+    let mut names = Names::with_queues(queues);
+    for (n, v) in &def.var {
+        if let Some(id) = v.var_id.and_then(|x| u8::try_from(x).ok()) {
+            names.vars.insert(id, n.clone());
+        }
+    }
+    names
+}
+
 #[derive(Args, Debug)]
 pub struct DisasmArgs {
     /// The NEFF file. With --ntff it is optional and only supplies names (semaphores,
@@ -58,17 +74,7 @@ fn read_neff(path: &Path) -> Result<NeffRead, (u8, String)> {
     for g in &kelf.graphs {
         let dir = g.dir().to_owned();
         let def = neff.subgraph_def(&g.definition).map_err(|e| bad(path, e))?;
-        let queues: Vec<(&str, &[u32])> = def
-            .dma_queue
-            .iter()
-            .map(|(n, q)| (n.as_str(), q.semaphore_set.as_slice()))
-            .collect();
-        let mut names = Names::with_queues(queues);
-        for (n, v) in &def.var {
-            if let Some(id) = v.var_id.and_then(|x| u8::try_from(x).ok()) {
-                names.vars.insert(id, n.clone());
-            }
-        }
+        let names = def_names(&def);
         let mut features = ProgramFeatures {
             dge_table: def.var.values().any(|v| v.ty.as_str() == "dge-table"),
             act_tables: false,

@@ -27,17 +27,7 @@ pub(crate) fn neff_names(bytes: &[u8]) -> SubgraphNames {
         let Ok(def) = neff.subgraph_def(&g.definition) else {
             continue;
         };
-        let queues: Vec<(&str, &[u32])> = def
-            .dma_queue
-            .iter()
-            .map(|(n, q)| (n.as_str(), q.semaphore_set.as_slice()))
-            .collect();
-        let mut names = Names::with_queues(queues);
-        for (n, v) in &def.var {
-            if let Some(id) = v.var_id.and_then(|x| u8::try_from(x).ok()) {
-                names.vars.insert(id, n.clone());
-            }
-        }
+        let names = crate::disasm::def_names(&def);
         out.insert(g.dir().to_string(), names);
     }
     out

@@ -248,24 +248,6 @@ fn phases(p: &Profile, sg: &str) -> Option<[f64; 5]> {
     Some([d(0.0, n0), d(n0, c0), d(c0, c1), d(c1, n1), d(n1, end)])
 }
 
-/// Total length of the union of intervals.
-fn union(mut v: Vec<(f64, f64)>) -> f64 {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut total = 0.0;
-    let mut cur: Option<(f64, f64)> = None;
-    for (s, e) in v {
-        cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    total + cur.map_or(0.0, |(s, e)| e - s)
-}
-
 /// (count, summed duration, active time) per (subgraph, engine).
 fn engines(p: &Profile) -> BTreeMap<(String, Engine), (usize, f64, f64)> {
     let mut by: BTreeMap<(String, Engine), Vec<(f64, f64)>> = BTreeMap::new();
@@ -277,7 +259,7 @@ fn engines(p: &Profile) -> BTreeMap<(String, Engine), (usize, f64, f64)> {
     by.into_iter()
         .map(|(k, v)| {
             let sum = v.iter().map(|(a, b)| b - a).sum();
-            (k, (v.len(), sum, union(v)))
+            (k, (v.len(), sum, neuron_runtime::profile::union_len(v)))
         })
         .collect()
 }

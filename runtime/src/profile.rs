@@ -163,21 +163,24 @@ fn rel_ns(ps: u64, t0: u64) -> f64 {
     (ps as f64 - t0 as f64) / 1e3
 }
 
-/// Total length of the union of `[start, end)` intervals, ps.
-fn union_ps(mut v: Vec<(u64, u64)>) -> u64 {
-    v.sort_unstable();
-    let (mut total, mut cur): (u64, Option<(u64, u64)>) = (0, None);
+/// Total length of the union of `[start, end)` intervals (ps here; µs in `profile-diff`).
+pub fn union_len<T>(mut v: Vec<(T, T)>) -> T
+where
+    T: Copy + PartialOrd + Default + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
+{
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let (mut total, mut cur): (T, Option<(T, T)>) = (T::default(), None);
     for (s, e) in v {
         cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) if s <= ce => Some((cs, if e > ce { e } else { ce })),
             Some((cs, ce)) => {
-                total += ce - cs;
+                total = total + (ce - cs);
                 Some((s, e))
             }
             None => Some((s, e)),
         };
     }
-    total + cur.map_or(0, |(s, e)| e - s)
+    total + cur.map_or(T::default(), |(s, e)| e - s)
 }
 
 /// The records of a capture that fall in its execution window (from its start on; records
@@ -419,7 +422,7 @@ fn summary_of(w: &Windowed<'_>, k: usize) -> Value {
                 .iter()
                 .map(|(i, _)| (i.start_ps, i.start_ps + i.dur_ps))
                 .collect();
-            (v.len(), recorded, union_ps(v))
+            (v.len(), recorded, union_len(v))
         };
         for e in Engine::ALL {
             let n = summary_name(e);
@@ -446,7 +449,7 @@ fn summary_of(w: &Windowed<'_>, k: usize) -> Value {
             .iter()
             .map(|d| (d.start_ps, d.start_ps + d.dur_ps))
             .collect();
-        let da = union_ps(d);
+        let da = union_len(d);
         m.insert("dma_active_time".into(), json!(da as f64 / 1e12));
         m.insert("dma_active_time_percent".into(), json!(frac(da)));
     }
@@ -780,7 +783,7 @@ mod tests {
 
     #[test]
     fn union_of_intervals() {
-        assert_eq!(union_ps(vec![(0, 10), (5, 20), (30, 40), (40, 41)]), 31);
-        assert_eq!(union_ps(vec![]), 0);
+        assert_eq!(union_len(vec![(0, 10), (5, 20), (30, 40), (40, 41)]), 31);
+        assert_eq!(union_len::<u64>(vec![]), 0);
     }
 }
