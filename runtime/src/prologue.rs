@@ -17,6 +17,7 @@
 //!    (execution end), branch back to the loop head.
 
 use neuron_isa::cayman::build::{self as b, event_semaphore as es};
+use neuron_isa::cayman::render::TriggerQueue;
 use neuron_isa::cayman::Header;
 use neuron_isa::Engine;
 
@@ -31,6 +32,14 @@ pub const CONTROL_BYTES: u64 = 0x1000;
 pub const CONTROL_DGE: u64 = 0x800;
 /// Offset in the control block of the scratch words the ACT/DVE table setup writes.
 pub const CONTROL_SCRATCH: u64 = 0x900;
+/// Offset in the control block of the DMA-trigger queues' ring images, `QUEUE_RINGS` bytes
+/// per engine (the `0xab` words' destinations and values; no-ops in this device model).
+pub const CONTROL_QUEUE_RINGS: u64 = 0x80;
+/// Bytes of one engine's ring image: four groups of (4 TX bases, 4 RX bases, 4 size pairs).
+pub const QUEUE_RINGS: u64 = 0x180;
+/// Offset in the control block of the DMA-trigger queues' scratch registers, 0x10 per
+/// engine: the `0x100` WRITE pair at +0 and +4, the data queue's WRITEs at +8.
+pub const CONTROL_QUEUE_REGS: u64 = 0xa00;
 
 /// The addresses this runtime chose for one engine program.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +56,8 @@ pub struct Place {
     pub dge: bool,
     /// Whether the Scalar engine sets up ACT tables (`neff_base`'s `+10`).
     pub act: bool,
+    /// The DMA-trigger queue the engine owns (`neff_base`'s `+13` / `+15`).
+    pub queue: Option<TriggerQueue>,
 }
 
 /// Semaphore page of a TPB window (`abi::tpb::SEMAPHORE_PAGE`).
@@ -75,6 +86,55 @@ fn barrier(e: Engine) -> Vec<[u8; 64]> {
         Engine::Dve => vec![inc(3), inc(5)],
         Engine::Sp => vec![inc(4)],
     }
+}
+
+/// The queue-reset WRITEs of a DMA-trigger queue, in the prologue after its rings and again
+/// at the end of the epilogue: AWS writes `0x100` to two of the queue's registers (and, on a
+/// `"data"` queue, its block count, then `0xfffe_0000 |` it, to a third); ours go to the
+/// engine's scratch registers in the control block.
+fn queue_writes(q: &TriggerQueue, regs: u64) -> Vec<[u8; 64]> {
+    let mut w = vec![b::write(&[(regs, 0x100), (regs + 4, 0x100)])];
+    if q.data {
+        w.push(b::write(&[(regs + 8, q.blocks)]));
+        w.push(b::write(&[(regs + 8, 0xfffe_0000 | (q.blocks & 0xffff))]));
+    }
+    w
+}
+
+/// The ring set-up of a DMA-trigger queue (AWS's twelve `0xab` words for 16 rings): per
+/// group of up to four rings, the TX bases, the RX bases (u64 each) and two `0x00ff_fff0`
+/// u32s per ring. Bytes 12–15 `09 01 02 n`, the destination u64 at 16, a u32 at 24 (1 for the
+/// bases, `0x8000` for the fills), the stride between rings at 28, the values from 32. AWS's
+/// destinations are DMA registers 0x40000 apart and its bases the rings' descriptor memory;
+/// ours are the engine's ring image in the control block (`image`, stride 8), each base the
+/// address of its own slot. `0xab` is a no-op in this device model.
+fn queue_rings(q: &TriggerQueue, image: u64) -> Vec<[u8; 64]> {
+    let rings = u32::from(q.rings.clamp(1, 16));
+    let mut out = Vec::new();
+    for g in 0..q.groups() {
+        let n = (rings - 4 * g).min(4);
+        let at = image + 0x60 * u64::from(g);
+        let head = |dst: u64, kind: u32| {
+            let mut ops = vec![9u8, 1, 2, n as u8];
+            ops.extend_from_slice(&dst.to_le_bytes());
+            ops.extend_from_slice(&kind.to_le_bytes());
+            ops.extend_from_slice(&8u32.to_le_bytes());
+            ops
+        };
+        for side in [at, at + 0x20] {
+            let mut ops = head(side, 1);
+            for k in 0..u64::from(n) {
+                ops.extend_from_slice(&(side + 8 * k).to_le_bytes());
+            }
+            out.push(b::unnamed(0xab, &ops));
+        }
+        let mut ops = head(at + 0x40, 0x8000);
+        for _ in 0..2 * n {
+            ops.extend_from_slice(&0x00ff_fff0u32.to_le_bytes());
+        }
+        out.push(b::unnamed(0xab, &ops));
+    }
+    out
 }
 
 /// A program under construction, with forward labels.
@@ -139,6 +199,15 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
     // ---- load-time initialisation
     a.w(b::notify(7));
     a.w(b::set_ordering(true));
+    let queue_regs = ctl + CONTROL_QUEUE_REGS + 0x10 * idx;
+    if let Some(q) = &p.queue {
+        // The DMA-trigger queue's set-up: reset, rings (then the data queue's WRITEs).
+        let mut w = queue_writes(q, queue_regs);
+        let data = w.split_off(1);
+        a.ws(w);
+        a.ws(queue_rings(q, ctl + CONTROL_QUEUE_RINGS + QUEUE_RINGS * idx));
+        a.ws(data);
+    }
     let table = matches!(e, Engine::Dve) || (e == Engine::Act && p.act);
     if table {
         // ACT / DVE table setup. The WRITE's two stores go to runtime scratch words (AWS's
@@ -326,6 +395,9 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
     epi.push(b::drain(0));
     epi.extend(barrier(e));
     epi.push(b::drain(0));
+    if let Some(q) = &p.queue {
+        epi.extend(queue_writes(q, queue_regs));
+    }
     epi.push(b::notify(HINT_END as u8));
     let back_pc = pro.len() + body_len + epi.len();
     epi.push(b::branch_always(loop_head as i32 - back_pc as i32, 2));
