@@ -351,7 +351,10 @@ fn model_layers_loaded_programs_equal_the_ntff_programs() {
         .iter()
         .map(|(o, n, _, _)| (o.to_string(), *n))
         .collect();
-    assert_eq!(used, listed, "every listed field differs somewhere, no other does");
+    assert_eq!(
+        used, listed,
+        "every listed field differs somewhere, no other does"
+    );
     eprintln!("{identical} of {words} loaded words byte-identical to the NTFF's");
     assert!(identical * 10 > words * 8, "{identical} / {words}");
 }

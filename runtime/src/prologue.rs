@@ -3,8 +3,9 @@
 //! with `neuron_isa::cayman::build` from the addresses this runtime chose.
 //!
 //! Control flow as this runtime runs it (every control word the runtime writes is 0):
-//! 1. **Load** (pc 0 to the `NOTIFY hint=8`): `NOTIFY hint=7`, the per-engine table setup
-//!    (skipped: `$R[3]` = 0), three `$S[2]` barrier rounds, `NOTIFY hint=8`. The runtime waits
+//! 1. **Load** (pc 0 to the `NOTIFY hint=8`): `NOTIFY hint=7`, on an engine that owns a
+//!    DMA-trigger queue its set-up (WRITEs and `0xab` ring words into control-block scratch),
+//!    the per-engine table setup (skipped: `$R[3]` = 0), three `$S[2]` barrier rounds, `NOTIFY hint=8`. The runtime waits
 //!    for every engine's hint 8 before the load returns.
 //! 2. **Loop head**: Tensor waits for `$S[0] > 0` and decrements it (the runtime increments
 //!    `$S[0]` through the mapped semaphore page to start an execution), sets its own event 8
@@ -13,8 +14,9 @@
 //! 3. **`NOTIFY hint=2`** (execution start), the `$S[2]` barrier, the DGE register load, the
 //!    core-to-core handshake (Tensor: WRITE 1 to the peer core's `$S[1]` increment register,
 //!    then wait `$S[1] >= 1` and decrement), the NEFF words,
-//! 4. **epilogue**: barrier, this engine's semaphore range cleared, barrier, `NOTIFY hint=3`
-//!    (execution end), branch back to the loop head.
+//! 4. **epilogue**: barrier, this engine's semaphore range cleared, barrier, the trigger
+//!    queue's reset WRITEs (if any), `NOTIFY hint=3` (execution end), branch back to the loop
+//!    head.
 
 use neuron_isa::cayman::build::{self as b, event_semaphore as es};
 use neuron_isa::cayman::render::TriggerQueue;
@@ -88,10 +90,10 @@ fn barrier(e: Engine) -> Vec<[u8; 64]> {
     }
 }
 
-/// The queue-reset WRITEs of a DMA-trigger queue, in the prologue after its rings and again
-/// at the end of the epilogue: AWS writes `0x100` to two of the queue's registers (and, on a
-/// `"data"` queue, its block count, then `0xfffe_0000 |` it, to a third); ours go to the
-/// engine's scratch registers in the control block.
+/// The WRITEs of a DMA-trigger queue's set-up (`docs/isa/cayman.md` §1.3), repeated at the
+/// end of the epilogue: AWS writes `0x100` to two of the queue's registers (before the rings)
+/// and, on a `"data"` queue, its block count, then `0xfffe_0000 |` it, to a third (after the
+/// rings); ours go to the engine's scratch registers in the control block.
 fn queue_writes(q: &TriggerQueue, regs: u64) -> Vec<[u8; 64]> {
     let mut w = vec![b::write(&[(regs, 0x100), (regs + 4, 0x100)])];
     if q.data {
@@ -205,7 +207,10 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
         let mut w = queue_writes(q, queue_regs);
         let data = w.split_off(1);
         a.ws(w);
-        a.ws(queue_rings(q, ctl + CONTROL_QUEUE_RINGS + QUEUE_RINGS * idx));
+        a.ws(queue_rings(
+            q,
+            ctl + CONTROL_QUEUE_RINGS + QUEUE_RINGS * idx,
+        ));
         a.ws(data);
     }
     let table = matches!(e, Engine::Dve) || (e == Engine::Act && p.act);
@@ -406,3 +411,91 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
 
 /// Byte 0 of a loaded NOTIFY word (what a notification queue is sized for).
 pub const NOTIFY_OPCODE: u8 = 0xa6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+
+    const CTL: u64 = 0x4000_0000;
+
+    fn place(queue: Option<TriggerQueue>) -> Place {
+        Place {
+            core_index: 0,
+            tpb: 0x20_0000_0000,
+            peer_tpb: 0x20_0400_0000,
+            control: CTL,
+            dge: true,
+            act: false,
+            queue,
+        }
+    }
+
+    /// An engine owning a trigger queue gets `neff_base`'s extra slots, at AWS's places, and
+    /// every address they carry is inside the control block; without one nothing changes.
+    #[test]
+    fn trigger_queue_set_up_fills_neff_base_and_stays_in_the_control_block() {
+        for (e, data) in [
+            (Engine::Dve, true),
+            (Engine::Pool, false),
+            (Engine::Sp, false),
+        ] {
+            let q = TriggerQueue {
+                rings: 16,
+                data,
+                blocks: 20,
+            };
+            let (p0, e0) = build(e, &place(None), 4);
+            let (p1, e1) = build(e, &place(Some(q)), 4);
+            let f = ProgramFeatures {
+                dge_table: true,
+                act_tables: false,
+                trigger_queue: Some(q),
+            };
+            assert_eq!(p1.len() as u32, neff_base(e, f), "{e}");
+            let extra = (p1.len() - p0.len(), e1.len() - e0.len());
+            assert_eq!(extra, if data { (15, 3) } else { (13, 1) }, "{e}");
+            let set_up = &p1[2..2 + extra.0];
+            assert_eq!(set_up[0][0], 0xa5, "the WRITE pair first");
+            assert!(set_up[1..13].iter().all(|w| w[0] == 0xab), "twelve 0xab");
+            // The words before and after the set-up are the plain prologue's.
+            assert_eq!(&p1[..2], &p0[..2]);
+            assert_eq!(p1[2 + extra.0..].len(), p0[2..].len());
+            let in_ctl = |a: u64| (CTL..CTL + CONTROL_BYTES).contains(&a);
+            let u64_at = |w: &[u8; 64], o: usize| {
+                u64::from_le_bytes(w[o..o + 8].try_into().expect("8 bytes"))
+            };
+            for w in set_up
+                .iter()
+                .chain(&e1[e1.len() - 2 - (extra.1)..e1.len() - 2])
+            {
+                match w[0] {
+                    0xa5 => {
+                        assert!(in_ctl(u64_at(w, 16)), "{e}");
+                        assert!(w[13] == 0 || in_ctl(u64_at(w, 24)), "{e}");
+                    }
+                    _ => {
+                        assert_eq!(&w[12..15], &[9, 1, 2]);
+                        let (n, stride) = (w[15] as u64, 8);
+                        let dst = u64_at(w, 16);
+                        assert!(in_ctl(dst) && in_ctl(dst + stride * n - 1), "{e}");
+                        if w[24] == 1 {
+                            assert!((0..n as usize).all(|k| in_ctl(u64_at(w, 32 + 8 * k))));
+                        }
+                    }
+                }
+            }
+            assert_eq!(e1[e1.len() - 2][0], 0xa6, "then NOTIFY hint=3");
+        }
+    }
+
+    /// Ring images of the five engines do not overlap each other or the control words.
+    #[test]
+    fn ring_images_fit_between_the_control_words_and_the_dge_word() {
+        assert!(CONTROL_QUEUE_RINGS >= 0x34);
+        assert!(CONTROL_QUEUE_RINGS + 5 * QUEUE_RINGS <= CONTROL_DGE);
+        assert!(4 * 0x60 <= QUEUE_RINGS);
+        assert!(CONTROL_QUEUE_REGS >= CONTROL_SCRATCH + 0xc8);
+        assert!(CONTROL_QUEUE_REGS + 5 * 0x10 <= CONTROL_BYTES);
+    }
+}

@@ -89,10 +89,15 @@ pub fn read_neff(path: &Path) -> Vec<NeffSubgraph> {
         for (i, (_, json, instr)) in def.engine_files().into_iter().enumerate() {
             let engine = Engine::from_index(i).expect("engine");
             // The blocks' queue, as `runtime::real::features` reads it.
-            let dma = json.and_then(|j| neff.engine_json(&dir, j).ok()).map(|j| j.dma);
+            let dma = json
+                .and_then(|j| neff.engine_json(&dir, j).ok())
+                .map(|j| j.dma);
             if let Some(name) = dma.iter().flatten().find_map(|b| b.queue.clone()) {
                 let q = def.dma_queue.get(&name).expect("queue in def.json");
-                let blocks = dma.iter().flatten().filter(|b| b.queue.as_ref() == Some(&name));
+                let blocks = dma
+                    .iter()
+                    .flatten()
+                    .filter(|b| b.queue.as_ref() == Some(&name));
                 queues.insert(
                     engine,
                     TriggerQueue {

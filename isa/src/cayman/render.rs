@@ -671,3 +671,34 @@ pub fn token_agreement(ours: &str, theirs: &str) -> (usize, usize) {
     }
     (hit, th.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue term: 13 / 15 slots for the 16-ring queues seen; ring counts outside a DMA
+    /// engine's 1..=16 are clamped, so a NEFF cannot ask for an unbounded prologue.
+    #[test]
+    fn trigger_queue_slots() {
+        let q = |rings, data| TriggerQueue {
+            rings,
+            data,
+            blocks: 20,
+        };
+        assert_eq!(q(16, false).prologue_slots(), 13);
+        assert_eq!(q(16, true).prologue_slots(), 15);
+        assert_eq!(q(16, false).epilogue_slots(), 1);
+        assert_eq!(q(16, true).epilogue_slots(), 3);
+        assert_eq!(q(0, false).groups(), 1);
+        assert_eq!(q(5, false).groups(), 2);
+        assert_eq!(q(255, false).groups(), 4);
+        let f = |trigger_queue| ProgramFeatures {
+            dge_table: true,
+            act_tables: false,
+            trigger_queue,
+        };
+        assert_eq!(neff_base(Engine::Dve, f(None)), 66);
+        assert_eq!(neff_base(Engine::Dve, f(Some(q(16, true)))), 81);
+        assert_eq!(neff_base(Engine::Sp, f(Some(q(16, false)))), 62);
+    }
+}
