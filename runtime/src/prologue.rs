@@ -42,6 +42,13 @@ pub const QUEUE_RINGS: u64 = 0x180;
 /// Offset in the control block of the DMA-trigger queues' scratch registers, 0x10 per
 /// engine: the `0x100` WRITE pair at +0 and +4, the data queue's WRITEs at +8.
 pub const CONTROL_QUEUE_REGS: u64 = 0xa00;
+// The five engines' ring images lie between the control words (up to +0x34) and the DGE
+// word, their scratch registers after the table scratch (up to +0x9c8): no overlaps.
+const _: () = assert!(CONTROL_QUEUE_RINGS >= 0x34);
+const _: () = assert!(CONTROL_QUEUE_RINGS + 5 * QUEUE_RINGS <= CONTROL_DGE);
+const _: () = assert!(4 * 0x60 <= QUEUE_RINGS);
+const _: () = assert!(CONTROL_QUEUE_REGS >= CONTROL_SCRATCH + 0xc8);
+const _: () = assert!(CONTROL_QUEUE_REGS + 5 * 0x10 <= CONTROL_BYTES);
 
 /// The addresses this runtime chose for one engine program.
 #[derive(Debug, Clone, Copy)]
@@ -487,15 +494,5 @@ mod tests {
             }
             assert_eq!(e1[e1.len() - 2][0], 0xa6, "then NOTIFY hint=3");
         }
-    }
-
-    /// Ring images of the five engines do not overlap each other or the control words.
-    #[test]
-    fn ring_images_fit_between_the_control_words_and_the_dge_word() {
-        assert!(CONTROL_QUEUE_RINGS >= 0x34);
-        assert!(CONTROL_QUEUE_RINGS + 5 * QUEUE_RINGS <= CONTROL_DGE);
-        assert!(4 * 0x60 <= QUEUE_RINGS);
-        assert!(CONTROL_QUEUE_REGS >= CONTROL_SCRATCH + 0xc8);
-        assert!(CONTROL_QUEUE_REGS + 5 * 0x10 <= CONTROL_BYTES);
     }
 }
