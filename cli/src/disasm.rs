@@ -3,7 +3,7 @@
 //! numbers them and operands in the profiler's syntax (`docs/isa/cayman.md`).
 
 use clap::Args;
-use neuron_isa::cayman::render::{list_neff, Line, Names, Origin, ProgramFeatures};
+use neuron_isa::cayman::render::{list_neff, Line, Names, Origin};
 use neuron_isa::cayman::{CaymanInstr, Namespace, WORD};
 use neuron_isa::ntff::Ntff;
 use neuron_isa::Engine;
@@ -75,25 +75,14 @@ fn read_neff(path: &Path) -> Result<NeffRead, (u8, String)> {
         let dir = g.dir().to_owned();
         let def = neff.subgraph_def(&g.definition).map_err(|e| bad(path, e))?;
         let names = def_names(&def);
-        let mut features = ProgramFeatures {
-            dge_table: def.var.values().any(|v| v.ty.as_str() == "dge-table"),
-            act_tables: false,
-        };
         let mut files = BTreeMap::new();
         let mut progs = Vec::new();
         for (i, (_, json, instr)) in def.engine_files().into_iter().enumerate() {
             let Some(engine) = Engine::from_index(i) else {
                 continue;
             };
-            if let (Some(j), Engine::Act) = (json, engine) {
-                if let Ok(ej) = neff.engine_json(&dir, j) {
-                    features.act_tables = ej
-                        .extra
-                        .get("activation_function_sets")
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|a| !a.is_empty());
-                }
-            }
+            // The runtime's own rule, so the NEFF's pcs are the ones it loads at.
+            let features = neuron_runtime::real::features(&neff, &def, &dir, engine, json);
             if let Some(f) = instr {
                 let name = if dir.is_empty() {
                     f.to_owned()
@@ -108,10 +97,10 @@ fn read_neff(path: &Path) -> Result<NeffRead, (u8, String)> {
                     ));
                 }
                 files.insert(engine, name.clone());
-                progs.push((engine, name, b.to_vec()));
+                progs.push((engine, features, name, b.to_vec()));
             }
         }
-        for (engine, name, b) in progs {
+        for (engine, features, name, b) in progs {
             for line in list_neff(&g.name, engine, &b, features) {
                 entries.push(Entry {
                     line,

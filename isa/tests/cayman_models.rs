@@ -346,6 +346,65 @@ fn check_translation(model: &str, engine: Engine) -> (usize, usize) {
     (out.len(), triggers.len())
 }
 
+/// §5.1's rule with the trigger-queue set-up: on all 20 model-layer programs `neff_base` is
+/// the NTFF segment table's base, and the epilogue is 11 slots (9 on Sync) plus the queue's
+/// 1 or 3. Exactly three engines own a trigger queue, with AWS's 15 / 13 / 13 extra slots.
+#[test]
+fn prologue_rule_numbers_the_model_layers_as_their_ntffs() {
+    use neuron_isa::cayman::render::neff_base;
+    let mut owners = Vec::new();
+    for m in MODELS {
+        let nt = read_ntff(&models().join(format!("{m}.ntff")));
+        for sg in read_neff(&models().join(format!("{m}.neff"))) {
+            for (e, file, bin) in &sg.engines {
+                let p = nt.program(&sg.name, *e).expect("program");
+                let f = sg.features_of(*e);
+                assert_eq!(neff_base(*e, f), p.neff_base().expect("base"), "{m} {file}");
+                let end = p.epilogue_start().expect("end") as usize;
+                let plain = if *e == Engine::Sp { 9 } else { 11 };
+                let extra = f.trigger_queue.map_or(0, |q| q.epilogue_slots()) as usize;
+                assert_eq!(p.bytes.len() / WORD - end, plain + extra, "{m} {file}");
+                // The other reading of "owns": the engine has DMA_TRIGGER words. Same three.
+                let words = CaymanInstr::decode_all(Namespace::Neff, bin);
+                let triggers = words.iter().any(|w| w.opcode == Opcode::DmaTrigger);
+                assert_eq!(triggers, f.trigger_queue.is_some(), "{m} {file}");
+                if let Some(q) = f.trigger_queue {
+                    owners.push((m, sg.name.clone(), *e, q.prologue_slots(), q.rings));
+                }
+            }
+        }
+    }
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        owners,
+        [
+            ("kgm-attn_tkg_v6", s("sg00"), Engine::Dve, 15, 16),
+            ("kgm-moe_tkg_v6b", s("sg00"), Engine::Pool, 13, 16),
+            ("kgm-moe_tkg_v6b", s("sg00"), Engine::Sp, 13, 16),
+        ]
+    );
+}
+
+/// No engine of the 8 `real-neff` fixtures owns a DMA-trigger queue (their prologues stay
+/// §5.1's without the queue term): no `dma` blocks and no DMA_TRIGGER word.
+#[test]
+fn no_fixture_kernel_owns_a_trigger_queue() {
+    let paths = all_neffs();
+    assert_eq!(paths.len(), 8);
+    for path in paths {
+        for sg in read_neff(&path) {
+            assert!(sg.queues.is_empty(), "{} {}", path.display(), sg.name);
+            for (_, file, bin) in &sg.engines {
+                let words = CaymanInstr::decode_all(Namespace::Neff, bin);
+                assert!(
+                    words.iter().all(|w| w.opcode != Opcode::DmaTrigger),
+                    "{file}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn translated_bodies_equal_the_ntff_programs() {
     let mut total = 0;

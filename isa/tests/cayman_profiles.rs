@@ -95,7 +95,12 @@ fn prologue_rule_and_load_translation() {
             for (e, file, bin) in &sg.engines {
                 let p = nt.program(&sg.name, *e).expect("program");
                 let base = p.neff_base().expect("segments");
-                assert_eq!(neff_base(*e, sg.features), base, "{k} {} {e}", sg.name);
+                assert_eq!(
+                    neff_base(*e, sg.features_of(*e)),
+                    base,
+                    "{k} {} {e}",
+                    sg.name
+                );
                 let n = bin.len() / WORD;
                 assert_eq!(p.epilogue_start(), Some(base + n as u32), "{k} {file}");
                 for i in 0..n {

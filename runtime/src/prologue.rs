@@ -3,8 +3,9 @@
 //! with `neuron_isa::cayman::build` from the addresses this runtime chose.
 //!
 //! Control flow as this runtime runs it (every control word the runtime writes is 0):
-//! 1. **Load** (pc 0 to the `NOTIFY hint=8`): `NOTIFY hint=7`, the per-engine table setup
-//!    (skipped: `$R[3]` = 0), three `$S[2]` barrier rounds, `NOTIFY hint=8`. The runtime waits
+//! 1. **Load** (pc 0 to the `NOTIFY hint=8`): `NOTIFY hint=7`, on an engine that owns a
+//!    DMA-trigger queue its set-up (WRITEs and `0xab` ring words into control-block scratch),
+//!    the per-engine table setup (skipped: `$R[3]` = 0), three `$S[2]` barrier rounds, `NOTIFY hint=8`. The runtime waits
 //!    for every engine's hint 8 before the load returns.
 //! 2. **Loop head**: Tensor waits for `$S[0] > 0` and decrements it (the runtime increments
 //!    `$S[0]` through the mapped semaphore page to start an execution), sets its own event 8
@@ -13,10 +14,12 @@
 //! 3. **`NOTIFY hint=2`** (execution start), the `$S[2]` barrier, the DGE register load, the
 //!    core-to-core handshake (Tensor: WRITE 1 to the peer core's `$S[1]` increment register,
 //!    then wait `$S[1] >= 1` and decrement), the NEFF words,
-//! 4. **epilogue**: barrier, this engine's semaphore range cleared, barrier, `NOTIFY hint=3`
-//!    (execution end), branch back to the loop head.
+//! 4. **epilogue**: barrier, this engine's semaphore range cleared, barrier, the trigger
+//!    queue's reset WRITEs (if any), `NOTIFY hint=3` (execution end), branch back to the loop
+//!    head.
 
 use neuron_isa::cayman::build::{self as b, event_semaphore as es};
+use neuron_isa::cayman::render::TriggerQueue;
 use neuron_isa::cayman::Header;
 use neuron_isa::Engine;
 
@@ -31,6 +34,21 @@ pub const CONTROL_BYTES: u64 = 0x1000;
 pub const CONTROL_DGE: u64 = 0x800;
 /// Offset in the control block of the scratch words the ACT/DVE table setup writes.
 pub const CONTROL_SCRATCH: u64 = 0x900;
+/// Offset in the control block of the DMA-trigger queues' ring images, `QUEUE_RINGS` bytes
+/// per engine (the `0xab` words' destinations and values; no-ops in this device model).
+pub const CONTROL_QUEUE_RINGS: u64 = 0x80;
+/// Bytes of one engine's ring image: four groups of (4 TX bases, 4 RX bases, 4 size pairs).
+pub const QUEUE_RINGS: u64 = 0x180;
+/// Offset in the control block of the DMA-trigger queues' scratch registers, 0x10 per
+/// engine: the `0x100` WRITE pair at +0 and +4, the data queue's WRITEs at +8.
+pub const CONTROL_QUEUE_REGS: u64 = 0xa00;
+// The five engines' ring images lie between the control words (up to +0x34) and the DGE
+// word, their scratch registers after the table scratch (up to +0x9c8): no overlaps.
+const _: () = assert!(CONTROL_QUEUE_RINGS >= 0x34);
+const _: () = assert!(CONTROL_QUEUE_RINGS + 5 * QUEUE_RINGS <= CONTROL_DGE);
+const _: () = assert!(4 * 0x60 <= QUEUE_RINGS);
+const _: () = assert!(CONTROL_QUEUE_REGS >= CONTROL_SCRATCH + 0xc8);
+const _: () = assert!(CONTROL_QUEUE_REGS + 5 * 0x10 <= CONTROL_BYTES);
 
 /// The addresses this runtime chose for one engine program.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +65,8 @@ pub struct Place {
     pub dge: bool,
     /// Whether the Scalar engine sets up ACT tables (`neff_base`'s `+10`).
     pub act: bool,
+    /// The DMA-trigger queue the engine owns (`neff_base`'s `+13` / `+15`).
+    pub queue: Option<TriggerQueue>,
 }
 
 /// Semaphore page of a TPB window (`abi::tpb::SEMAPHORE_PAGE`).
@@ -75,6 +95,55 @@ fn barrier(e: Engine) -> Vec<[u8; 64]> {
         Engine::Dve => vec![inc(3), inc(5)],
         Engine::Sp => vec![inc(4)],
     }
+}
+
+/// The WRITEs of a DMA-trigger queue's set-up (`docs/isa/cayman.md` §1.3), repeated at the
+/// end of the epilogue: AWS writes `0x100` to two of the queue's registers (before the rings)
+/// and, on a `"data"` queue, its block count, then `0xfffe_0000 |` it, to a third (after the
+/// rings); ours go to the engine's scratch registers in the control block.
+fn queue_writes(q: &TriggerQueue, regs: u64) -> Vec<[u8; 64]> {
+    let mut w = vec![b::write(&[(regs, 0x100), (regs + 4, 0x100)])];
+    if q.data {
+        w.push(b::write(&[(regs + 8, q.blocks)]));
+        w.push(b::write(&[(regs + 8, 0xfffe_0000 | (q.blocks & 0xffff))]));
+    }
+    w
+}
+
+/// The ring set-up of a DMA-trigger queue (AWS's twelve `0xab` words for 16 rings): per
+/// group of up to four rings, the TX bases, the RX bases (u64 each) and two `0x00ff_fff0`
+/// u32s per ring. Bytes 12–15 `09 01 02 n`, the destination u64 at 16, a u32 at 24 (1 for the
+/// bases, `0x8000` for the fills), the stride between rings at 28, the values from 32. AWS's
+/// destinations are DMA registers 0x40000 apart and its bases the rings' descriptor memory;
+/// ours are the engine's ring image in the control block (`image`, stride 8), each base the
+/// address of its own slot. `0xab` is a no-op in this device model.
+fn queue_rings(q: &TriggerQueue, image: u64) -> Vec<[u8; 64]> {
+    let rings = u32::from(q.rings.clamp(1, 16));
+    let mut out = Vec::new();
+    for g in 0..q.groups() {
+        let n = (rings - 4 * g).min(4);
+        let at = image + 0x60 * u64::from(g);
+        let head = |dst: u64, kind: u32| {
+            let mut ops = vec![9u8, 1, 2, n as u8];
+            ops.extend_from_slice(&dst.to_le_bytes());
+            ops.extend_from_slice(&kind.to_le_bytes());
+            ops.extend_from_slice(&8u32.to_le_bytes());
+            ops
+        };
+        for side in [at, at + 0x20] {
+            let mut ops = head(side, 1);
+            for k in 0..u64::from(n) {
+                ops.extend_from_slice(&(side + 8 * k).to_le_bytes());
+            }
+            out.push(b::unnamed(0xab, &ops));
+        }
+        let mut ops = head(at + 0x40, 0x8000);
+        for _ in 0..2 * n {
+            ops.extend_from_slice(&0x00ff_fff0u32.to_le_bytes());
+        }
+        out.push(b::unnamed(0xab, &ops));
+    }
+    out
 }
 
 /// A program under construction, with forward labels.
@@ -139,6 +208,18 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
     // ---- load-time initialisation
     a.w(b::notify(7));
     a.w(b::set_ordering(true));
+    let queue_regs = ctl + CONTROL_QUEUE_REGS + 0x10 * idx;
+    if let Some(q) = &p.queue {
+        // The DMA-trigger queue's set-up: reset, rings (then the data queue's WRITEs).
+        let mut w = queue_writes(q, queue_regs);
+        let data = w.split_off(1);
+        a.ws(w);
+        a.ws(queue_rings(
+            q,
+            ctl + CONTROL_QUEUE_RINGS + QUEUE_RINGS * idx,
+        ));
+        a.ws(data);
+    }
     let table = matches!(e, Engine::Dve) || (e == Engine::Act && p.act);
     if table {
         // ACT / DVE table setup. The WRITE's two stores go to runtime scratch words (AWS's
@@ -326,6 +407,9 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
     epi.push(b::drain(0));
     epi.extend(barrier(e));
     epi.push(b::drain(0));
+    if let Some(q) = &p.queue {
+        epi.extend(queue_writes(q, queue_regs));
+    }
     epi.push(b::notify(HINT_END as u8));
     let back_pc = pro.len() + body_len + epi.len();
     epi.push(b::branch_always(loop_head as i32 - back_pc as i32, 2));
@@ -334,3 +418,81 @@ pub fn build(e: Engine, p: &Place, body_len: usize) -> (Vec<[u8; 64]>, Vec<[u8; 
 
 /// Byte 0 of a loaded NOTIFY word (what a notification queue is sized for).
 pub const NOTIFY_OPCODE: u8 = 0xa6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+
+    const CTL: u64 = 0x4000_0000;
+
+    fn place(queue: Option<TriggerQueue>) -> Place {
+        Place {
+            core_index: 0,
+            tpb: 0x20_0000_0000,
+            peer_tpb: 0x20_0400_0000,
+            control: CTL,
+            dge: true,
+            act: false,
+            queue,
+        }
+    }
+
+    /// An engine owning a trigger queue gets `neff_base`'s extra slots, at AWS's places, and
+    /// every address they carry is inside the control block; without one nothing changes.
+    #[test]
+    fn trigger_queue_set_up_fills_neff_base_and_stays_in_the_control_block() {
+        for (e, data) in [
+            (Engine::Dve, true),
+            (Engine::Pool, false),
+            (Engine::Sp, false),
+        ] {
+            let q = TriggerQueue {
+                rings: 16,
+                data,
+                blocks: 20,
+            };
+            let (p0, e0) = build(e, &place(None), 4);
+            let (p1, e1) = build(e, &place(Some(q)), 4);
+            let f = ProgramFeatures {
+                dge_table: true,
+                act_tables: false,
+                trigger_queue: Some(q),
+            };
+            assert_eq!(p1.len() as u32, neff_base(e, f), "{e}");
+            let extra = (p1.len() - p0.len(), e1.len() - e0.len());
+            assert_eq!(extra, if data { (15, 3) } else { (13, 1) }, "{e}");
+            let set_up = &p1[2..2 + extra.0];
+            assert_eq!(set_up[0][0], 0xa5, "the WRITE pair first");
+            assert!(set_up[1..13].iter().all(|w| w[0] == 0xab), "twelve 0xab");
+            // The words before and after the set-up are the plain prologue's.
+            assert_eq!(&p1[..2], &p0[..2]);
+            assert_eq!(p1[2 + extra.0..].len(), p0[2..].len());
+            let in_ctl = |a: u64| (CTL..CTL + CONTROL_BYTES).contains(&a);
+            let u64_at = |w: &[u8; 64], o: usize| {
+                u64::from_le_bytes(w[o..o + 8].try_into().expect("8 bytes"))
+            };
+            for w in set_up
+                .iter()
+                .chain(&e1[e1.len() - 2 - (extra.1)..e1.len() - 2])
+            {
+                match w[0] {
+                    0xa5 => {
+                        assert!(in_ctl(u64_at(w, 16)), "{e}");
+                        assert!(w[13] == 0 || in_ctl(u64_at(w, 24)), "{e}");
+                    }
+                    _ => {
+                        assert_eq!(&w[12..15], &[9, 1, 2]);
+                        let (n, stride) = (w[15] as u64, 8);
+                        let dst = u64_at(w, 16);
+                        assert!(in_ctl(dst) && in_ctl(dst + stride * n - 1), "{e}");
+                        if w[24] == 1 {
+                            assert!((0..n as usize).all(|k| in_ctl(u64_at(w, 32 + 8 * k))));
+                        }
+                    }
+                }
+            }
+            assert_eq!(e1[e1.len() - 2][0], 0xa6, "then NOTIFY hint=3");
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! (`neff_base + i`).
 
 use crate::status::NrtError;
-use neuron_isa::cayman::render::{neff_base, ProgramFeatures};
+use neuron_isa::cayman::render::{neff_base, ProgramFeatures, TriggerQueue};
 use neuron_isa::cayman::WORD;
 use neuron_isa::cayman::{CaymanInstr, DmaAddr, Namespace, Value};
 use neuron_isa::Engine;
@@ -46,9 +46,10 @@ pub fn features(
     json: Option<&str>,
 ) -> ProgramFeatures {
     let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
+    let ej = json.and_then(|j| neff.engine_json(sg, j).ok());
     let act_tables = engine == Engine::Act
-        && json
-            .and_then(|j| neff.engine_json(sg, j).ok())
+        && ej
+            .as_ref()
             .and_then(|j| {
                 j.extra
                     .get("activation_function_sets")
@@ -59,7 +60,27 @@ pub fn features(
     ProgramFeatures {
         dge_table,
         act_tables,
+        trigger_queue: ej.and_then(|j| trigger_queue(def, &j.dma)),
     }
+}
+
+/// The DMA-trigger queue an engine owns: the queue its `dma` blocks name (the first by name
+/// if they named several, which no NEFF seen does). `None` for an engine without blocks: all
+/// 8 `real-neff` fixtures and 17 of the 20 model-layer programs.
+fn trigger_queue(def: &SubgraphDef, blocks: &[neuron_neff::DmaBlock]) -> Option<TriggerQueue> {
+    let name = blocks.iter().filter_map(|b| b.queue.as_deref()).min()?;
+    let q = def.dma_queue.get(name);
+    // A DMA engine has 16 queues; a set-up for more is not known.
+    let rings = q.map_or(1, |q| q.num_queues.clamp(1, 16)) as u8;
+    let count = blocks
+        .iter()
+        .filter(|b| b.queue.as_deref() == Some(name))
+        .count();
+    Some(TriggerQueue {
+        rings,
+        data: q.is_some_and(|q| q.ty == "data"),
+        blocks: u32::try_from(count).unwrap_or(u32::MAX),
+    })
 }
 
 /// The trn2 TPB windows (cores 0..8): DMA operands the compiler wrote as absolute SBUF
@@ -228,6 +249,7 @@ pub fn build_programs(
                     control: place.control,
                     dge: feat.dge_table,
                     act: feat.act_tables,
+                    queue: feat.trigger_queue,
                 },
                 body.len(),
             );

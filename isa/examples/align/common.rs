@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use neuron_isa::cayman::render::{
-    list_neff, token_agreement, Line, Names, Origin, ProgramFeatures,
+    list_neff, token_agreement, Line, Names, Origin, ProgramFeatures, TriggerQueue,
 };
 use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
 use neuron_isa::ntff::Ntff;
@@ -48,7 +48,19 @@ pub struct NeffSubgraph {
     pub name: String,
     pub names: Names,
     pub features: ProgramFeatures,
+    /// The DMA-trigger queue of each engine whose JSON's `dma` blocks name one.
+    pub queues: BTreeMap<Engine, TriggerQueue>,
     pub engines: Vec<(Engine, String, Vec<u8>)>,
+}
+
+impl NeffSubgraph {
+    /// Engine `e`'s prologue features.
+    pub fn features_of(&self, e: Engine) -> ProgramFeatures {
+        ProgramFeatures {
+            trigger_queue: self.queues.get(&e).copied(),
+            ..self.features
+        }
+    }
 }
 
 pub fn read_neff(path: &Path) -> Vec<NeffSubgraph> {
@@ -73,8 +85,28 @@ pub fn read_neff(path: &Path) -> Vec<NeffSubgraph> {
         let dge_table = def.var.values().any(|v| v.ty.as_str() == "dge-table");
         let mut act_tables = false;
         let mut engines = Vec::new();
+        let mut queues = BTreeMap::new();
         for (i, (_, json, instr)) in def.engine_files().into_iter().enumerate() {
             let engine = Engine::from_index(i).expect("engine");
+            // The blocks' queue, as `runtime::real::features` reads it.
+            let dma = json
+                .and_then(|j| neff.engine_json(&dir, j).ok())
+                .map(|j| j.dma);
+            if let Some(name) = dma.iter().flatten().find_map(|b| b.queue.clone()) {
+                let q = def.dma_queue.get(&name).expect("queue in def.json");
+                let blocks = dma
+                    .iter()
+                    .flatten()
+                    .filter(|b| b.queue.as_ref() == Some(&name));
+                queues.insert(
+                    engine,
+                    TriggerQueue {
+                        rings: q.num_queues as u8,
+                        data: q.ty == "data",
+                        blocks: blocks.count() as u32,
+                    },
+                );
+            }
             if let (Some(j), Engine::Act) = (json, engine) {
                 if let Ok(ej) = neff.engine_json(&dir, j) {
                     act_tables = ej
@@ -95,7 +127,9 @@ pub fn read_neff(path: &Path) -> Vec<NeffSubgraph> {
             features: ProgramFeatures {
                 dge_table,
                 act_tables,
+                trigger_queue: None,
             },
+            queues,
             engines,
         });
     }
@@ -111,7 +145,7 @@ pub fn neff_listing(path: &Path) -> (Vec<Line>, BTreeMap<String, Names>) {
     let mut names = BTreeMap::new();
     for sg in read_neff(path) {
         for (e, _, b) in &sg.engines {
-            lines.extend(list_neff(&sg.name, *e, b, sg.features));
+            lines.extend(list_neff(&sg.name, *e, b, sg.features_of(*e)));
         }
         names.insert(sg.name.clone(), sg.names);
     }

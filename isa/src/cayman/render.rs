@@ -566,17 +566,52 @@ pub struct Line {
 }
 
 /// What the runtime prologue length depends on (see `docs/isa/cayman.md` §Prologue).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProgramFeatures {
     /// `def.json` has a `dge-table` variable: the prologue loads `$R[130],$R[131]` (+1 slot).
     pub dge_table: bool,
     /// The Activation engine has `activation_function_sets`: the Scalar prologue sets up the
     /// ACT tables (+10 slots, Scalar only).
     pub act_tables: bool,
+    /// The DMA queue this engine starts blocks of with DMA_TRIGGER (its engine JSON's `dma`
+    /// blocks name it): the prologue sets its rings up, the epilogue resets it
+    /// ([`TriggerQueue::prologue_slots`], [`TriggerQueue::epilogue_slots`]).
+    pub trigger_queue: Option<TriggerQueue>,
+}
+
+/// A DMA-trigger queue an engine owns, as far as its set-up slots depend on it
+/// (`docs/isa/cayman.md` §5.1; three programs of evidence, LOW).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TriggerQueue {
+    /// Rings of the queue set (`def.json` `num_queues`, 1..=16: a DMA engine's queues); the
+    /// set-up writes them in groups of four, three `0xab` words per group.
+    pub rings: u8,
+    /// `def.json` `type` is `"data"` (kgm-attn's `qDVESpillReload0`; `"in"` on the two MoE
+    /// queues): two more WRITEs after the rings, and again in the epilogue.
+    pub data: bool,
+    /// The engine's `dma` blocks on this queue (the value of the data queue's WRITEs).
+    pub blocks: u32,
+}
+
+impl TriggerQueue {
+    /// Ring groups of four (the last may hold fewer).
+    pub fn groups(&self) -> u32 {
+        u32::from(self.rings.clamp(1, 16)).div_ceil(4)
+    }
+    /// Prologue slots: the WRITE pair, three `0xab` per ring group, the data queue's two
+    /// WRITEs (13 for a 16-ring `"in"` queue, 15 for a `"data"` one).
+    pub fn prologue_slots(&self) -> u32 {
+        1 + 3 * self.groups() + 2 * u32::from(self.data)
+    }
+    /// Epilogue slots: the WRITE pair again, and the data queue's two WRITEs (1 or 3).
+    pub fn epilogue_slots(&self) -> u32 {
+        1 + 2 * u32::from(self.data)
+    }
 }
 
 /// The pc of a NEFF engine file's word 0: the number of runtime prologue slots before it.
-/// Established on the 60 (kernel, subgraph, engine) programs of the six akc profiles.
+/// Established on the 60 (kernel, subgraph, engine) programs of the six akc profiles; the
+/// trigger-queue set-up on the three such programs of the two model layers.
 pub fn neff_base(engine: Engine, f: ProgramFeatures) -> u32 {
     let b = match engine {
         Engine::Pe => 65,
@@ -591,6 +626,7 @@ pub fn neff_base(engine: Engine, f: ProgramFeatures) -> u32 {
         } else {
             0
         }
+        + f.trigger_queue.map_or(0, |q| q.prologue_slots())
 }
 
 /// List a NEFF engine file with profiler pcs.
@@ -634,4 +670,35 @@ pub fn token_agreement(ours: &str, theirs: &str) -> (usize, usize) {
         }
     }
     (hit, th.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue term: 13 / 15 slots for the 16-ring queues seen; ring counts outside a DMA
+    /// engine's 1..=16 are clamped, so a NEFF cannot ask for an unbounded prologue.
+    #[test]
+    fn trigger_queue_slots() {
+        let q = |rings, data| TriggerQueue {
+            rings,
+            data,
+            blocks: 20,
+        };
+        assert_eq!(q(16, false).prologue_slots(), 13);
+        assert_eq!(q(16, true).prologue_slots(), 15);
+        assert_eq!(q(16, false).epilogue_slots(), 1);
+        assert_eq!(q(16, true).epilogue_slots(), 3);
+        assert_eq!(q(0, false).groups(), 1);
+        assert_eq!(q(5, false).groups(), 2);
+        assert_eq!(q(255, false).groups(), 4);
+        let f = |trigger_queue| ProgramFeatures {
+            dge_table: true,
+            act_tables: false,
+            trigger_queue,
+        };
+        assert_eq!(neff_base(Engine::Dve, f(None)), 66);
+        assert_eq!(neff_base(Engine::Dve, f(Some(q(16, true)))), 81);
+        assert_eq!(neff_base(Engine::Sp, f(Some(q(16, false)))), 62);
+    }
 }
