@@ -428,8 +428,63 @@ pub(crate) fn run(a: &NtffArgs) -> Result<(), Failure> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    pub(crate) fn model(stem: &str) -> PathBuf {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/real-models"
+        ))
+        .join(stem)
+    }
+
+    /// The model layers' decoded records give the figures published with them
+    /// (`SOURCES.md`): attention 359.87 us total; MoE DMA active 137.83 us and Tensor active
+    /// 69.64 us (the records' no-wait union, within 5%; its window is 275.78 us, 0.4% over
+    /// the published 274.76 us).
+    #[test]
+    fn model_layers_match_their_published_figures() {
+        let a = read(&model("kgm-attn_tkg_v6.ntff"), None).expect("attention");
+        assert!(a.window_from_toc);
+        assert!((us(a.total_ns) - 359.87).abs() < 0.01, "{}", a.total_ns);
+        let m = read(&model("kgm-moe_tkg_v6b.ntff"), None).expect("moe");
+        assert!((us(m.total_ns) / 274.76 - 1.0).abs() < 0.01);
+        let doc = report(Path::new("moe"), &m);
+        let dma = doc["dma"]["active_us"].as_f64().expect("dma");
+        assert!((dma / 137.83 - 1.0).abs() < 0.05, "DMA active {dma}");
+        let pe = doc["engines"]
+            .as_array()
+            .and_then(|v| {
+                v.iter()
+                    .find(|e| e["subgraph"] == "sg00" && e["engine"] == "Tensor")
+            })
+            .and_then(|e| e["active_us"].as_f64())
+            .expect("sg00 Tensor");
+        assert!((pe / 69.64 - 1.0).abs() < 0.05, "Tensor active {pe}");
+        // Every executed word decodes to a known opcode of its engine's loaded program.
+        assert!(m.words.iter().all(|w| !w.opcode.starts_with("UNKNOWN")));
+        assert_eq!(m.words.len(), 3574);
+    }
+
+    /// With the NEFF, pcs move to this runtime's numbering: by 13 on MoE GpSimd and Sync
+    /// (AWS's longer prologue there), not at all on the other engines.
+    #[test]
+    fn neff_renumbers_the_queue_owning_engines() {
+        let info = neff_info(&model("kgm-moe_tkg_v6b.neff")).expect("neff");
+        let raw = read(&model("kgm-moe_tkg_v6b.ntff"), None).expect("ntff");
+        let ren = read(&model("kgm-moe_tkg_v6b.ntff"), Some(&info)).expect("ntff");
+        for (a, b) in raw.words.iter().zip(&ren.words) {
+            let shift = match (a.sg.as_str(), a.engine) {
+                ("sg00", Engine::Pool | Engine::Sp) => 13,
+                _ => 0,
+            };
+            assert_eq!(a.pc - b.pc, shift, "{} {} {}", a.sg, a.engine, a.opcode);
+        }
+        // Semaphore names come from def.json.
+        assert!(ren.words.iter().any(|w| w.operands.contains(" (q")));
+        assert!(!raw.words.iter().any(|w| w.operands.contains(" (q")));
+    }
 
     #[test]
     fn engine_stats_leave_wait_words_out_of_active_time() {

@@ -542,6 +542,25 @@ mod tests {
         }
     }
 
+    /// An NTFF reads as a profile: compared with itself every word pairs and no error is
+    /// left.
+    #[test]
+    fn an_ntff_is_a_profile() {
+        let path = crate::ntff::tests::model("kgm-attn_tkg_v6.ntff");
+        let p = read(&path, None).expect("ntff profile");
+        assert_eq!(p.instrs.len(), 2261);
+        let doc = compare(&p, &p);
+        assert_eq!(doc["mismatched_opcodes"], 0);
+        assert_eq!(doc["total_time"]["error"], 0.0);
+        for e in doc["engines"].as_array().expect("engines") {
+            assert_eq!(e["real_count"], e["emu_count"]);
+            assert_eq!(e["nowait_active_error"].as_f64().unwrap_or(0.0), 0.0);
+        }
+        for o in doc["opcodes"].as_array().expect("opcodes") {
+            assert_eq!(o["pairs"], o["real_count"], "{o}");
+        }
+    }
+
     #[test]
     fn phases_follow_the_neff_words() {
         let p = Profile {
