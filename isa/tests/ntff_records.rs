@@ -77,7 +77,9 @@ fn every_profiled_instruction_is_a_start_end_pair() {
         let (nt, j) = (ntff(&k), profile_json(&k));
         let ex = nt.executed();
         assert_eq!(ex.unplaced, 0, "{k}");
-        let mut pool: BTreeMap<(String, &str, u32), Vec<(f64, f64)>> = BTreeMap::new();
+        // (subgraph, engine, pc) → (start ns, duration ns) of each execution.
+        type Key<'a> = (String, &'a str, u32);
+        let mut pool: BTreeMap<Key<'_>, Vec<(f64, f64)>> = BTreeMap::new();
         for x in &ex.executed {
             pool.entry((x.subgraph.clone(), x.engine.profiler_name(), x.pc))
                 .or_default()
@@ -202,8 +204,11 @@ fn every_profiled_dma_packet_is_a_record_pair() {
 /// from the window's start).
 #[test]
 fn model_layer_records_decode_per_engine() {
+    // (engine, words in the window, first start, last end).
     type Row = (Engine, usize, u64, u64);
-    let cases: [(&str, u64, [Row; 5], (usize, usize, usize), usize); 2] = [
+    // (model, window ps, rows, (executed, unpaired, other marks), DMA packets).
+    type Case = (&'static str, u64, [Row; 5], (usize, usize, usize), usize);
+    let cases: [Case; 2] = [
         (
             "kgm-attn_tkg_v6",
             359_874_021,
