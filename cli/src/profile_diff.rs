@@ -561,6 +561,28 @@ mod tests {
         }
     }
 
+    /// On a profiled kernel the NTFF reads as its profiler JSON does: the same total, per
+    /// engine the same records (±1 at the window's edges) and busy time within 1%.
+    #[test]
+    fn an_ntff_reads_as_its_profiler_json() {
+        let dir = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/real-profiles"
+        ));
+        let k = "akc-fused_fp32_s512";
+        let j = read(&dir.join(format!("{k}.profile.json")), None).expect("json");
+        let n = read(&dir.join(format!("{k}.ntff")), None).expect("ntff");
+        assert!((j.total_ns - n.total_ns).abs() < 1e-3);
+        let (ej, en) = (engines(&j), engines(&n));
+        assert_eq!(ej.len(), 10);
+        assert_eq!(ej.keys().collect::<Vec<_>>(), en.keys().collect::<Vec<_>>());
+        for (key, a) in &ej {
+            let b = en[key];
+            assert!(a.count.abs_diff(b.count) <= 1, "{key:?}");
+            assert!((a.busy - b.busy).abs() <= 0.01 * a.busy + 50.0, "{key:?}");
+        }
+    }
+
     #[test]
     fn phases_follow_the_neff_words() {
         let p = Profile {
