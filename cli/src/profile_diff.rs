@@ -5,7 +5,7 @@
 //! either may also be a raw NTFF (its decoded execution records, `crate::ntff`).
 
 use crate::calibrate::{read_json, record_key};
-use crate::ntff::{engine_stats, EngineStats};
+use crate::ntff::{engine_stats, EngineStats, Word as Rec};
 use crate::Failure;
 use clap::Args;
 use neuron_isa::Engine;
@@ -57,18 +57,7 @@ pub(crate) enum ProfileError {
     Ntff(String),
 }
 
-/// One instruction record.
-#[derive(Debug, Clone)]
-struct Rec {
-    sg: String,
-    engine: Engine,
-    pc: u32,
-    opcode: String,
-    operands: String,
-    ts: f64,
-    dur: f64,
-}
-
+/// One instruction record: the shape an NTFF's decoded words have.
 impl Rec {
     fn end(&self) -> f64 {
         self.ts + self.dur
@@ -113,22 +102,9 @@ fn first_execution(r: &Value) -> bool {
 /// An NTFF's decoded words as a profile.
 fn read_ntff(path: &Path, info: Option<&crate::ntff::NeffInfo>) -> Result<Profile, ProfileError> {
     let s = crate::ntff::read(path, info).map_err(ProfileError::Ntff)?;
-    let instrs = s
-        .words
-        .into_iter()
-        .map(|w| Rec {
-            sg: w.sg,
-            engine: w.engine,
-            pc: w.pc,
-            opcode: w.opcode,
-            operands: w.operands,
-            ts: w.ts,
-            dur: w.dur,
-        })
-        .collect();
     Ok(Profile {
         total_ns: s.total_ns,
-        instrs,
+        instrs: s.words,
         other: 0,
     })
 }

@@ -240,6 +240,8 @@ fn model_layer_records_decode_per_engine() {
         let nt = read_ntff(&fixtures().join(format!("real-models/{m}.ntff")));
         let w = nt.window.expect("window");
         assert_eq!(w.len_ps(), window, "{m}");
+        let covered: usize = nt.sections.iter().map(|s| s.count).sum();
+        assert_eq!((covered, nt.bad_sections), (nt.trace.len(), 0), "{m}");
         let ex = nt.executed();
         assert_eq!(
             (ex.executed.len(), ex.unpaired, ex.other, ex.unplaced),
