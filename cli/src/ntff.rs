@@ -11,7 +11,7 @@ use neuron_isa::ntff::{Ntff, Record};
 use neuron_isa::Engine;
 use neuron_runtime::profile::union_len;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -55,6 +55,7 @@ pub(crate) struct Word {
 pub(crate) struct Packet {
     pub(crate) sg: String,
     pub(crate) queue: u8,
+    pub(crate) dma_engine: u16,
     pub(crate) start: f64,
     pub(crate) end: f64,
     pub(crate) bytes: u64,
@@ -194,6 +195,7 @@ fn silicon(nt: &Ntff, info: Option<&NeffInfo>) -> Silicon {
         .map(|p| Packet {
             sg: p.subgraph.clone(),
             queue: p.queue,
+            dma_engine: p.dma_engine,
             start: ns(p.start_ps),
             end: ns(p.end_ps),
             bytes: u64::from(p.bytes),
@@ -302,26 +304,24 @@ fn report(path: &Path, s: &Silicon) -> Value {
                    "sum_us": us(*t)})
         })
         .collect();
-    // Per subgraph: packets, bytes, intervals.
-    type Acc = (usize, u64, Vec<(f64, f64)>);
-    let mut dma: BTreeMap<&str, Acc> = BTreeMap::new();
+    // Per (subgraph, queue): packets, bytes, intervals, DMA engines used.
+    type Acc = (usize, u64, Vec<(f64, f64)>, BTreeSet<u16>);
+    let mut dma: BTreeMap<(&str, u8), Acc> = BTreeMap::new();
     for p in &s.packets {
-        let d = dma.entry(&p.sg).or_default();
+        let d = dma.entry((&p.sg, p.queue)).or_default();
         d.0 += 1;
         d.1 += p.bytes;
         d.2.push((p.start, p.end));
+        d.3.insert(p.dma_engine);
     }
     let all: Vec<(f64, f64)> = s.packets.iter().map(|p| (p.start, p.end)).collect();
-    let queues: Vec<u8> = {
-        let mut q: Vec<u8> = s.packets.iter().map(|p| p.queue).collect();
-        q.sort_unstable();
-        q.dedup();
-        q
-    };
-    let dma_sg: Vec<Value> = dma
+    let queues: Vec<Value> = dma
         .into_iter()
-        .map(|(sg, (n, b, iv))| {
-            json!({"subgraph": sg, "packets": n, "bytes": b, "active_us": us(union_len(iv))})
+        .map(|((sg, q), (n, b, iv, engines))| {
+            let summed: f64 = iv.iter().map(|(a, b)| b - a).sum();
+            json!({"subgraph": sg, "queue": q, "packets": n, "bytes": b,
+                   "dma_engines": engines.len(), "summed_us": us(summed),
+                   "active_us": us(union_len(iv))})
         })
         .collect();
     json!({
@@ -332,7 +332,7 @@ fn report(path: &Path, s: &Silicon) -> Value {
         "engines": engines,
         "opcodes": opcodes,
         "dma": {"packets": s.packets.len(), "bytes": s.packets.iter().map(|p| p.bytes).sum::<u64>(),
-                "active_us": us(union_len(all)), "queues": queues, "subgraphs": dma_sg,
+                "active_us": us(union_len(all)), "queues": queues,
                 "unpaired_records": s.packets_unpaired},
         "records": {"words": s.words.len(), "words_outside_window": s.outside,
                     "unpaired": s.unpaired, "unplaced": s.unplaced, "other_marks": s.other_marks,
@@ -354,6 +354,7 @@ pub(crate) fn run(a: &NtffArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     println!(
         "ntff: {} (NEFF '{}'): {:.3} us {}",
         a.file.display(),
@@ -395,19 +396,22 @@ pub(crate) fn run(a: &NtffArgs) -> Result<(), Failure> {
     println!("  (busy: union of all records; active and instr: words other than EVENT_SEMAPHORE, DRAIN, NOP)");
     let d = &doc["dma"];
     println!(
-        "DMA: {} packets, {} bytes, active {:.3} us (union), queues {}; {} records unpaired",
+        "DMA: {} packets, {} bytes, active {:.3} us (union); {} records unpaired",
         d["packets"],
         d["bytes"],
         f(d, "active_us"),
-        d["queues"],
         d["unpaired_records"]
     );
-    for g in d["subgraphs"].as_array().into_iter().flatten() {
+    println!("  sg   queue  packets        bytes  DMA engines  summed us  active us");
+    for g in d["queues"].as_array().into_iter().flatten() {
         println!(
-            "  {:<4} {:>6} packets {:>10} bytes  active {:>10.3} us",
+            "  {:<4} {:>5} {:>8} {:>12} {:>12} {:>10.3} {:>10.3}",
             g["subgraph"].as_str().unwrap_or("?"),
-            g["packets"],
-            g["bytes"],
+            n(g, "queue"),
+            n(g, "packets"),
+            n(g, "bytes"),
+            n(g, "dma_engines"),
+            f(g, "summed_us"),
             f(g, "active_us")
         );
     }
@@ -419,7 +423,7 @@ pub(crate) fn run(a: &NtffArgs) -> Result<(), Failure> {
                 o["subgraph"].as_str().unwrap_or("?"),
                 o["engine"].as_str().unwrap_or("?"),
                 o["opcode"].as_str().unwrap_or("?"),
-                o["count"],
+                n(o, "count"),
                 f(o, "sum_us")
             );
         }
@@ -462,6 +466,16 @@ pub(crate) mod tests {
             .and_then(|e| e["active_us"].as_f64())
             .expect("sg00 Tensor");
         assert!((pe / 69.64 - 1.0).abs() < 0.05, "Tensor active {pe}");
+        // Queue 0 (the expert weights: 6,144 of its packets are 4 KiB) uses all 16 DMA engines.
+        let q0 = doc["dma"]["queues"]
+            .as_array()
+            .and_then(|v| {
+                v.iter()
+                    .find(|q| q["subgraph"] == "sg00" && q["queue"] == 0)
+            })
+            .expect("sg00 queue 0");
+        assert_eq!(q0["dma_engines"], 16);
+        assert_eq!(q0["packets"], 8960);
         // Every executed word decodes to a known opcode of its engine's loaded program.
         assert!(m.words.iter().all(|w| !w.opcode.starts_with("UNKNOWN")));
         assert_eq!(m.words.len(), 3574);
