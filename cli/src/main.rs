@@ -11,6 +11,7 @@ mod hostgemm;
 mod inject;
 mod inspect;
 mod install;
+mod ntff;
 mod profile;
 mod profile_diff;
 mod run;
@@ -79,6 +80,9 @@ enum Cmd {
     /// Compare two execution profiles of one NEFF (a silicon neuron-profile JSON and
     /// `run --profile-json`): total time, per phase, per engine, per opcode (docs/profiling.md).
     ProfileDiff(profile_diff::DiffArgs),
+    /// Decode an NTFF profile's execution records (docs/isa/cayman.md §4): per engine the
+    /// words executed, first/last timestamp, busy and active time; per opcode; DMA packets.
+    Ntff(ntff::NtffArgs),
     /// Fit the cost of real trn2 instructions to AWS's per-instruction profile records
     /// (issue intervals), with leave-one-kernel-out validation.
     Calibrate {
@@ -189,6 +193,7 @@ fn main() -> ExitCode {
         Cmd::Install(a) => install::run(a).map_err(|m| Failure(1, m)),
         Cmd::Sysfs(a) => sysfs::run(&a).map_err(|(c, m)| Failure(c, m)),
         Cmd::ProfileDiff(a) => profile_diff::run(&a),
+        Cmd::Ntff(a) => ntff::run(&a),
         Cmd::Calibrate {
             files,
             profiles,

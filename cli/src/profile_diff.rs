@@ -1,9 +1,11 @@
 //! `neuron-emu profile-diff REAL.json EMU.json`: where an emulated profile's time differs from
 //! a silicon one of the same NEFF — total time, per phase, per engine and per opcode
 //! (`docs/profiling.md`). Both files are read the same way (the records `calibrate` reads), so
-//! either side may be a real `neuron-profile` JSON or a `neuron-emu run --profile-json` report.
+//! either side may be a real `neuron-profile` JSON or a `neuron-emu run --profile-json` report;
+//! either may also be a raw NTFF (its decoded execution records, `crate::ntff`).
 
 use crate::calibrate::{read_json, record_key};
+use crate::ntff::{engine_stats, EngineStats, Word as Rec};
 use crate::Failure;
 use clap::Args;
 use neuron_isa::Engine;
@@ -20,6 +22,10 @@ pub(crate) struct DiffArgs {
     /// Print the comparison as one JSON object.
     #[arg(long)]
     pub(crate) json: bool,
+    /// The NEFF, when a side is an NTFF: names its semaphores and renumbers its pcs to this
+    /// runtime's prologue, so words pair by pc on every engine.
+    #[arg(long, value_name = "FILE.neff")]
+    pub(crate) neff: Option<PathBuf>,
 }
 
 /// Largest profile file read (the six fixture profiles are 0.7-4 MB).
@@ -47,20 +53,11 @@ pub(crate) enum ProfileError {
     },
     #[error("{path}: more than {MAX_RECORDS} {list} records", path = .path.display())]
     TooMany { path: PathBuf, list: &'static str },
+    #[error("{0}")]
+    Ntff(String),
 }
 
-/// One instruction record.
-#[derive(Debug, Clone)]
-struct Rec {
-    sg: String,
-    engine: Engine,
-    pc: u32,
-    opcode: String,
-    operands: String,
-    ts: f64,
-    dur: f64,
-}
-
+/// One instruction record: the shape an NTFF's decoded words have.
 impl Rec {
     fn end(&self) -> f64 {
         self.ts + self.dur
@@ -102,7 +99,20 @@ fn first_execution(r: &Value) -> bool {
     r["execution"].as_u64().unwrap_or(0) == 0
 }
 
-fn read(path: &Path) -> Result<Profile, ProfileError> {
+/// An NTFF's decoded words as a profile.
+fn read_ntff(path: &Path, info: Option<&crate::ntff::NeffInfo>) -> Result<Profile, ProfileError> {
+    let s = crate::ntff::read(path, info).map_err(ProfileError::Ntff)?;
+    Ok(Profile {
+        total_ns: s.total_ns,
+        instrs: s.words,
+        other: 0,
+    })
+}
+
+fn read(path: &Path, info: Option<&crate::ntff::NeffInfo>) -> Result<Profile, ProfileError> {
+    if crate::ntff::is_ntff(path) {
+        return read_ntff(path, info);
+    }
     let size = std::fs::metadata(path)
         .map_err(|e| ProfileError::Io(e, path.into()))?
         .len();
@@ -248,20 +258,14 @@ fn phases(p: &Profile, sg: &str) -> Option<[f64; 5]> {
     Some([d(0.0, n0), d(n0, c0), d(c0, c1), d(c1, n1), d(n1, end)])
 }
 
-/// (count, summed duration, active time) per (subgraph, engine).
-fn engines(p: &Profile) -> BTreeMap<(String, Engine), (usize, f64, f64)> {
-    let mut by: BTreeMap<(String, Engine), Vec<(f64, f64)>> = BTreeMap::new();
-    for r in &p.instrs {
-        by.entry((r.sg.clone(), r.engine))
-            .or_default()
-            .push((r.ts, r.end()));
-    }
-    by.into_iter()
-        .map(|(k, v)| {
-            let sum = v.iter().map(|(a, b)| b - a).sum();
-            (k, (v.len(), sum, neuron_runtime::profile::union_len(v)))
-        })
-        .collect()
+/// Count, summed duration, active time (the union of the records) and the union without
+/// the wait words per (subgraph, engine).
+fn engines(p: &Profile) -> BTreeMap<(String, Engine), EngineStats> {
+    engine_stats(
+        p.instrs
+            .iter()
+            .map(|r| (r.sg.as_str(), r.engine, r.opcode.as_str(), r.ts, r.dur)),
+    )
 }
 
 fn err(emu: f64, real: f64) -> Option<f64> {
@@ -334,8 +338,14 @@ fn pct(x: Option<f64>) -> String {
 }
 
 pub(crate) fn run(a: &DiffArgs) -> Result<(), Failure> {
-    let real = read(&a.real).map_err(|e| Failure(2, e.to_string()))?;
-    let emu = read(&a.emu).map_err(|e| Failure(2, e.to_string()))?;
+    let info = a
+        .neff
+        .as_deref()
+        .map(crate::ntff::neff_info)
+        .transpose()
+        .map_err(|e| Failure(2, e))?;
+    let real = read(&a.real, info.as_ref()).map_err(|e| Failure(2, e.to_string()))?;
+    let emu = read(&a.emu, info.as_ref()).map_err(|e| Failure(2, e.to_string()))?;
     let doc = compare(&real, &emu);
     if a.json {
         println!("{doc}");
@@ -368,12 +378,12 @@ pub(crate) fn run(a: &DiffArgs) -> Result<(), Failure> {
         }
     }
     println!(
-        "engines              count real/emu     active us real / emu   error   instruction us real / emu   error"
+        "engines              count real/emu     active us real / emu   error   instruction us real / emu   error   no-wait active us real / emu   error"
     );
     for e in doc["engines"].as_array().into_iter().flatten() {
         let f = |k: &str| e[k].as_f64().unwrap_or(0.0);
         println!(
-            "  {:<4} {:<8} {:>6} {:>6}   {:>10.3} {:>10.3} {:>8}   {:>10.3} {:>10.3} {:>8}",
+            "  {:<4} {:<8} {:>6} {:>6}   {:>10.3} {:>10.3} {:>8}   {:>10.3} {:>10.3} {:>8}   {:>10.3} {:>10.3} {:>8}",
             e["subgraph"].as_str().unwrap_or("?"),
             e["engine"].as_str().unwrap_or("?"),
             e["real_count"].as_u64().unwrap_or(0),
@@ -383,7 +393,10 @@ pub(crate) fn run(a: &DiffArgs) -> Result<(), Failure> {
             pct(e["active_error"].as_f64()),
             f("real_instruction_us"),
             f("emu_instruction_us"),
-            pct(e["instruction_error"].as_f64())
+            pct(e["instruction_error"].as_f64()),
+            f("real_nowait_active_us"),
+            f("emu_nowait_active_us"),
+            pct(e["nowait_active_error"].as_f64())
         );
     }
     println!(
@@ -448,10 +461,13 @@ fn compare(real: &Profile, emu: &Profile) -> Value {
             let e = ee.get(k).copied().unwrap_or_default();
             json!({
                 "subgraph": k.0, "engine": k.1.profiler_name(),
-                "real_count": r.0, "emu_count": e.0,
-                "real_active_us": r.2 / 1e3, "emu_active_us": e.2 / 1e3, "active_error": err(e.2, r.2),
-                "real_instruction_us": r.1 / 1e3, "emu_instruction_us": e.1 / 1e3,
-                "instruction_error": err(e.1, r.1),
+                "real_count": r.count, "emu_count": e.count,
+                "real_active_us": r.busy / 1e3, "emu_active_us": e.busy / 1e3,
+                "active_error": err(e.busy, r.busy),
+                "real_instruction_us": r.sum / 1e3, "emu_instruction_us": e.sum / 1e3,
+                "instruction_error": err(e.sum, r.sum),
+                "real_nowait_active_us": r.active / 1e3, "emu_nowait_active_us": e.active / 1e3,
+                "nowait_active_error": err(e.active, r.active),
             })
         })
         .collect();
@@ -499,6 +515,47 @@ mod tests {
             operands: operands.into(),
             ts,
             dur,
+        }
+    }
+
+    /// An NTFF reads as a profile: compared with itself every word pairs and no error is
+    /// left.
+    #[test]
+    fn an_ntff_is_a_profile() {
+        let path = crate::ntff::tests::model("kgm-attn_tkg_v6.ntff");
+        let p = read(&path, None).expect("ntff profile");
+        assert_eq!(p.instrs.len(), 2261);
+        let doc = compare(&p, &p);
+        assert_eq!(doc["mismatched_opcodes"], 0);
+        assert_eq!(doc["total_time"]["error"], 0.0);
+        for e in doc["engines"].as_array().expect("engines") {
+            assert_eq!(e["real_count"], e["emu_count"]);
+            assert_eq!(e["nowait_active_error"].as_f64().unwrap_or(0.0), 0.0);
+        }
+        for o in doc["opcodes"].as_array().expect("opcodes") {
+            assert_eq!(o["pairs"], o["real_count"], "{o}");
+        }
+    }
+
+    /// On a profiled kernel the NTFF reads as its profiler JSON does: the same total, per
+    /// engine the same records (±1 at the window's edges) and busy time within 1%.
+    #[test]
+    fn an_ntff_reads_as_its_profiler_json() {
+        let dir = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/real-profiles"
+        ));
+        let k = "akc-fused_fp32_s512";
+        let j = read(&dir.join(format!("{k}.profile.json")), None).expect("json");
+        let n = read(&dir.join(format!("{k}.ntff")), None).expect("ntff");
+        assert!((j.total_ns - n.total_ns).abs() < 1e-3);
+        let (ej, en) = (engines(&j), engines(&n));
+        assert_eq!(ej.len(), 10);
+        assert_eq!(ej.keys().collect::<Vec<_>>(), en.keys().collect::<Vec<_>>());
+        for (key, a) in &ej {
+            let b = en[key];
+            assert!(a.count.abs_diff(b.count) <= 1, "{key:?}");
+            assert!((a.busy - b.busy).abs() <= 0.01 * a.busy + 50.0, "{key:?}");
         }
     }
 
