@@ -48,7 +48,7 @@ fn published_seconds(table: &str, neff: &[u8]) -> Option<f64> {
         .as_array()?
         .iter()
         .find(|e| e["sha256"].as_str() == Some(hash.as_str()))?;
-    e["trn2_us"].as_f64().map(|us| us * 1e-6)
+    e["trn2_us"].as_f64().map(|us| us / 1e6)
 }
 
 /// Instruction words in every engine program of every subgraph of the NEFF (static count).
@@ -93,7 +93,7 @@ fn best_rate(work: f64, mut call: impl FnMut()) -> f64 {
     work * reps as f64 / best.max(1e-9)
 }
 
-/// The host's rates, measured once per `bench real`.
+/// The host's rates, measured before each NEFF (the host is shared: its rates drift).
 #[derive(Debug, Clone)]
 struct HostRates {
     /// FLOP/s of the host SGEMM per tile shape (m, k, n) the kernels issue.
@@ -101,7 +101,6 @@ struct HostRates {
     /// memcpy bytes/s of a [`COPY_CACHE`] and a [`COPY_MEMORY`] buffer.
     memcpy_cache: f64,
     memcpy_memory: f64,
-    amx: bool,
 }
 
 impl HostRates {
@@ -125,7 +124,6 @@ impl HostRates {
             sgemm,
             memcpy_cache: memcpy_rate(COPY_CACHE),
             memcpy_memory: memcpy_rate(COPY_MEMORY),
-            amx: crate::hostgemm::amx_present(),
         }
     }
 
@@ -280,43 +278,33 @@ pub fn run(
             .collect();
         list.sort();
     }
-    let rates = HostRates::measure();
-    print_header(&rates, repeat);
+    print_header(repeat);
     for path in &list {
-        bench_one(path, explicit, profiles, repeat, host_profile, &rates)?;
+        bench_one(path, explicit, profiles, repeat, host_profile)?;
     }
     Ok(())
 }
 
-fn print_header(rates: &HostRates, repeat: u32) {
+fn print_header(repeat: u32) {
     println!(
         "bench real: {repeat} timed executions each (after one warm-up) on inputs staged once in 8 MiB blocks (built-in data, as `run`); host ms = host wall per execution"
     );
     println!(
-        "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best GEMM rate for its operand type, plus its DMA bytes at host memcpy speed, both measured in this process (best of {ROUNDS} rounds); wall/floor = host ms / floor ms"
-    );
-    let shapes: Vec<String> = rates
-        .sgemm
-        .iter()
-        .map(|((m, k, n), r)| format!("{m}x{k}x{n} {:.1}", r / 1e9))
-        .collect();
-    println!(
-        "host GEMM: fp32 SGEMM (m x k x n, GFLOP/s) {}; fp32, bf16, fp16, fp8 at the best, {:.1} GFLOP/s (the device model widens every type to fp32; no faster kernel on this path); AMX: {}",
-        shapes.join(", "),
-        rates.best_sgemm() / 1e9,
-        if rates.amx {
-            "present (not used: the emulator has no AMX kernel)"
-        } else {
-            "absent"
-        }
+        "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms"
     );
     println!(
-        "host memcpy: {} MiB {:.1} GB/s (models with <= {} MiB of inputs + outputs), {} MiB {:.1} GB/s (larger ones)",
+        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns, the best of the two for every operand type (the device model widens bf16/fp16/fp8 to fp32; no faster kernel on this path); memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
-        rates.memcpy_cache / 1e9,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,
-        rates.memcpy_memory / 1e9
+    );
+    println!(
+        "AMX: {}",
+        if crate::hostgemm::amx_present() {
+            "present (not used: the emulator has no AMX kernel; every floor is at the SGEMM rate)"
+        } else {
+            "absent (CPUID leaf 7 EDX bits 22/24, XCR0 bits 17-18)"
+        }
     );
     println!(
         "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the MATMULs ran on"
@@ -352,7 +340,6 @@ fn bench_one(
     profiles: Option<&Path>,
     repeat: u32,
     host_profile: bool,
-    rates: &HostRates,
 ) -> Result<(), Failure> {
     let stem = path
         .file_stem()
@@ -363,6 +350,8 @@ fn bench_one(
     let bytes =
         std::fs::read(path).map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
     let words = neff_words(&bytes).map_err(fail)?;
+    // Before the load, so the measurement's buffers are not in the model's peak RSS.
+    let rates = HostRates::measure();
     let rss_reset = reset_peak_rss();
     let (emu, dev) = open_emulated(Arch::V3Trn2)?;
     let rt = Runtime::new(dev, 0, Config::from_env()).map_err(|e| Failure(1, e.to_string()))?;
@@ -391,9 +380,11 @@ fn bench_one(
     }
     let before = emu.stats(0).unwrap_or_default();
     let t = Instant::now();
-    let mut dev_ps = 0;
+    let (mut dev_ps, mut fastest) = (0, f64::INFINITY);
     for _ in 0..repeat {
+        let t1 = Instant::now();
         dev_ps = execute(&mut model).map_err(fail)?;
+        fastest = fastest.min(t1.elapsed().as_secs_f64());
     }
     let wall = t.elapsed().as_secs_f64() / repeat as f64;
     let after = emu.stats(0).unwrap_or_default();
@@ -426,7 +417,10 @@ fn bench_one(
         None => ("-".into(), "-".into()),
     };
     let (peak_s, ratio) = match peak {
-        Some(p) => (format!("{:.0}", mib(p)), format!("{:.2}", p as f64 / io as f64)),
+        Some(p) => (
+            format!("{:.0}", mib(p)),
+            format!("{:.2}", p as f64 / io as f64),
+        ),
         None => ("-".into(), "-".into()),
     };
     println!(
@@ -465,8 +459,10 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; {words} words ({:.2} M words/s){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s){}{}",
         parts.join(" + "),
+        fastest * 1e3,
+        fastest / floor.total().max(1e-12),
         words as f64 / wall / 1e6,
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
@@ -474,6 +470,19 @@ fn bench_one(
         } else {
             "; peak RSS since the process started (VmHWM reset refused)"
         }
+    );
+    let shapes: Vec<String> = rates
+        .sgemm
+        .iter()
+        .map(|((m, k, n), r)| format!("{m}x{k}x{n} {:.1}", r / 1e9))
+        .collect();
+    println!(
+        "    host: SGEMM (m x k x n, GFLOP/s) {}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
+        shapes.join(", "),
+        COPY_CACHE >> 20,
+        rates.memcpy_cache / 1e9,
+        COPY_MEMORY >> 20,
+        rates.memcpy_memory / 1e9
     );
     if let Some(p) = hp {
         print_host_profile(&p, repeat, wall);

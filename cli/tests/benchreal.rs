@@ -20,7 +20,13 @@ fn bench(rel: &str, stem: &str) -> (String, Vec<String>) {
     let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
         .current_dir(repo())
         .env_remove("NEURON_RT_LOG_LEVEL")
-        .args(["bench", "real", &format!("../shared/fixtures/{rel}"), "--repeat", "1"])
+        .args([
+            "bench",
+            "real",
+            &format!("../shared/fixtures/{rel}"),
+            "--repeat",
+            "1",
+        ])
         .output()
         .expect("spawn");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -74,7 +80,7 @@ fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
     assert!(num(&c[8]) > 0.0 && num(&c[9]) > 0.0, "{c:?}");
     assert!(num(&c[11]) > 0.0 && num(&c[12]) > 0.0, "{c:?}");
     // The header says what the floor is and what the host offers.
-    assert!(out.contains("a pass pair once"), "{out}");
+    assert!(out.contains("LOW/HIGH pass pair once"), "{out}");
     assert!(
         out.contains("AMX: absent") || out.contains("AMX: present (not used"),
         "{out}"
@@ -82,7 +88,7 @@ fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
     // The floor's parts: bf16 products, fp32 pass pairs (counted once), DMA bytes.
     let detail = out
         .lines()
-        .find(|l| l.trim_start().starts_with("floor = "))
+        .find(|l| l.starts_with("    floor = "))
         .expect("a floor line");
     assert!(
         detail.contains("bfloat16 ") && detail.contains("float32 ") && detail.contains("DMA "),

@@ -461,7 +461,11 @@ pub fn execute(
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
                 sgemm_macs: if ident { 0 } else { (m * k * nmov) as u64 },
-                math_macs: if ident || pe.low_pass { 0 } else { (m * k * nmov) as u64 },
+                math_macs: if ident || pe.low_pass {
+                    0
+                } else {
+                    (m * k * nmov) as u64
+                },
             })
         }
         Opcode::Activate => {
