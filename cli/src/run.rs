@@ -450,7 +450,7 @@ pub(crate) fn run(a: RunArgs) -> Result<(), Failure> {
 
 /// The host memory a run of `model` needs ([`Need`]); `files`: the transient bytes of the
 /// largest input file.
-fn need_of(model: &neuron_runtime::Model, files: u64) -> Need {
+pub(crate) fn need_of(model: &neuron_runtime::Model, files: u64) -> Need {
     let inputs = model.inputs().map(|t| t.size).sum::<u64>();
     let outputs = model.outputs().map(|t| t.size).sum::<u64>();
     let u = model.usage();
@@ -464,7 +464,7 @@ fn need_of(model: &neuron_runtime::Model, files: u64) -> Need {
 }
 
 /// A block of whole elements of `t`.
-fn block_of(t: &neuron_runtime::TensorInfo) -> usize {
+pub(crate) fn block_of(t: &neuron_runtime::TensorInfo) -> usize {
     let es = t.dtype.size().max(1);
     (BLOCK / es).max(1) * es
 }

@@ -17,6 +17,10 @@ pub struct Stats {
     /// Multiply-adds the model ran through the host SGEMM (MATMULs other than transposes
     /// done as data movement): the host compute floor of an execution.
     pub sgemm_macs: u64,
+    /// Multiply-adds the kernel's MATMULs need, by moving dtype code (`Dtype as u8`): an fp32
+    /// LOW/HIGH pass pair counts once whether or not it was fused; transposes done as data
+    /// movement not at all. The compute part of `bench real`'s floor.
+    pub math_macs: [u64; 16],
 }
 
 /// Host wall time the model spent issuing each kind of instruction (data path included):

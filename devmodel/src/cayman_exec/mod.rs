@@ -45,6 +45,9 @@ pub struct PeState {
     /// The weights are a LOW pass (fp32, with fusion on): the LDWEIGHTS' pattern, dtype and
     /// rows, and the unsplit values in `full`.
     pub low_src: Option<(AccessPattern, Dtype, usize)>,
+    /// The weights are an fp32 LOW pass (fusion on or off): its math is counted at the HIGH
+    /// pass (`Exec::Done::math_macs`).
+    pub low_pass: bool,
     pub full: Vec<f32>,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
@@ -64,6 +67,7 @@ impl Default for PeState {
             fresh: false,
             fuse: passpair::enabled_by_env(),
             low_src: None,
+            low_pass: false,
             full: Vec::new(),
             pair: None,
             fused_pairs: 0,
@@ -93,8 +97,13 @@ pub struct Dma2d {
 #[derive(Debug)]
 pub enum Exec {
     /// Data path done: elements streamed per partition (for the cost model) and the
-    /// multiply-adds run through the host SGEMM (for host-cost accounting).
-    Done { elems: u64, sgemm_macs: u64 },
+    /// multiply-adds run through the host SGEMM (for host-cost accounting), and those the
+    /// kernel's math needs (an fp32 LOW/HIGH pass pair once, at its HIGH pass; `Stats::math_macs`).
+    Done {
+        elems: u64,
+        sgemm_macs: u64,
+        math_macs: u64,
+    },
     /// Start a DMA.
     Dma(Dma2d),
 }
@@ -264,6 +273,7 @@ pub fn execute(
         Ok(Exec::Done {
             elems: elems as u64,
             sgemm_macs: 0,
+            math_macs: 0,
         })
     };
     match ci.opcode {
@@ -291,6 +301,7 @@ pub fn execute(
             pe.k = rows;
             pe.m = n;
             pe.low_src = None;
+            pe.low_pass = !transpose && mode == 1;
             if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
                 pe.full.clear();
                 let rows_of = a[..rows * n].chunks_exact(n.max(1));
@@ -318,6 +329,7 @@ pub fn execute(
             Ok(Exec::Done {
                 elems: n as u64,
                 sgemm_macs: 0,
+                math_macs: 0,
             })
         }
         Opcode::Matmul => {
@@ -449,6 +461,11 @@ pub fn execute(
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
                 sgemm_macs: if ident { 0 } else { (m * k * nmov) as u64 },
+                math_macs: if ident || pe.low_pass {
+                    0
+                } else {
+                    (m * k * nmov) as u64
+                },
             })
         }
         Opcode::Activate => {

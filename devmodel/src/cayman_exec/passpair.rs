@@ -227,6 +227,7 @@ pub(super) fn resume(
                 return Ok(Resume::Done(Exec::Done {
                     elems: p.nmov as u64 * 4,
                     sgemm_macs: 0,
+                    math_macs: (p.m * p.k * p.nmov) as u64,
                 }));
             }
             settle(&p, mem, pe)?;
@@ -382,6 +383,8 @@ mod tests {
     struct Run {
         mem: CoreMem,
         pe: PeState,
+        /// `Exec::Done::math_macs` summed over the words.
+        math: u64,
     }
 
     /// Fill weights, moving data and the destination, then run `words` with fusion on or off.
@@ -394,11 +397,15 @@ mod tests {
             fuse,
             ..PeState::default()
         };
-        let (mut scratch, mut regs) = (Scratch::default(), [0u32; 256]);
+        let (mut scratch, mut regs, mut math) = (Scratch::default(), [0u32; 256], 0);
         for w in words {
-            execute(w, &mut mem, &mut pe, &mut scratch, &mut regs).expect("word runs");
+            if let Exec::Done { math_macs, .. } =
+                execute(w, &mut mem, &mut pe, &mut scratch, &mut regs).expect("word runs")
+            {
+                math += math_macs;
+            }
         }
-        Run { mem, pe }
+        Run { mem, pe, math }
     }
 
     fn pair() -> Vec<CaymanInstr> {
@@ -453,6 +460,22 @@ mod tests {
         assert_close(&a, &b, &bound(&one));
         // The weights left in the array are the HIGH pass's, as without fusion.
         assert_eq!(one.pe.w, two.pe.w);
+    }
+
+    /// The kernel's math counts a pass pair once (K·M·N), fused or not, and interrupted
+    /// (its LOW pass settled alone) or not; a plain fp32 product counts once too.
+    #[test]
+    fn a_pass_pair_counts_its_math_once() {
+        let once = (K * M * N) as u64;
+        let mut split = pair();
+        split.insert(2, memset(D, 1, 1));
+        for (what, words) in [("pair", pair()), ("interrupted", split)] {
+            for fuse in [true, false] {
+                assert_eq!(run(SEED, fuse, &words).math, once, "{what}, fuse {fuse}");
+            }
+        }
+        let plain = [ldw(0), matmul(1, D, false)];
+        assert_eq!(run(SEED, true, &plain).math, once);
     }
 
     #[test]

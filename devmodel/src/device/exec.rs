@@ -84,8 +84,15 @@ impl Device {
                     &mut core.engines[e].regs,
                 )?;
                 match r {
-                    crate::cayman_exec::Exec::Done { elems, sgemm_macs } => {
+                    crate::cayman_exec::Exec::Done {
+                        elems,
+                        sgemm_macs,
+                        math_macs,
+                    } => {
                         self.stats.sgemm_macs += sgemm_macs;
+                        if let (1.., Some(dt)) = (math_macs, ci.dtype("src_dtype")) {
+                            self.stats.math_macs[dt as usize & 15] += math_macs;
+                        }
                         elems
                     }
                     crate::cayman_exec::Exec::Dma(d) => {

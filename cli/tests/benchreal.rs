@@ -1,0 +1,106 @@
+//! `neuron-emu bench real` as a user runs it: the floor columns (issue 16), the path and AMX
+//! report, peak RSS, and the published silicon time of the model layers. No timed assertions.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `bench real --repeat 1 <fixture>` (a file of `../shared/fixtures`, which must exist): its
+/// stdout, and the columns of the row of `stem`.
+fn bench(rel: &str, stem: &str) -> (String, Vec<String>) {
+    let dir = repo().join("../shared/fixtures");
+    assert!(
+        dir.is_dir(),
+        "the shared fixtures folder is missing: expected {}",
+        dir.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+        .current_dir(repo())
+        .env_remove("NEURON_RT_LOG_LEVEL")
+        .args([
+            "bench",
+            "real",
+            &format!("../shared/fixtures/{rel}"),
+            "--repeat",
+            "1",
+        ])
+        .output()
+        .expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with(stem))
+        .unwrap_or_else(|| panic!("no row for {stem}: {stdout}"));
+    let cols = row.split_whitespace().map(str::to_string).collect();
+    (stdout, cols)
+}
+
+fn num(s: &str) -> f64 {
+    s.parse().unwrap_or_else(|_| panic!("not a number: {s}"))
+}
+
+#[test]
+fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
+    let (out, c) = bench("real-neff/akc-fused_bf16_s512.neff", "akc-fused_bf16_s512");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("neff "))
+        .expect("a column header");
+    for col in [
+        "host ms",
+        "floor ms",
+        "wall/floor",
+        "trn2 us",
+        "slowdown",
+        "path",
+        "func ms",
+        "t/func",
+        "peak MiB",
+        "peak/io",
+    ] {
+        assert!(header.contains(col), "{col}: {header}");
+    }
+    assert_eq!(c.len(), 13, "{c:?}");
+    let (host, floor, ratio) = (num(&c[1]), num(&c[2]), num(&c[3]));
+    assert!(host > 0.0 && floor > 0.0, "{c:?}");
+    // wall/floor is host ms / floor ms (both rounded as printed).
+    assert!((ratio - host / floor).abs() <= 0.01 * ratio + 0.02, "{c:?}");
+    // The profiled trn2 time of this NEFF (summary.total_time) is 36.35 us.
+    assert_eq!(c[5], "36.35", "{c:?}");
+    assert!(c[6].ends_with('x'), "{c:?}");
+    assert_eq!(c[7], "portable", "{c:?}");
+    assert!(num(&c[8]) > 0.0 && num(&c[9]) > 0.0, "{c:?}");
+    assert!(num(&c[11]) > 0.0 && num(&c[12]) > 0.0, "{c:?}");
+    // The header says what the floor is and what the host offers.
+    assert!(out.contains("LOW/HIGH pass pair once"), "{out}");
+    assert!(
+        out.contains("AMX: absent") || out.contains("AMX: present (not used"),
+        "{out}"
+    );
+    // The floor's parts: bf16 products, fp32 pass pairs (counted once), DMA bytes.
+    let detail = out
+        .lines()
+        .find(|l| l.starts_with("    floor = "))
+        .expect("a floor line");
+    assert!(
+        detail.contains("bfloat16 ") && detail.contains("float32 ") && detail.contains("DMA "),
+        "{detail}"
+    );
+}
+
+#[test]
+fn bench_real_gives_a_model_layer_its_published_silicon_time() {
+    let (out, c) = bench("real-models/kgm-attn_tkg_v6.neff", "kgm-attn_tkg_v6");
+    // No profile JSON: the figure of fixtures/trn2-times.json (the source's 359.87 us).
+    assert_eq!(c[5], "359.87", "{c:?}");
+    assert!(c[6].ends_with('x'), "{c:?}");
+    assert!(out.contains("trn2 time: published"), "{out}");
+}
