@@ -97,6 +97,11 @@ impl Device {
                     }
                     crate::cayman_exec::Exec::Dma(d) => {
                         let (end, bytes) = self.dma2d(nc, &d)?;
+                        if engine == Engine::Pool {
+                            if let Some(b) = self.swdge_busy.get_mut(nc) {
+                                *b = (*b).max(end);
+                            }
+                        }
                         if let Some(t) = self.trace.as_mut() {
                             t.mark(crate::stats::TraceMark::Dma2d {
                                 nc,
@@ -160,8 +165,8 @@ impl Device {
 
     /// The calibrated wait before engine `e` issues its pending word, whose waits hold
     /// (`calib::Mechanisms`): the start hand-off when an event wait released it, the
-    /// software-DGE start-up before a DMA_DIRECT2D not issued back to back with another.
-    /// Served once.
+    /// software-DGE start-up before a DMA_DIRECT2D not issued back to back with another
+    /// while no DMA of that DGE is in flight. Served once.
     pub(super) fn pre_issue_delay(
         &mut self,
         nc: usize,
@@ -190,7 +195,10 @@ impl Device {
         let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
         // Back to back (right after another DMA_DIRECT2D, no wait between): no start-up.
         let back_to_back = st.last_op == Some(Opcode::DmaDirect2d) && !st.waited;
-        (dma && sw && !back_to_back).then_some(m.swdge_startup)
+        // Only an idle DGE starts up: a DMA issued while an earlier one of the same DGE is
+        // still moving joins it (the expert gathers of kgm-moe_tkg_v6b).
+        let idle = self.swdge_busy.get(nc).is_none_or(|b| *b <= self.now);
+        (dma && sw && !back_to_back && idle).then_some(m.swdge_startup)
     }
 
     /// The DMA queue kind engine `e` owns, read off its program: whether it holds
@@ -638,7 +646,7 @@ mod timing_tests {
     }
 
     /// GpSimd's software-DGE DMA_DIRECT2D pays the start-up unless it follows another one
-    /// back to back; other engines' DMAs never do.
+    /// back to back or an earlier one is still in flight; other engines' DMAs never do.
     #[test]
     fn software_dge_start_up_unless_back_to_back() {
         let mut dev = trn2();
@@ -674,6 +682,19 @@ mod timing_tests {
         assert_eq!(
             delay(&mut dev, Engine::Sp, Some(Opcode::Drain), false),
             None
+        );
+        // A DGE still moving an earlier DMA does not start up again (the MoE's gathers:
+        // register work between two DMAs, the previous one in flight).
+        dev.swdge_busy[0] = dev.now + Ps(1);
+        assert_eq!(
+            delay(&mut dev, Engine::Pool, Some(Opcode::RegisterAlu), false),
+            None
+        );
+        assert_eq!(delay(&mut dev, Engine::Pool, dma, true), None);
+        dev.swdge_busy[0] = dev.now;
+        assert_eq!(
+            delay(&mut dev, Engine::Pool, Some(Opcode::RegisterAlu), false),
+            s
         );
         // Served once: the word then issues.
         dev.cores[0].engines[Engine::Pool.index()].held = true;

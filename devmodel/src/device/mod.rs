@@ -148,6 +148,9 @@ pub struct Device {
     copybuf: Vec<u8>,
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
     dma2d_free: Vec<Ps>,
+    /// Per core: when the last DMA_DIRECT2D its software DGE (GpSimd) started completes; the
+    /// DGE is idle from then on (`pre_issue_delay`'s start-up).
+    swdge_busy: Vec<Ps>,
     dmaout: Vec<u8>,
     hooks: Installed,
     /// Memory-access hooks are on (set by the hook).
@@ -238,6 +241,7 @@ impl Device {
             host_profile: None,
             copybuf: Vec::new(),
             dma2d_free: vec![Ps(0); cores_n],
+            swdge_busy: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
             hooks: Installed::default(),
             mem_watch: false,
@@ -414,6 +418,9 @@ impl Device {
         // The microcode memories are cleared: the reference image counts as resident again.
         c.ucode = Default::default();
         if let Some(f) = self.dma2d_free.get_mut(nc) {
+            *f = Ps(0);
+        }
+        if let Some(f) = self.swdge_busy.get_mut(nc) {
             *f = Ps(0);
         }
         for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {
