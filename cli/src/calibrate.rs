@@ -751,18 +751,19 @@ fn table_fixed_ns(engine: Engine) -> f64 {
 
 /// Least squares per class over `samples` (those whose kernel is not `skip`).
 pub fn fit(samples: &[Sample], skip: Option<usize>) -> BTreeMap<Class, Fit> {
-    fit_by(samples, skip, |s| s.interval_ns)
+    fit_by(samples, skip, |s| s.interval_ns, true)
 }
 
 /// The completion latency per class, fitted the same way.
 pub fn fit_latency(samples: &[Sample], skip: Option<usize>) -> BTreeMap<Class, Fit> {
-    fit_by(samples, skip, |s| s.latency_ns)
+    fit_by(samples, skip, |s| s.latency_ns, false)
 }
 
 fn fit_by(
     samples: &[Sample],
     skip: Option<usize>,
     y: impl Fn(&Sample) -> f64,
+    intervals: bool,
 ) -> BTreeMap<Class, Fit> {
     let mut by: BTreeMap<Class, Vec<(f64, f64)>> = BTreeMap::new();
     let mut ks: BTreeMap<Class, std::collections::BTreeSet<usize>> = BTreeMap::new();
@@ -783,7 +784,13 @@ fn fit_by(
             let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
             // No size dependence (one size, or a non-positive slope): the median, which is
             // what minimises the per-instruction absolute error and ignores stragglers.
-            let (a, b) = if b > 0.0 {
+            // A MATMUL pair's interval is a column rate (the fp32 class, sampled at 128 and
+            // 512 columns, fits an intercept <= 0): a class seen at one size only is that rate
+            // through the origin, not a constant for every moving size (a decode's 1-column
+            // matrix-vector MATMULs; `docs/timing.md`, "Model layers").
+            let (a, b) = if intervals && c.opcode == Opcode::Matmul && sxx == 0.0 && mx > 0.0 {
+                (0.0, median(pts.iter().map(|p| p.1).collect()) / mx)
+            } else if b > 0.0 {
                 (my - b * mx, b)
             } else {
                 (median(pts.iter().map(|p| p.1).collect()), 0.0)

@@ -18,6 +18,8 @@
 //! LDWEIGHTS the table's cost and the MATMUL the rest of the pair's interval. A MATMUL that
 //! reuses weights already loaded (the compiler's NEFFs never do; `kbuild`'s GEMM benchmark
 //! does) is charged the whole pair interval: an extrapolation the profiles cannot check.
+//! MATMUL intervals are column rates (a class seen at one moving size is its rate through the
+//! origin), floored at [`MM_INIT_COLUMNS`].
 
 use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Opcode};
@@ -51,6 +53,19 @@ impl OpCost {
     pub fn latency(&self, elems: u64) -> Ps {
         Ps(self.lat_fixed.0 + elems.saturating_mul(self.lat_per_elem_fs) / 1000)
     }
+}
+
+/// PE's initiation floor for a MATMUL, in moving columns: AWS's TensorE cost model gives a
+/// MultiplyMoving's interval as `max(N_moving, MM_INIT_LATENCY = 64)` cycles (with the
+/// LoadStationary in the background). The profiles' MATMULs stream 128 or 512 columns, above
+/// it; a one-token decode's matrix-vector MATMULs stream 1 or 2 (`docs/timing.md`, "Model
+/// layers").
+pub const MM_INIT_COLUMNS: u64 = 64;
+
+/// The issue interval of a MATMUL pair of class `c` streaming `cols` moving columns: the
+/// class's column rate, at least [`MM_INIT_COLUMNS`].
+pub fn matmul_interval(c: &OpCost, cols: u64) -> Ps {
+    c.cost(cols.max(MM_INIT_COLUMNS))
 }
 
 /// The kind of DMA queue an engine owns, as far as its start-up costs go. A NEFF declares its
@@ -217,12 +232,12 @@ pub const TRN2_DMA2D: Dma2dCost = Dma2dCost {
 pub const TRN2: &[OpCost] = &[
     op(
         (Engine::Pe, Opcode::Matmul, false, false),
-        (378_000, 0),
+        (0, 738_281),
         (1_008_000, 0),
     ),
     op(
         (Engine::Pe, Opcode::Matmul, false, true),
-        (106_000, 0),
+        (0, 828_125),
         (415_000, 0),
     ),
     op(
@@ -232,7 +247,7 @@ pub const TRN2: &[OpCost] = &[
     ),
     op(
         (Engine::Pe, Opcode::Matmul, true, true),
-        (110_000, 0),
+        (0, 859_375),
         (382_000, 0),
     ),
     op(
@@ -471,6 +486,24 @@ pub const TRN2: &[OpCost] = &[
 mod tests {
     use super::*;
 
+    /// A 16-bit MATMUL pair costs what the profiles measured at their one size (512 columns,
+    /// 378 ns) and scales with the columns below it: a one-column matrix-vector pair (the MoE
+    /// layer's 768) costs the 64-column floor, not 378 ns, which would put PE alone at
+    /// 290 µs, past silicon's whole 274.76 µs.
+    #[test]
+    fn a_16_bit_matmul_is_a_column_rate_down_to_the_floor() {
+        let c = lookup(TRN2, Engine::Pe, Opcode::Matmul, false, false).expect("bf16 matmul");
+        assert!(matmul_interval(c, 512).0.abs_diff(378_000) < 10);
+        assert!(matmul_interval(c, 128).0.abs_diff(378_000 / 4) < 10);
+        let one = matmul_interval(c, 1);
+        assert_eq!(one, matmul_interval(c, MM_INIT_COLUMNS));
+        assert!(one.0.abs_diff(378_000 / 8) < 10, "{one:?}");
+        assert!(768 * one.0 < 274_760_000 / 4);
+        // The transposing class was seen at 128 columns: 106 ns there.
+        let t = lookup(TRN2, Engine::Pe, Opcode::Matmul, false, true).expect("bf16 transpose");
+        assert_eq!(matmul_interval(t, 128), Ps(106_000));
+    }
+
     #[test]
     fn lookup_is_exact_on_every_key() {
         let c = lookup(TRN2, Engine::Pe, Opcode::Matmul, true, false).expect("fp32 matmul");
@@ -478,6 +511,13 @@ mod tests {
         // Silicon signals an fp32 MATMUL done well after PE can take the next word.
         assert!(c.latency(128) > c.cost(128));
         assert!(lookup(TRN2, Engine::Act, Opcode::Matmul, true, false).is_none());
+        // The fp32 class has an intercept of 0: a column rate. One column is PE's floor.
+        assert_eq!(matmul_interval(c, 1), c.cost(MM_INIT_COLUMNS));
+        assert!(
+            matmul_interval(c, 1) > Ps(60_000),
+            "{:?}",
+            matmul_interval(c, 1)
+        );
         assert!(lookup(TRN2, Engine::Dve, Opcode::TensorReduce, false, false).is_none());
         assert_eq!(
             lookup(TRN2, Engine::Dve, Opcode::TensorReduce, true, false).map(|c| c.cost(512)),

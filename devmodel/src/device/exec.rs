@@ -149,7 +149,11 @@ impl Device {
         let (interval, cycles) = if c.fixed == Ps::ZERO && c.per_elem_fs == 0 {
             (Ps::from_cycles(table, mhz as u32), table)
         } else {
-            let i = c.cost(elems);
+            let i = if is_mm {
+                crate::calib::matmul_interval(c, elems)
+            } else {
+                c.cost(elems)
+            };
             (i, (i.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw))
         };
         let lat = c.latency(elems);
