@@ -151,7 +151,7 @@ fn an_unknown_image_is_a_gpsimd_exception_with_its_digest() {
         "{f}"
     );
     let mlp = run(&rt, "fixtures/neff/mlp.neff");
-    assert_eq!(mlp.map(|o| o.device_time_ps), Ok(23_840_021)); // tests/e2e.rs::device_times_are_pinned
+    assert_eq!(mlp.map(|o| o.device_time_ps), Ok(21_853_771)); // tests/e2e.rs::device_times_are_pinned
 }
 
 /// A raw device with nothing staged (no runtime staging, a reset) behaves as if the reference
