@@ -122,6 +122,13 @@ impl Device {
         // already charged the table's cost.
         let (elems, wide) = crate::calib::word_features(ci);
         let is_mm = ci.opcode == Opcode::Matmul;
+        // A DVE/ACT compute word's service time is its interval (`calib::TRN2_SERVICE`).
+        if let Some(s) = crate::calib::service(&cost.service, engine, ci) {
+            let lat = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, false)
+                .map(|c| c.latency(elems))
+                .filter(|l| *l > s);
+            return Ok((s.0.saturating_mul(mhz) / 1_000_000, lat));
+        }
         let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
         else {
             return Ok((table, None));
