@@ -359,11 +359,11 @@ fn device_times_are_pinned() {
     // Issue 15 (start hand-off by queue kind, runtime words at their issue interval,
     // TENSOR_LOAD by registers, peer WRITE, software-DGE start-up, barrier hops) moved these
     // from (14_313_354, 21_877_796); silicon's total for akc-fused_bf16_s512 is 36_351_609.
-    // Issue 17's DVE/ACT service time (`calib::TRN2_SERVICE`: a Vector or Scalar compute word
-    // holds its engine its fitted service time) moved them from (23_840_021, 35_430_080).
+    // Issue 17's DVE/ACT wake-up after a blocking wait and ACTIVATE's service time
+    // (`calib::TRN2_WAKE`, `TRN2_SERVICE`) moved them from (23_840_021, 35_430_080).
     assert_eq!(
         (mlp, akc),
-        (23_901_480, 35_513_433),
+        (24_006_264, 35_714_663),
         "MLP, akc-fused_bf16_s512 device_time_ps"
     );
 }

@@ -1,59 +1,63 @@
 #!/usr/bin/env python3
-"""Fit calib::TRN2_SERVICE (docs/timing.md, "Vector and Scalar word service time").
+"""Fit calib::TRN2_SERVICE and calib::TRN2_WAKE (docs/timing.md, "Vector and Scalar word
+service time and wake-up").
 
-Input: ntffdump's lines for the six akc NTFFs, the attention layer's and the MoE layer's
-(held out). A word's service time is its end minus the later of its start and the previous
-word's end on the same (file, subgraph, engine). Per class, least squares on the akc and
-attention words; with fewer than three sizes the slope is the table's one element per cycle.
+Input: ntffdump's lines for the six akc NTFFs, the attention layer's and the MoE layer's (held
+out). A word's service time is its end minus the later of its start and the previous word's end
+on the same (file, subgraph, engine); it *blocked* when it has a header wait and started after
+the previous word ended. Excess = service time minus the table's 64 cycles + one element per
+cycle. Prints, per (engine, opcode, blocked or not), the median excess; the wake-ups (Vector:
+TENSOR_TENSOR/COPY/CAST/TENSOR_REDUCE blocked; Scalar: ACTIVATE blocked minus not blocked); and
+ACTIVATE's fixed part (service minus elements at 1.2 GHz, not blocked).
 
   python3 service_fit.py words.tsv
 """
 import collections
+import statistics as st
 import sys
 
-MHZ = {"Dve": 960, "Act": 1200}
-CLASSES = [("Dve", "TENSOR_TENSOR", True), ("Dve", "COPY", True), ("Dve", "CAST", True),
-           ("Dve", "TENSOR_REDUCE", True), ("Act", "ACTIVATE", True)]
-
-
-def group(f):
-    return "attn" if "attn" in f else ("moe" if "moe" in f else "akc")
+GHZ = {"Dve": 0.96, "Act": 1.2}
+DVE_WAKE = ("TENSOR_TENSOR", "COPY", "CAST", "TENSOR_REDUCE")
 
 
 def main(path):
     by = collections.defaultdict(list)
     for line in open(path):
         f = line.rstrip("\n").split("\t")
-        by[(f[0], f[1], f[2])].append((float(f[5]), float(f[6]), f[4], int(f[8]), f[9] == "true"))
-    samples = collections.defaultdict(list)
-    for (file, _, eng), words in by.items():
-        words.sort()
+        if f[2] in GHZ:
+            by[(f[0], f[1], f[2])].append((float(f[5]), float(f[6]), f[4], int(f[8]), int(f[7])))
+    words = []  # (held out, engine, opcode, elements, blocked, service ns)
+    for (file, _, eng), ws in by.items():
+        ws.sort()
         prev = None
-        for ts, dur, op, el, wide in words:
+        for ts, dur, op, el, wait in ws:
             end = ts + dur
             if prev is not None and end - max(prev, ts) > 0:
-                samples[(eng, op, wide)].append((group(file), file, el, end - max(prev, ts)))
+                blocked = wait != 0 and ts - prev > 3
+                words.append(("moe" in file, eng, op, el, blocked, end - max(prev, ts)))
             prev = end if prev is None else max(prev, end)
-    for c in CLASSES:
-        v = samples[c]
-        fit = [(e, s) for g, _, e, s in v if g != "moe"]
-        n = len(fit)
-        mx = sum(x for x, _ in fit) / n
-        my = sum(y for _, y in fit) / n
-        sxx = sum((x - mx) ** 2 for x, _ in fit)
-        b = sum((x - mx) * (y - my) for x, y in fit) / sxx if sxx > 0 else 0.0
-        if len({x for x, _ in fit}) < 3 or b <= 0:
-            b = 1000.0 / MHZ[c[0]]
-        a = my - b * mx
-        kernels = len({k for g, k, _, _ in v if g != "moe"})
-        row = [f"{c}: {n} words, {kernels} kernels, ({a * 1000:.0f} ps, {b * 1e6:.0f} fs/elem)"]
-        for g in ("akc", "attn", "moe"):
-            w = [(e, s) for gg, _, e, s in v if gg == g]
-            if w:
-                real = sum(s for _, s in w)
-                pred = sum(a + b * e for e, _ in w)
-                row.append(f"{g} {len(w)}: {real / 1e3:.1f} -> {pred / 1e3:.1f} us ({100 * (pred / real - 1):+.0f}%)")
-        print(" | ".join(row))
+
+    def excess(w):
+        return w[5] - (64 + w[3]) / GHZ[w[1]]
+
+    groups = collections.defaultdict(list)
+    for w in words:
+        groups[(w[0], w[1], w[2], w[4])].append(excess(w))
+    for (moe, eng, op, blocked), v in sorted(groups.items()):
+        if len(v) >= 5:
+            tag = "MoE (held out)" if moe else "akc+attention"
+            print(f"{tag:15} {eng} {op:14} {'blocked' if blocked else 'not blocked':12} "
+                  f"{len(v):4} words, excess over the table: median {st.median(v):6.1f} ns")
+    for moe in (False, True):
+        tag = "MoE (held out)" if moe else "akc+attention"
+        d = [excess(w) for w in words if w[0] == moe and w[1] == "Dve" and w[2] in DVE_WAKE and w[4]]
+        a = [w[5] - w[3] / 1.2 for w in words if w[0] == moe and w[2] == "ACTIVATE" and not w[4]]
+        ab = [w[5] - w[3] / 1.2 for w in words if w[0] == moe and w[2] == "ACTIVATE" and w[4]]
+        print(f"{tag}: Vector wake {st.median(d):.3f} ns ({len(d)} words)", end="")
+        if a and ab:
+            print(f"; ACTIVATE fixed {st.median(a):.3f} ns ({len(a)}), blocked {st.median(ab):.3f}"
+                  f" ({len(ab)}): Scalar wake {st.median(ab) - st.median(a):.3f} ns", end="")
+        print()
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ pub struct CostTable {
     /// Service times of DVE/ACT compute words by class (`calib::TRN2_SERVICE`): they replace
     /// the interval of `real` or of the table; empty: not modelled.
     pub service: Vec<crate::calib::OpCost>,
+    /// Wake-up of a DVE/ACT compute word after a blocking wait, by engine
+    /// (`calib::TRN2_WAKE`); zero: none.
+    pub wake: [Ps; 5],
 }
 
 impl CostTable {
@@ -55,6 +58,7 @@ impl CostTable {
             dma2d: None,
             mech: None,
             service: Vec::new(),
+            wake: [Ps::ZERO; 5],
         }
     }
 }
@@ -110,6 +114,11 @@ impl ArchProfile {
                 } else {
                     Vec::new()
                 },
+                wake: if arch == Arch::V3Trn2 {
+                    crate::calib::TRN2_WAKE
+                } else {
+                    [Ps::ZERO; 5]
+                },
             },
         }
     }
@@ -144,7 +153,7 @@ mod tests {
         assert_eq!(f.engine_mhz, timed.engine_mhz);
         assert_eq!((f.instr_overhead_cycles, f.dma_desc_latency), (1, Ps::ZERO));
         assert!(f.real.is_empty() && f.dma2d.is_none() && f.mech.is_none());
-        assert!(f.service.is_empty());
+        assert!(f.service.is_empty() && f.wake == [Ps::ZERO; 5]);
         assert_eq!(Ps::from_bytes(1 << 30, f.dma_bytes_per_ns), Ps(251));
     }
 }
