@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const AKC: &str = "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff";
-/// `tests/e2e.rs::device_times_are_pinned`.
-const AKC_PS: u64 = 35_430_080;
+/// `tests/e2e.rs::device_times_are_pinned` (with `calib::TRN2_WAKE` since issue 17).
+const AKC_PS: u64 = 35_714_663;
 
 fn runtime(cfg: Config) -> (Emulator, Runtime) {
     let emu = Emulator::new(Arch::V3Trn2, 1);
@@ -151,7 +151,7 @@ fn an_unknown_image_is_a_gpsimd_exception_with_its_digest() {
         "{f}"
     );
     let mlp = run(&rt, "fixtures/neff/mlp.neff");
-    assert_eq!(mlp.map(|o| o.device_time_ps), Ok(21_853_771)); // tests/e2e.rs::device_times_are_pinned
+    assert_eq!(mlp.map(|o| o.device_time_ps), Ok(22_020_014)); // tests/e2e.rs::device_times_are_pinned
 }
 
 /// A raw device with nothing staged (no runtime staging, a reset) behaves as if the reference

@@ -32,6 +32,12 @@ pub struct CostTable {
     /// Calibrated mechanisms outside one word's class (start hand-off, peer WRITE,
     /// software-DGE start-up); `None`: none of them is modelled.
     pub mech: Option<crate::calib::Mechanisms>,
+    /// Service times of DVE/ACT compute words by class (`calib::TRN2_SERVICE`): they replace
+    /// the interval of `real` or of the table; empty: not modelled.
+    pub service: Vec<crate::calib::OpCost>,
+    /// Wake-up of a DVE/ACT compute word after a blocking wait, by engine
+    /// (`calib::TRN2_WAKE`); zero: none.
+    pub wake: [Ps; 5],
 }
 
 impl CostTable {
@@ -51,6 +57,8 @@ impl CostTable {
             real: Vec::new(),
             dma2d: None,
             mech: None,
+            service: Vec::new(),
+            wake: [Ps::ZERO; 5],
         }
     }
 }
@@ -101,6 +109,16 @@ impl ArchProfile {
                 },
                 dma2d: (arch == Arch::V3Trn2).then_some(crate::calib::TRN2_DMA2D),
                 mech: (arch == Arch::V3Trn2).then_some(crate::calib::TRN2_MECH),
+                service: if arch == Arch::V3Trn2 {
+                    crate::calib::TRN2_SERVICE.to_vec()
+                } else {
+                    Vec::new()
+                },
+                wake: if arch == Arch::V3Trn2 {
+                    crate::calib::TRN2_WAKE
+                } else {
+                    [Ps::ZERO; 5]
+                },
             },
         }
     }
@@ -135,6 +153,7 @@ mod tests {
         assert_eq!(f.engine_mhz, timed.engine_mhz);
         assert_eq!((f.instr_overhead_cycles, f.dma_desc_latency), (1, Ps::ZERO));
         assert!(f.real.is_empty() && f.dma2d.is_none() && f.mech.is_none());
+        assert!(f.service.is_empty() && f.wake == [Ps::ZERO; 5]);
         assert_eq!(Ps::from_bytes(1 << 30, f.dma_bytes_per_ns), Ps(251));
     }
 }

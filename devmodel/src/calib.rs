@@ -482,6 +482,54 @@ pub const TRN2: &[OpCost] = &[
     ),
 ];
 
+/// Service time of Scalar ACTIVATE (`docs/timing.md`, "Vector and Scalar word service
+/// time"): on silicon a word occupies its engine from when it starts (or the previous word
+/// ends) to its own end. For an ACTIVATE that did not block on its wait that is
+/// `184 ns + elements / 1.2 GHz` (one element per cycle, the table's rate, plus ~130 ns more
+/// fixed cost than the table's 64 cycles): 612 ns at 512 elements, the akc class (whose words
+/// are all 512 elements, so it could not see the fixed part), 186 ns at one element (the
+/// attention layer's). Median over 65 non-blocked ACTIVATEs of the six akc NTFFs and the
+/// attention layer's (`devmodel/examples/`: `ntffdump.rs`, `service_fit.py`). Its interval
+/// replaces the [`TRN2`] class's; a longer [`TRN2`] latency still defers the completion.
+pub const TRN2_SERVICE: &[OpCost] = &[op(
+    (Engine::Act, Opcode::Activate, true, false),
+    (184_167, 833_333),
+    (184_167, 833_333),
+)];
+
+/// Wake-up after a blocking semaphore wait, by engine (`Engine::index`): a Vector or Scalar
+/// compute word whose engine blocked on its header wait starts this long after the wait
+/// holds. Silicon's Vector TENSOR_TENSOR / COPY / CAST / TENSOR_REDUCE cost exactly the
+/// table's 64 cycles + one element per cycle when they find their semaphore already set, and
+/// ~91 ns more when they blocked (median of 366 blocked words, akc and attention NTFFs; the
+/// MoE's 172, held out: 80 ns); Scalar ACTIVATE 109 ns more (293 vs 184 ns fixed).
+pub const TRN2_WAKE: [Ps; 5] = [Ps(0), Ps(109_166), Ps(0), Ps(90_625), Ps(0)];
+
+/// The wake-up a word of `opcode` on `engine` pays after blocking on its wait ([`TRN2_WAKE`]).
+/// MEMSET (pipelined: ~8 ns apart, completing every ~60 ns) and TENSOR_SCALAR (its class is
+/// already below the table) show none.
+pub fn wake(table: &[Ps; 5], engine: Engine, opcode: Opcode) -> Option<Ps> {
+    let listed = match engine {
+        Engine::Dve => matches!(
+            opcode,
+            Opcode::TensorTensor | Opcode::Copy | Opcode::Cast | Opcode::TensorReduce
+        ),
+        Engine::Act => matches!(opcode, Opcode::Activate | Opcode::Copy | Opcode::Cast),
+        _ => false,
+    };
+    let w = table[engine.index()];
+    (listed && w > Ps::ZERO).then_some(w)
+}
+
+/// A DVE/ACT compute word's service time, if its class is in `service` ([`TRN2_SERVICE`]).
+pub fn service(service: &[OpCost], engine: Engine, ci: &CaymanInstr) -> Option<Ps> {
+    if !matches!(engine, Engine::Dve | Engine::Act) || !sized(ci.opcode) {
+        return None;
+    }
+    let (elems, wide) = word_features(ci);
+    lookup(service, engine, ci.opcode, wide, false).map(|c| c.cost(elems))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,5 +571,76 @@ mod tests {
             lookup(TRN2, Engine::Dve, Opcode::TensorReduce, true, false).map(|c| c.cost(512)),
             Some(Ps(59_504 + 543_746))
         );
+    }
+
+    /// A real word with every field zero except its access patterns (`n` elements per
+    /// partition) and dtypes (fp32).
+    fn word(op: Opcode, n: u16) -> CaymanInstr {
+        use neuron_isa::cayman::{AccessPattern, Header, Namespace, Value};
+        let mut ci = CaymanInstr::new(Namespace::Loaded, op, Header::default(), Vec::new());
+        for f in &mut ci.fields {
+            match f.value {
+                Value::Ap(_) => {
+                    f.value = Value::Ap(AccessPattern {
+                        addr: 0,
+                        dims: 1,
+                        step: [1, 0, 0, 0],
+                        num: [n, 0, 0, 0],
+                    })
+                }
+                Value::U(_) if f.spec.name.contains("dtype") => {
+                    f.value = Value::U(if f.spec.name == "dtype_pair" {
+                        0xaa
+                    } else {
+                        10
+                    })
+                }
+                _ => {}
+            }
+        }
+        ci
+    }
+
+    /// A small ACTIVATE costs ~186 ns, not the akc class's 612 ns; a 512-element one keeps
+    /// the akc interval (within 1%). Only ACT's ACTIVATE is listed.
+    #[test]
+    fn activate_service_time_has_a_fixed_part_and_the_akc_rate() {
+        let act = |n| service(TRN2_SERVICE, Engine::Act, &word(Opcode::Activate, n));
+        let akc = lookup(TRN2, Engine::Act, Opcode::Activate, true, false).expect("ACTIVATE");
+        let big = act(512).expect("ACTIVATE fp32");
+        assert!(
+            big.0.abs_diff(akc.cost(512).0) * 100 < akc.cost(512).0,
+            "{big:?}"
+        );
+        let small = act(1).expect("ACTIVATE fp32");
+        assert!(
+            small.0 < akc.cost(1).0 / 3 && small.0 > 150_000,
+            "{small:?}"
+        );
+        let tt = word(Opcode::TensorTensor, 2);
+        assert_eq!(word_features(&tt), (2, true));
+        assert_eq!(service(TRN2_SERVICE, Engine::Dve, &tt), None);
+        assert_eq!(service(TRN2_SERVICE, Engine::Pool, &tt), None);
+    }
+
+    /// A blocked Vector word pays ~91 ns of wake-up (more than the table's whole 64-cycle
+    /// overhead), ACTIVATE ~109 ns; MEMSET, TENSOR_SCALAR, PE and Pool words none.
+    #[test]
+    fn blocked_vector_and_scalar_words_pay_a_wake_up() {
+        let w = |e, o| wake(&TRN2_WAKE, e, o);
+        let table = Ps::from_cycles(64, 960);
+        assert!(w(Engine::Dve, Opcode::TensorTensor).is_some_and(|p| p.0 > table.0 * 13 / 10));
+        assert_eq!(w(Engine::Dve, Opcode::Copy), Some(Ps(90_625)));
+        assert_eq!(w(Engine::Act, Opcode::Activate), Some(Ps(109_166)));
+        for (e, o) in [
+            (Engine::Dve, Opcode::Memset),
+            (Engine::Dve, Opcode::TensorScalar),
+            (Engine::Pool, Opcode::Copy),
+            (Engine::Pe, Opcode::Matmul),
+            (Engine::Act, Opcode::Drain),
+        ] {
+            assert_eq!(w(e, o), None, "{e:?} {o:?}");
+        }
+        assert_eq!(wake(&[Ps::ZERO; 5], Engine::Dve, Opcode::Copy), None);
     }
 }

@@ -33,6 +33,31 @@ impl Device {
         ci: &CaymanInstr,
     ) -> Result<(u64, Option<Ps>), OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        let waited = self.cores[nc].engines[e].waited;
+        let (cycles, latency) = self.execute_word(nc, e, pc, ci)?;
+        // A DVE/ACT compute word whose engine blocked on its wait takes the wake-up longer
+        // (`calib::TRN2_WAKE`); silicon's record of it starts when the wait holds.
+        let cost = &self.profile.cost;
+        let Some(w) = waited
+            .then(|| crate::calib::wake(&cost.wake, engine, ci.opcode))
+            .flatten()
+        else {
+            return Ok((cycles, latency));
+        };
+        let mhz = cost.engine_mhz[e] as u64;
+        let c = w.0.saturating_mul(mhz) / 1_000_000;
+        Ok((cycles.saturating_add(c), latency.map(|l| l + w)))
+    }
+
+    /// [`Self::execute_real`] before the wake-up.
+    fn execute_word(
+        &mut self,
+        nc: usize,
+        e: usize,
+        pc: u32,
+        ci: &CaymanInstr,
+    ) -> Result<(u64, Option<Ps>), OpFault> {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
         // the first MATMUL after it shares the pair's calibrated interval with it.
         let pe = &self.cores[nc].pe;
@@ -134,6 +159,13 @@ impl Device {
         // already charged the table's cost.
         let (elems, wide) = crate::calib::word_features(ci);
         let is_mm = ci.opcode == Opcode::Matmul;
+        // A DVE/ACT compute word's service time is its interval (`calib::TRN2_SERVICE`).
+        if let Some(s) = crate::calib::service(&cost.service, engine, ci) {
+            let lat = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, false)
+                .map(|c| c.latency(elems))
+                .filter(|l| *l > s);
+            return Ok((s.0.saturating_mul(mhz) / 1_000_000, lat));
+        }
         let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
         else {
             return Ok((table, None));
