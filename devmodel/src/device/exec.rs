@@ -173,8 +173,11 @@ impl Device {
         let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
         if ci.opcode == Opcode::DmaDirect2d && sw && cost.mech.is_some() {
             let issue = lat.min(interval);
+            // In whole engine cycles, as the interval was charged to the engine before (the
+            // back-to-back chains keep their start times to the picosecond).
+            let gap = Ps::from_cycles(interval.0.saturating_mul(mhz) / 1_000_000, mhz as u32);
             if let Some(n) = self.swdge_next.get_mut(nc) {
-                *n = self.now + interval;
+                *n = self.now + gap;
             }
             return Ok((issue.0.saturating_mul(mhz) / 1_000_000, None));
         }
@@ -805,7 +808,9 @@ mod timing_tests {
             "NOP waited {} after the DMA",
             s1 - s0
         );
-        assert_eq!(s2 - s0, c.fixed, "the DGE's spacing");
+        let mhz = dev.profile.cost.engine_mhz[Engine::Pool.index()];
+        let gap = Ps::from_cycles(c.fixed.0 * mhz as u64 / 1_000_000, mhz);
+        assert_eq!(s2 - s0, gap, "the DGE's spacing, in whole cycles");
     }
 
     /// A TENSOR_LOAD from SBUF (the MoE's expert ids) costs the measured local interval
