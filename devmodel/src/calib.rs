@@ -209,6 +209,13 @@ const fn op(
     }
 }
 
+/// Interval of a TENSOR_LOAD per register when it reads a core's own window (SBUF) rather
+/// than device memory: the median of kgm-moe_tkg_v6b's 144 GpSimd loads of an expert id from
+/// SBUF in its NTFF (p10–p90 331–338 ns, one register each), against ~700 ns for one register
+/// from device memory on every engine (the runtime's prologue loads, which the per-class fit
+/// sees). No akc kernel loads from SBUF, so the fit cannot see it: a measured constant.
+pub const TENSOR_LOAD_LOCAL: Ps = Ps(333_333);
+
 /// DMA_DIRECT2D transfers of one core share one pipe to device memory: a transfer's bytes
 /// move at `bytes_per_ns` after the ones before it, and its semaphore increment lands `fixed`
 /// later (descriptor generation, queue spreading, completion).

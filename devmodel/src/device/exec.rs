@@ -63,13 +63,18 @@ impl Device {
         let pe = &self.cores[nc].pe;
         let (transpose, ldw_cols, fresh) = (pe.transpose, pe.m as u64, pe.fresh);
         // Elements streamed per partition, for the uncalibrated table.
-        let mut peer = false;
+        let (mut peer, mut local_load) = (false, false);
         let streamed = match ci.opcode {
             Opcode::Write => {
                 peer = self.exec_write(nc, engine, pc, ci)?;
                 0
             }
-            Opcode::TensorLoad => self.exec_tensor_load(nc, engine, pc, ci).map(|_| 0)?,
+            Opcode::TensorLoad => {
+                // Read from a core's own window (SBUF) rather than device memory: its cost
+                // differs (`calib::TENSOR_LOAD_LOCAL`).
+                local_load = self.profile.tpb_of(ci.u("addr").unwrap_or(0)).is_some();
+                self.exec_tensor_load(nc, engine, pc, ci).map(|_| 0)?
+            }
             Opcode::CompareBranch => self.exec_branch(nc, e, pc, ci).map(|_| 0)?,
             Opcode::EventSemaphoreRangeClear => {
                 let (mode, first, last) = (
@@ -154,10 +159,14 @@ impl Device {
         if let (true, Some(m)) = (peer, cost.mech) {
             return Ok((m.peer_write.0.saturating_mul(mhz) / 1_000_000, None));
         }
+        let (elems, wide) = crate::calib::word_features(ci);
+        if let (true, Some(_)) = (local_load, cost.mech) {
+            let p = Ps(crate::calib::TENSOR_LOAD_LOCAL.0.saturating_mul(elems));
+            return Ok((p.0.saturating_mul(mhz) / 1_000_000, None));
+        }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
         // already charged the table's cost.
-        let (elems, wide) = crate::calib::word_features(ci);
         let is_mm = ci.opcode == Opcode::Matmul;
         // A DVE/ACT compute word's service time is its interval (`calib::TRN2_SERVICE`).
         if let Some(s) = crate::calib::service(&cost.service, engine, ci) {
@@ -189,6 +198,21 @@ impl Device {
             (i, (i.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw))
         };
         let lat = c.latency(elems);
+        // A software-DGE DMA_DIRECT2D (GpSimd): the engine only queues the descriptors, for
+        // the record's duration (the class's latency); the fitted interval, measured between
+        // back-to-back DMA_DIRECT2Ds, is the DGE's spacing before it takes the next one
+        // (`pre_issue_delay`). `docs/timing.md`, "GpSimd's DMA issue".
+        let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
+        if ci.opcode == Opcode::DmaDirect2d && sw && cost.mech.is_some() {
+            let issue = lat.min(interval);
+            // In whole engine cycles, as the interval was charged to the engine before (the
+            // back-to-back chains keep their start times to the picosecond).
+            let gap = Ps::from_cycles(interval.0.saturating_mul(mhz) / 1_000_000, mhz as u32);
+            if let Some(n) = self.swdge_next.get_mut(nc) {
+                *n = self.now + gap;
+            }
+            return Ok((issue.0.saturating_mul(mhz) / 1_000_000, None));
+        }
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
         let latency = (lat > interval).then(|| {
@@ -202,7 +226,8 @@ impl Device {
     /// The calibrated wait before engine `e` issues its pending word, whose waits hold
     /// (`calib::Mechanisms`): the start hand-off when an event wait released it, the
     /// software-DGE start-up before a DMA_DIRECT2D not issued back to back with another
-    /// while no DMA of that DGE is in flight. Served once.
+    /// while no DMA of that DGE is in flight, or, if longer, the DGE's spacing since the
+    /// previous DMA_DIRECT2D it took. Served once.
     pub(super) fn pre_issue_delay(
         &mut self,
         nc: usize,
@@ -234,7 +259,16 @@ impl Device {
         // Only an idle DGE starts up: a DMA issued while an earlier one of the same DGE is
         // still moving joins it (the expert gathers of kgm-moe_tkg_v6b).
         let idle = self.swdge_busy.get(nc).is_none_or(|b| *b <= self.now);
-        (dma && sw && !back_to_back && idle).then_some(m.swdge_startup)
+        let start_up = if !back_to_back && idle {
+            m.swdge_startup
+        } else {
+            Ps::ZERO
+        };
+        // The DGE takes the next DMA_DIRECT2D only its spacing after the previous one.
+        let gap = self.swdge_next.get(nc).map_or(Ps::ZERO, |t| *t - self.now);
+        (dma && sw)
+            .then_some(start_up.max(gap))
+            .filter(|d| *d > Ps::ZERO)
     }
 
     /// The DMA queue kind engine `e` owns, read off its program: whether it holds
@@ -739,6 +773,102 @@ mod timing_tests {
             dev.pre_issue_delay(0, Engine::Pool.index(), Engine::Pool, &sync),
             None
         );
+    }
+
+    /// A GpSimd DMA_DIRECT2D of `n` fp32 elements from device memory at `hbm` into SBUF.
+    fn pool_dma_word(dev: &Device, hbm: u64, n: u16) -> [u8; WORD] {
+        let mut w = [0u8; WORD];
+        neuron_isa::cayman::Header {
+            len: 0x10,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        w[0] = Opcode::DmaDirect2d
+            .byte(neuron_isa::cayman::Namespace::Loaded)
+            .expect("loaded DMA opcode");
+        let sbuf = dev.profile.tpb_base(0) + crate::arch::tpb::SBUF;
+        for (off, bytes) in [
+            (16, hbm.to_le_bytes().to_vec()),
+            (24, 4u32.to_le_bytes().to_vec()),
+            (32, [n.to_le_bytes(), 1u16.to_le_bytes()].concat()),
+            (36, 4u16.to_le_bytes().to_vec()),
+            (40, sbuf.to_le_bytes().to_vec()),
+            (48, 4u32.to_le_bytes().to_vec()),
+            (56, [n.to_le_bytes(), 1u16.to_le_bytes()].concat()),
+            (60, 4u16.to_le_bytes().to_vec()),
+        ] {
+            w[off..off + bytes.len()].copy_from_slice(&bytes);
+        }
+        w
+    }
+
+    /// GpSimd's software-DGE DMA_DIRECT2D holds the engine only for the record's duration
+    /// (the class latency, ~49 ns: the MoE's 160 records 32 ns, the words after them start
+    /// ~20 ns later), while the DGE takes the next DMA_DIRECT2D only the fitted interval
+    /// (582 ns, silicon's back-to-back spacing, never less than 580 ns in either layer's NTFF)
+    /// after the previous one. Before this, the engine was charged the 582 ns itself.
+    #[test]
+    fn software_dge_frees_gpsimd_but_spaces_its_dmas() {
+        let mut dev = trn2();
+        dev.set_tracing(true);
+        let hbm = 0x100_0000u64;
+        dev.write(hbm, &[7u8; 256]).expect("hbm");
+        let dma = pool_dma_word(&dev, hbm, 16);
+        let words = [dma, b::nop(Header::default()), dma];
+        tests::run_words(&mut dev, 0, Engine::Pool, &words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let trace = dev.take_trace();
+        let at = |pc: u32| {
+            trace
+                .iter()
+                .find(|t| t.pc == pc && t.nc == 0 && t.track == "GpSimd")
+                .map(|t| (t.start, t.dur))
+                .unwrap_or_else(|| panic!("GpSimd pc {pc} not traced"))
+        };
+        let c = crate::calib::lookup(
+            crate::calib::TRN2,
+            Engine::Pool,
+            Opcode::DmaDirect2d,
+            false,
+            false,
+        )
+        .expect("Pool DMA_DIRECT2D calibrated");
+        let ((s0, d0), (s1, _), (s2, _)) = (at(0), at(1), at(2));
+        assert!(d0 <= c.lat_fixed && d0 + Ps(2_000) >= c.lat_fixed, "{d0}");
+        assert!(
+            s1 - s0 < Ps(100_000),
+            "NOP waited {} after the DMA",
+            s1 - s0
+        );
+        let mhz = dev.profile.cost.engine_mhz[Engine::Pool.index()];
+        let gap = Ps::from_cycles(c.fixed.0 * mhz as u64 / 1_000_000, mhz);
+        assert_eq!(s2 - s0, gap, "the DGE's spacing, in whole cycles");
+    }
+
+    /// A TENSOR_LOAD from SBUF (the MoE's expert ids) costs the measured local interval
+    /// per register, not the device-memory class (~700 ns for one register).
+    #[test]
+    fn tensor_load_from_sbuf_costs_the_local_interval() {
+        let mut dev = trn2();
+        dev.set_tracing(true);
+        let sbuf = dev.profile.tpb_base(0) + crate::arch::tpb::SBUF;
+        let words = [
+            b::tensor_load(&[0], sbuf, 0),
+            b::tensor_load(&[1], 0x100_0000, 0),
+        ];
+        tests::run_words(&mut dev, 0, Engine::Pool, &words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        let trace = dev.take_trace();
+        let dur = |pc: u32| {
+            trace
+                .iter()
+                .find(|t| t.pc == pc && t.track == "GpSimd")
+                .map(|t| t.dur)
+                .unwrap_or_else(|| panic!("pc {pc}"))
+        };
+        let local = crate::calib::TENSOR_LOAD_LOCAL;
+        assert!(dur(0) <= local && dur(0) + Ps(2_000) >= local, "{}", dur(0));
+        assert!(dur(1) > Ps(600_000), "device-memory load {}", dur(1));
     }
 
     /// A TENSOR_LOAD's calibrated cost grows with the registers it loads.
