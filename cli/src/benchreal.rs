@@ -205,16 +205,7 @@ fn reset_peak_rss() -> bool {
 
 /// `VmHWM` of `/proc/self/status`, bytes.
 fn peak_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = l
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kib.checked_mul(1024)
+    crate::runmem::proc_kib_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
 }
 
 /// Stage the model's built-in inputs (seed 0, as `run` makes them) a block at a time into

@@ -38,10 +38,16 @@ impl Need {
 /// meminfo's format, for tests), or None where it cannot be read.
 pub(crate) fn mem_available() -> Option<u64> {
     let path = std::env::var_os("NEURON_EMU_MEMINFO").unwrap_or_else(|| "/proc/meminfo".into());
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line
-        .trim_start_matches("MemAvailable:")
+    proc_kib_field(&std::fs::read_to_string(path).ok()?, "MemAvailable")
+}
+
+/// The `key:   N kB` line of a `/proc` file's text (`/proc/meminfo`, `/proc/self/status`), in
+/// bytes.
+pub(crate) fn proc_kib_field(text: &str, key: &str) -> Option<u64> {
+    let line = text
+        .lines()
+        .find(|l| l.strip_prefix(key).is_some_and(|r| r.starts_with(':')))?;
+    let kib: u64 = line[key.len() + 1..]
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -224,5 +230,26 @@ impl Progress {
             );
         }
         self.mode = Mode::Off;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proc_kib_field;
+
+    #[test]
+    fn proc_fields_are_read_in_bytes_and_only_by_their_whole_key() {
+        let t = "MemTotal:       24000000 kB\nMemAvailableX:  1 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(proc_kib_field(t, "MemAvailable"), Some(2048 * 1024));
+        assert_eq!(
+            proc_kib_field("VmHWM:\t  12 kB\n", "VmHWM"),
+            Some(12 * 1024)
+        );
+        assert_eq!(proc_kib_field(t, "VmHWM"), None);
+        assert_eq!(proc_kib_field("VmHWM: lots kB\n", "VmHWM"), None);
+        assert_eq!(
+            proc_kib_field("VmHWM: 99999999999999999999 kB\n", "VmHWM"),
+            None
+        );
     }
 }
