@@ -503,6 +503,16 @@ impl SubgraphDef {
     }
 }
 
+/// The DMA-trigger queue an engine owns (`EngineJson::owned_queue`): the queue its `dma`
+/// blocks name, its `def.json` entry, and how many of the blocks are on it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OwnedQueue<'a> {
+    pub name: &'a str,
+    /// `dma_queue.<name>` of `def.json`, if it declares the queue.
+    pub def: Option<&'a DmaQueueDef>,
+    pub blocks: usize,
+}
+
 // ------------------------------------------------------------------ engine JSON
 
 /// `sgNN/{PE,Activation,Pool,DVE,SP}.json`. Engine-specific keys
@@ -519,6 +529,33 @@ pub struct EngineJson {
     pub name: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl EngineJson {
+    /// The DMA-trigger queue this engine owns: the queue its `dma` blocks name (the first by
+    /// name if they named several, which no NEFF seen does). `None` for an engine without
+    /// blocks (all 8 `real-neff` fixtures, 17 of the 20 model-layer programs).
+    pub fn owned_queue<'a>(&'a self, def: &'a SubgraphDef) -> Option<OwnedQueue<'a>> {
+        let name = self.dma.iter().filter_map(|b| b.queue.as_deref()).min()?;
+        let blocks = self
+            .dma
+            .iter()
+            .filter(|b| b.queue.as_deref() == Some(name))
+            .count();
+        Some(OwnedQueue {
+            name,
+            def: def.dma_queue.get(name),
+            blocks,
+        })
+    }
+
+    /// Whether the engine loads activation tables (`activation_function_sets` not empty).
+    pub fn has_activation_tables(&self) -> bool {
+        self.extra
+            .get("activation_function_sets")
+            .and_then(|v| v.as_array())
+            .is_some_and(|a| !a.is_empty())
+    }
 }
 
 /// One static DMA block of an engine (official doc field names).
@@ -618,6 +655,41 @@ pub struct InfoJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engine_owns_the_queue_its_blocks_name() {
+        let mut def = SubgraphDef::default();
+        def.dma_queue.insert(
+            "qB".into(),
+            DmaQueueDef {
+                ty: "data".into(),
+                num_queues: 16,
+                ..Default::default()
+            },
+        );
+        let block = |id, q: &str| DmaBlock {
+            id,
+            queue: Some(q.into()),
+            ..Default::default()
+        };
+        let mut ej = EngineJson::default();
+        assert_eq!(ej.owned_queue(&def), None);
+        ej.dma = vec![block(0, "qB"), block(1, "qZ"), block(2, "qB")];
+        let q = ej.owned_queue(&def).expect("owned");
+        assert_eq!((q.name, q.blocks), ("qB", 2));
+        assert_eq!(q.def.map(|d| d.num_queues), Some(16));
+        ej.dma = vec![block(0, "qZ")];
+        assert_eq!(ej.owned_queue(&def).map(|q| q.def), Some(None));
+        assert!(!ej.has_activation_tables());
+        ej.extra
+            .insert("activation_function_sets".into(), serde_json::json!([]));
+        assert!(!ej.has_activation_tables());
+        ej.extra.insert(
+            "activation_function_sets".into(),
+            serde_json::json!([{"x": 1}]),
+        );
+        assert!(ej.has_activation_tables());
+    }
 
     #[test]
     fn var_type_is_open_and_round_trips() {

@@ -47,40 +47,17 @@ pub fn features(
 ) -> ProgramFeatures {
     let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
     let ej = json.and_then(|j| neff.engine_json(sg, j).ok());
-    let act_tables = engine == Engine::Act
-        && ej
-            .as_ref()
-            .and_then(|j| {
-                j.extra
-                    .get("activation_function_sets")
-                    .and_then(|v| v.as_array())
-                    .map(|a| !a.is_empty())
-            })
-            .unwrap_or(false);
     ProgramFeatures {
         dge_table,
-        act_tables,
-        trigger_queue: ej.and_then(|j| trigger_queue(def, &j.dma)),
+        act_tables: engine == Engine::Act && ej.as_ref().is_some_and(|j| j.has_activation_tables()),
+        trigger_queue: ej.as_ref().and_then(|j| j.owned_queue(def)).map(|q| {
+            TriggerQueue::new(
+                q.def.map_or(1, |d| d.num_queues),
+                q.def.is_some_and(|d| d.ty == "data"),
+                q.blocks,
+            )
+        }),
     }
-}
-
-/// The DMA-trigger queue an engine owns: the queue its `dma` blocks name (the first by name
-/// if they named several, which no NEFF seen does). `None` for an engine without blocks: all
-/// 8 `real-neff` fixtures and 17 of the 20 model-layer programs.
-fn trigger_queue(def: &SubgraphDef, blocks: &[neuron_neff::DmaBlock]) -> Option<TriggerQueue> {
-    let name = blocks.iter().filter_map(|b| b.queue.as_deref()).min()?;
-    let q = def.dma_queue.get(name);
-    // A DMA engine has 16 queues; a set-up for more is not known.
-    let rings = q.map_or(1, |q| q.num_queues.clamp(1, 16)) as u8;
-    let count = blocks
-        .iter()
-        .filter(|b| b.queue.as_deref() == Some(name))
-        .count();
-    Some(TriggerQueue {
-        rings,
-        data: q.is_some_and(|q| q.ty == "data"),
-        blocks: u32::try_from(count).unwrap_or(u32::MAX),
-    })
 }
 
 /// The trn2 TPB windows (cores 0..8): DMA operands the compiler wrote as absolute SBUF

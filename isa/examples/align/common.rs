@@ -88,33 +88,17 @@ pub fn read_neff(path: &Path) -> Vec<NeffSubgraph> {
         let mut queues = BTreeMap::new();
         for (i, (_, json, instr)) in def.engine_files().into_iter().enumerate() {
             let engine = Engine::from_index(i).expect("engine");
-            // The blocks' queue, as `runtime::real::features` reads it.
-            let dma = json
-                .and_then(|j| neff.engine_json(&dir, j).ok())
-                .map(|j| j.dma);
-            if let Some(name) = dma.iter().flatten().find_map(|b| b.queue.clone()) {
-                let q = def.dma_queue.get(&name).expect("queue in def.json");
-                let blocks = dma
-                    .iter()
-                    .flatten()
-                    .filter(|b| b.queue.as_ref() == Some(&name));
+            // The queue the engine owns, by the rule `runtime::real::features` uses.
+            let ej = json.and_then(|j| neff.engine_json(&dir, j).ok());
+            if let Some(q) = ej.as_ref().and_then(|j| j.owned_queue(&def)) {
+                let d = q.def.expect("queue in def.json");
                 queues.insert(
                     engine,
-                    TriggerQueue {
-                        rings: q.num_queues as u8,
-                        data: q.ty == "data",
-                        blocks: blocks.count() as u32,
-                    },
+                    TriggerQueue::new(d.num_queues, d.ty == "data", q.blocks),
                 );
             }
-            if let (Some(j), Engine::Act) = (json, engine) {
-                if let Ok(ej) = neff.engine_json(&dir, j) {
-                    act_tables = ej
-                        .extra
-                        .get("activation_function_sets")
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|a| !a.is_empty());
-                }
+            if engine == Engine::Act {
+                act_tables = ej.as_ref().is_some_and(|j| j.has_activation_tables());
             }
             if let Some(f) = instr {
                 let b = neff.subgraph_file(&dir, f).expect("engine file").to_vec();

@@ -594,6 +594,16 @@ pub struct TriggerQueue {
 }
 
 impl TriggerQueue {
+    /// A queue of `num_queues` rings (`def.json`; clamped to 1..=16, a DMA engine's queues: a
+    /// set-up for more is not known), of `def.json` type `"data"` or not, with `blocks` DMA
+    /// blocks.
+    pub fn new(num_queues: u32, data: bool, blocks: usize) -> Self {
+        TriggerQueue {
+            rings: num_queues.clamp(1, 16) as u8,
+            data,
+            blocks: u32::try_from(blocks).unwrap_or(u32::MAX),
+        }
+    }
     /// Ring groups of four (the last may hold fewer).
     pub fn groups(&self) -> u32 {
         u32::from(self.rings.clamp(1, 16)).div_ceil(4)
