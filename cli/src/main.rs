@@ -6,6 +6,7 @@ mod calibrate;
 mod campaign;
 mod disasm;
 mod firmware;
+mod floor;
 mod golden;
 mod hostgemm;
 mod inject;
