@@ -10,6 +10,11 @@ pub struct Ps(pub u64);
 impl Ps {
     pub const ZERO: Ps = Ps(0);
 
+    /// Whole cycles of a clock running at `mhz` in this span (rounded down).
+    pub fn whole_cycles(self, mhz: u64) -> u64 {
+        self.0.saturating_mul(mhz) / 1_000_000
+    }
+
     /// `cycles` of a clock running at `mhz`, rounded up to a whole picosecond.
     pub fn from_cycles(cycles: u64, mhz: u32) -> Ps {
         let mhz = mhz.max(1) as u64;

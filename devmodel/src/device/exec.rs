@@ -45,7 +45,7 @@ impl Device {
             return Ok((cycles, latency));
         };
         let mhz = cost.engine_mhz[e] as u64;
-        let c = w.0.saturating_mul(mhz) / 1_000_000;
+        let c = w.whole_cycles(mhz);
         Ok((cycles.saturating_add(c), latency.map(|l| l + w)))
     }
 
@@ -157,12 +157,12 @@ impl Device {
         }
         let mhz = cost.engine_mhz[engine.index()] as u64;
         if let (true, Some(m)) = (peer, cost.mech) {
-            return Ok((m.peer_write.0.saturating_mul(mhz) / 1_000_000, None));
+            return Ok((m.peer_write.whole_cycles(mhz), None));
         }
         let (elems, wide) = crate::calib::word_features(ci);
         if let (true, Some(_)) = (local_load, cost.mech) {
             let p = Ps(crate::calib::TENSOR_LOAD_LOCAL.0.saturating_mul(elems));
-            return Ok((p.0.saturating_mul(mhz) / 1_000_000, None));
+            return Ok((p.whole_cycles(mhz), None));
         }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
@@ -173,7 +173,7 @@ impl Device {
             let lat = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, false)
                 .map(|c| c.latency(elems))
                 .filter(|l| *l > s);
-            return Ok((s.0.saturating_mul(mhz) / 1_000_000, lat));
+            return Ok((s.whole_cycles(mhz), lat));
         }
         let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
         else {
@@ -195,7 +195,7 @@ impl Device {
             } else {
                 c.cost(elems)
             };
-            (i, (i.0.saturating_mul(mhz) / 1_000_000).saturating_sub(ldw))
+            (i, i.whole_cycles(mhz).saturating_sub(ldw))
         };
         let lat = c.latency(elems);
         // A software-DGE DMA_DIRECT2D (GpSimd): the engine only queues the descriptors, for
@@ -207,11 +207,11 @@ impl Device {
             let issue = lat.min(interval);
             // In whole engine cycles, as the interval was charged to the engine before (the
             // back-to-back chains keep their start times to the picosecond).
-            let gap = Ps::from_cycles(interval.0.saturating_mul(mhz) / 1_000_000, mhz as u32);
+            let gap = Ps::from_cycles(interval.whole_cycles(mhz), mhz as u32);
             if let Some(n) = self.swdge_next.get_mut(nc) {
                 *n = self.now + gap;
             }
-            return Ok((issue.0.saturating_mul(mhz) / 1_000_000, None));
+            return Ok((issue.whole_cycles(mhz), None));
         }
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
