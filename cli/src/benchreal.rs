@@ -153,21 +153,14 @@ fn print_header(repeat: u32) {
         "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms"
     );
     println!(
-        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns, the best of the two for every operand type (the device model widens bf16/fp16/fp8 to fp32; no faster kernel on this path); memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
+        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts; each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,
     );
+    println!("AMX: {}", amx_line());
     println!(
-        "AMX: {}",
-        if crate::hostgemm::amx_present() {
-            "present (not used: the emulator has no AMX kernel; every floor is at the SGEMM rate)"
-        } else {
-            "absent (CPUID leaf 7 EDX bits 22/24, XCR0 bits 17-18)"
-        }
-    );
-    println!(
-        "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the MATMULs ran on"
+        "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx or portable; fp32 always runs on the portable SGEMM)"
     );
     println!(
         "func ms = host wall of the same executions in functional mode (no timing model); t/func = timed / functional"
@@ -291,7 +284,7 @@ fn bench_one(
         dev_ps as f64 / 1e6,
         trn2,
         slow,
-        crate::hostgemm::DEVICE_GEMM_PATH,
+        gemm_path(&before, &after),
         functional * 1e3,
         wall / functional,
         mib(io),
@@ -336,9 +329,16 @@ fn bench_one(
         .iter()
         .map(|((m, k, n), r)| format!("{m}x{k}x{n} {:.1}", r / 1e9))
         .collect();
+    let tiles = |name: &str, v: &[((usize, usize, usize), f64)]| {
+        v.iter()
+            .map(|((m, k, n), r)| format!("; {name} {m}x{k}x{n} {:.1}", r / 1e9))
+            .collect::<String>()
+    };
     println!(
-        "    host: SGEMM (m x k x n, GFLOP/s) {}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
+        "    host: SGEMM (m x k x n, GFLOP/s) {}{}{}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
         shapes.join(", "),
+        tiles("AMX bf16", &rates.amx_bf16),
+        tiles("AMX fp16 split", &rates.amx_fp16),
         COPY_CACHE >> 20,
         rates.memcpy_cache / 1e9,
         COPY_MEMORY >> 20,
@@ -348,6 +348,32 @@ fn bench_one(
         print_host_profile(&p, repeat, wall);
     }
     Ok(())
+}
+
+/// What the host offers and what the device model does with it.
+fn amx_line() -> String {
+    use neuron_devmodel::gemm::{amx, Path, ENV};
+    if !amx::cpu_has_amx() {
+        return "absent (CPUID leaf 7 EDX bits 22/24, XCR0 bits 17-18): every MATMUL on the portable SGEMM".into();
+    }
+    if !amx::available() {
+        return "present but refused by the kernel (arch_prctl ARCH_REQ_XCOMP_PERM): every MATMUL on the portable SGEMM".into();
+    }
+    match Path::from_env() {
+        Path::Amx => format!("present, used for bf16/fp8 MATMULs of >= 16 moving columns ({ENV}=portable turns it off, {ENV}=amx adds fp16)"),
+        Path::AmxWithFp16 => format!("present, used for bf16/fp8/fp16 MATMULs of >= 16 moving columns ({ENV}=amx)"),
+        Path::Portable => format!("present, not used ({ENV}=portable): every MATMUL on the portable SGEMM"),
+    }
+}
+
+/// The kernel the timed executions' bf16-representable MATMULs ran on, from the device's
+/// counters: `amx` if any multiply-add ran on tiles.
+fn gemm_path(before: &neuron_devmodel::Stats, after: &neuron_devmodel::Stats) -> &'static str {
+    if after.amx_macs > before.amx_macs {
+        "amx"
+    } else {
+        "portable"
+    }
 }
 
 /// Host wall per execution of `model` in functional mode (`CostTable::functional`: the same

@@ -40,6 +40,10 @@ fn best_rate(work: f64, mut call: impl FnMut()) -> f64 {
 pub(crate) struct HostRates {
     /// FLOP/s of the host SGEMM per tile shape (m, k, n) the kernels issue.
     pub(crate) sgemm: Vec<((usize, usize, usize), f64)>,
+    /// FLOP/s of the AMX tile kernel on the same shapes (empty without AMX): bf16 operands,
+    /// and fp16 operands split into two bf16 parts each (four tile products per product).
+    pub(crate) amx_bf16: Vec<((usize, usize, usize), f64)>,
+    pub(crate) amx_fp16: Vec<((usize, usize, usize), f64)>,
     /// memcpy bytes/s of a [`COPY_CACHE`] and a [`COPY_MEMORY`] buffer.
     pub(crate) memcpy_cache: f64,
     pub(crate) memcpy_memory: f64,
@@ -49,7 +53,7 @@ impl HostRates {
     pub(crate) fn measure() -> HostRates {
         // One PE-array load (128 x 128) against a 128-column and a full-bank (512) moving
         // tensor, accumulating as into PSUM.
-        let sgemm = [(128, 128, 128), (128, 128, 512)]
+        let sgemm = SHAPES
             .into_iter()
             .map(|(m, k, n)| {
                 let a = neuron_kbuild::prng::uniform(21, k * m, 1.0);
@@ -62,8 +66,20 @@ impl HostRates {
                 ((m, k, n), r)
             })
             .collect();
+        let amx = |parts| {
+            if !neuron_devmodel::gemm::amx::available() {
+                return Vec::new();
+            }
+            SHAPES
+                .into_iter()
+                .filter_map(|(m, k, n)| Some(((m, k, n), amx_rate(m, k, n, parts)?)))
+                .collect()
+        };
+        use neuron_devmodel::gemm::amx::Parts;
         HostRates {
             sgemm,
+            amx_bf16: amx(Parts::Exact),
+            amx_fp16: amx(Parts::Split),
             memcpy_cache: memcpy_rate(COPY_CACHE),
             memcpy_memory: memcpy_rate(COPY_MEMORY),
         }
@@ -73,11 +89,20 @@ impl HostRates {
         self.sgemm.iter().map(|(_, r)| *r).fold(1.0, f64::max)
     }
 
-    /// FLOP/s of a MATMUL by moving dtype code. The device model widens every operand type
-    /// to fp32 for the SGEMM, and this host has no faster kernel for bf16/fp16/fp8 than that
-    /// (no AMX; VDPBF16PS is slower than fp32 FMA, issue 16): the SGEMM's best rate for all.
+    /// FLOP/s of a MATMUL by moving dtype code: the host's best kernel for it. fp32 (and
+    /// everything else) has only the SGEMM; bf16 and fp8 also the AMX tiles, fp16 the tiles on
+    /// split operands, where the host has AMX. (VDPBF16PS is slower than fp32 FMA: issue 16.)
     pub(crate) fn flops_by_dtype(&self) -> [f64; 16] {
-        [self.best_sgemm(); 16]
+        use neuron_isa::Dtype;
+        let best =
+            |v: &[((usize, usize, usize), f64)]| v.iter().map(|(_, r)| *r).fold(0.0, f64::max);
+        let sgemm = self.best_sgemm();
+        let mut out = [sgemm; 16];
+        for dt in [Dtype::Bf16, Dtype::Fp8E3, Dtype::Fp8E4, Dtype::Fp8E5] {
+            out[dt as usize] = sgemm.max(best(&self.amx_bf16));
+        }
+        out[Dtype::F16 as usize] = sgemm.max(best(&self.amx_fp16));
+        out
     }
 
     /// memcpy bytes/s for a model with `tensor_bytes` of inputs and outputs, and which.
@@ -88,6 +113,30 @@ impl HostRates {
             (self.memcpy_cache, "cache")
         }
     }
+}
+
+/// The GEMM shapes rates are measured on: one PE-array load (128 x 128) against a
+/// 128-column and a full-bank (512) moving tensor.
+const SHAPES: [(usize, usize, usize); 2] = [(128, 128, 128), (128, 128, 512)];
+
+/// FLOP/s (of the unsplit product) of the AMX tile kernel on operands already packed with
+/// these parts: the device model packs weights once per LDWEIGHTS, so the floor does too.
+fn amx_rate(m: usize, k: usize, n: usize, parts: neuron_devmodel::gemm::amx::Parts) -> Option<f64> {
+    use neuron_devmodel::gemm::amx::{gemm, PackedA, PackedB};
+    let a = neuron_kbuild::prng::uniform(21, k * m, 1.0);
+    let b = neuron_kbuild::prng::uniform(22, k * n, 1.0);
+    let (mut pa, mut pb, mut c) = (PackedA::default(), PackedB::default(), Vec::new());
+    if !(PackedA::pack(&a, m, k, parts, parts, &mut pa)
+        && PackedB::pack(&b, k, n, parts, parts, &mut pb)
+        && gemm(&pa, &pb, &mut c))
+    {
+        return None;
+    }
+    let r = best_rate(2.0 * (m * k * n) as f64, || {
+        gemm(&pa, &pb, &mut c);
+    });
+    std::hint::black_box(&c);
+    Some(r)
 }
 
 /// Bytes/s of `copy_from_slice` between two `len`-byte buffers (bytes copied, not read+written).

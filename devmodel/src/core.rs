@@ -89,4 +89,7 @@ pub struct Scratch {
     pub b: Vec<f32>,
     pub c: Vec<f32>,
     pub bytes: Vec<u8>,
+    /// A MATMUL's moving tensor packed for AMX tiles, and the tiles' product.
+    pub bpack: crate::gemm::amx::PackedB,
+    pub tiles: Vec<f32>,
 }

@@ -11,7 +11,7 @@ pub mod ecc;
 pub mod fastmath;
 pub mod fault;
 pub mod firmware;
-mod gemm;
+pub mod gemm;
 pub mod hbm;
 pub mod hooks;
 pub mod hostmem;

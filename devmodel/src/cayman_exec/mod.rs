@@ -22,7 +22,7 @@ mod model_tests;
 
 use crate::core::{CoreMem, Scratch};
 use crate::fault::OpFault;
-use crate::gemm::View;
+use crate::gemm::{amx, Path, View};
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, is_identity, transpose, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
@@ -49,6 +49,12 @@ pub struct PeState {
     /// pass (`Exec::Done::math_macs`).
     pub low_pass: bool,
     pub full: Vec<f32>,
+    /// The weights' dtype (of the last LDWEIGHTS): whether they are bf16 parts (`gemm::amx`).
+    pub w_dt: Option<Dtype>,
+    /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
+    pub gemm: Path,
+    /// The weights packed for the AMX tiles, once per LDWEIGHTS (on first use).
+    pub wpack: amx::PackedA,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
     /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
@@ -69,12 +75,19 @@ impl Default for PeState {
             low_src: None,
             low_pass: false,
             full: Vec::new(),
+            w_dt: None,
+            gemm: Path::from_env(),
+            wpack: amx::PackedA::default(),
             pair: None,
             fused_pairs: 0,
             settled: 0,
         }
     }
 }
+
+/// MATMULs with fewer moving columns stay on the SGEMM: a tile is 16 columns wide, and a
+/// matrix-vector product (a decode step's one token) would compute 16 to keep 1.
+const AMX_MIN_COLUMNS: usize = 16;
 
 /// A DMA the instruction starts (run by the device's DMA model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +115,8 @@ pub enum Exec {
     Done {
         elems: u64,
         sgemm_macs: u64,
+        /// Multiply-adds run on AMX tiles instead (the unpadded `m·k·n`).
+        amx_macs: u64,
         math_macs: u64,
     },
     /// Start a DMA.
@@ -268,11 +283,19 @@ pub fn execute(
             return Ok(r);
         }
     }
-    let Scratch { a, b, c, bytes } = scratch;
+    let Scratch {
+        a,
+        b,
+        c,
+        bytes,
+        bpack,
+        tiles,
+    } = scratch;
     let done = |elems: usize| {
         Ok(Exec::Done {
             elems: elems as u64,
             sgemm_macs: 0,
+            amx_macs: 0,
             math_macs: 0,
         })
     };
@@ -321,6 +344,8 @@ pub fn execute(
                 _ => rows_of.for_each(|r| pe.w.extend(r.iter().rev())),
             }
             pe.loaded = true;
+            pe.w_dt = Some(dt);
+            pe.wpack.clear();
             pe.transpose = transpose;
             pe.fresh = true;
             if pe.pair.is_some() {
@@ -329,6 +354,7 @@ pub fn execute(
             Ok(Exec::Done {
                 elems: n as u64,
                 sgemm_macs: 0,
+                amx_macs: 0,
                 math_macs: 0,
             })
         }
@@ -403,7 +429,45 @@ pub fn execute(
                 };
                 is_identity(msl, view, k)
             };
-            if ident {
+            // bf16-representable operands on AMX tiles where the host has them (`gemm::amx`;
+            // their moving tensor is always gathered, as only fp32 is used in place).
+            let on_amx = match (pe.transpose, &mv, nmov >= AMX_MIN_COLUMNS) {
+                (false, None, true) => {
+                    let parts = |d: Option<Dtype>| d.and_then(|d| pe.gemm.amx_parts(d));
+                    match (parts(pe.w_dt), parts(Some(dt))) {
+                        (Some(pa), Some(pb)) => {
+                            (pe.wpack.is_for(pa, pb)
+                                || amx::PackedA::pack(&pe.w, m, k, pa, pb, &mut pe.wpack))
+                                && amx::PackedB::pack(&a[..], k, nmov, pa, pb, bpack)
+                                && amx::gemm(&pe.wpack, bpack, tiles)
+                        }
+                        _ => false,
+                    }
+                }
+                _ => false,
+            };
+            if on_amx {
+                let np = bpack.padded_columns();
+                if let Some((dspace, cv, _)) = dv {
+                    let csl = mem.f32s_mut(dspace);
+                    if !crate::gemm::add_into(m, nmov, tiles, np, beta, csl, cv) {
+                        return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+                    }
+                } else {
+                    let out = c;
+                    out.clear();
+                    for row in tiles.chunks_exact(np).take(m) {
+                        out.extend_from_slice(&row[..nmov]);
+                    }
+                    if acc & 1 == 0 {
+                        gather(mem, &dst, out_dt, m, b)?;
+                        for (x, y) in out.iter_mut().zip(b.iter()) {
+                            *x += *y;
+                        }
+                    }
+                    scatter(mem, &dst, out_dt, m, out)?;
+                }
+            } else if ident {
                 // out[j][c] = w[c][j]
                 b.clear();
                 b.resize(m * nmov, 0.0);
@@ -460,7 +524,12 @@ pub fn execute(
             }
             Ok(Exec::Done {
                 elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
-                sgemm_macs: if ident { 0 } else { (m * k * nmov) as u64 },
+                sgemm_macs: if ident || on_amx {
+                    0
+                } else {
+                    (m * k * nmov) as u64
+                },
+                amx_macs: if on_amx { (m * k * nmov) as u64 } else { 0 },
                 math_macs: if ident || pe.low_pass {
                     0
                 } else {

@@ -227,6 +227,7 @@ pub(super) fn resume(
                 return Ok(Resume::Done(Exec::Done {
                     elems: p.nmov as u64 * 4,
                     sgemm_macs: 0,
+                    amx_macs: 0,
                     math_macs: (p.m * p.k * p.nmov) as u64,
                 }));
             }

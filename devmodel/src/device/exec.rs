@@ -117,9 +117,11 @@ impl Device {
                     crate::cayman_exec::Exec::Done {
                         elems,
                         sgemm_macs,
+                        amx_macs,
                         math_macs,
                     } => {
                         self.stats.sgemm_macs += sgemm_macs;
+                        self.stats.amx_macs += amx_macs;
                         if let (1.., Some(dt)) = (math_macs, ci.dtype("src_dtype")) {
                             self.stats.math_macs[dt as usize & 15] += math_macs;
                         }

@@ -1,6 +1,65 @@
-//! A bounds-checked front end to a blocked SGEMM (`matrixmultiply`), so matmuls run on whole
-//! tiles straight out of SBUF/PSUM storage without per-element interpretation.
+//! The matrix products MATMUL runs on: a bounds-checked front end to a blocked SGEMM
+//! (`matrixmultiply`), so matmuls run on whole tiles straight out of SBUF/PSUM storage, and
+//! (`amx`) bf16 tiles where the host has AMX; [`Path`] says which one a core uses.
 #![allow(unsafe_code)]
+
+pub mod amx;
+
+/// The environment variable that chooses the GEMM path: `portable` forces the SGEMM for every
+/// MATMUL; `auto` (or unset) uses AMX tiles for bf16 and fp8 operands where the host has
+/// them; `amx` also for fp16 operands, split into bf16 parts (four tile products per
+/// product: slower than the SGEMM on the hosts measured, `docs/performance.md`, so not the
+/// default).
+pub const ENV: &str = "NEURON_EMU_GEMM";
+
+/// Which kernel a core's MATMULs of bf16-representable operands run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// fp32 SGEMM on operands widened to fp32: every host.
+    Portable,
+    /// AMX-BF16 tiles (`amx`) for bf16 and fp8 operands: hosts that have them, by default.
+    Amx,
+    /// AMX tiles for fp16 operands too (`NEURON_EMU_GEMM=amx`).
+    AmxWithFp16,
+}
+
+impl Path {
+    /// The path `NEURON_EMU_GEMM` and the host give (read when a core's PE state is created
+    /// or reset). An unknown value is reported once and treated as `auto`.
+    pub fn from_env() -> Path {
+        let v = std::env::var(ENV).unwrap_or_default();
+        let v = v.trim();
+        if !matches!(v, "" | "auto" | "portable" | "amx") {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!("{ENV}={v:?} is not portable, amx or auto: using auto");
+            });
+        }
+        if v == "portable" || !amx::available() {
+            Path::Portable
+        } else if v == "amx" {
+            Path::AmxWithFp16
+        } else {
+            Path::Amx
+        }
+    }
+
+    /// The tile parts of an operand type on this path, or None if it runs on the SGEMM.
+    pub fn amx_parts(self, dt: neuron_isa::Dtype) -> Option<amx::Parts> {
+        match (self, amx::Parts::of(dt)) {
+            (Path::Portable, _) | (Path::Amx, Some(amx::Parts::Split)) => None,
+            (_, p) => p,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Portable => "portable",
+            Path::Amx => "amx",
+            Path::AmxWithFp16 => "amx (fp16 too)",
+        }
+    }
+}
 
 /// A strided f32 matrix view: element (r, c) at `data[off + r*rs + c*cs]`.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +138,45 @@ pub fn sgemm(
             rsc,
             csc,
         );
+    }
+    true
+}
+
+/// `C = beta·C + P` for a dense product `P` (`m x n` in rows of `pitch`), into the strided
+/// view `cv` of `c`: how an AMX product reaches PSUM. False (and nothing written) if the
+/// view leaves `c` or `P` is too short. `beta == 0` ignores C's old contents (NaN-safe).
+#[allow(clippy::too_many_arguments)]
+pub fn add_into(
+    m: usize,
+    n: usize,
+    p: &[f32],
+    pitch: usize,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    if m == 0 || n == 0 {
+        return true;
+    }
+    let fits = cv.last(m, n).is_some_and(|l| l < c.len());
+    if !fits || pitch < n || p.len() < (m - 1) * pitch + n {
+        return false;
+    }
+    for (j, row) in p.chunks(pitch).take(m).enumerate() {
+        let base = cv.off + j * cv.rs;
+        if cv.cs == 1 {
+            let dst = &mut c[base..base + n];
+            if beta == 0.0 {
+                dst.copy_from_slice(&row[..n]);
+            } else {
+                dst.iter_mut().zip(&row[..n]).for_each(|(d, x)| *d += *x);
+            }
+        } else {
+            for (col, x) in row[..n].iter().enumerate() {
+                let at = base + col * cv.cs;
+                c[at] = if beta == 0.0 { *x } else { c[at] + *x };
+            }
+        }
     }
     true
 }

@@ -1,0 +1,527 @@
+//! bf16 matrix products on Intel AMX tiles (`TDPBF16PS`), for the MATMULs whose operands are
+//! bf16 or fp8 (every value is a bf16) or fp16 (every value is the exact sum of two bf16), on
+//! hosts with AMX-BF16 (issue 16). Detected at run time; elsewhere `available()` is false and
+//! the portable SGEMM runs.
+//!
+//! How the result can differ from the portable path: the products are exact either way (a
+//! bf16 × bf16 product fits an fp32), but the tiles sum them in another order and treat bf16
+//! denormal inputs as zero and flush denormal results (Intel SDM, `TDPBF16PS`), so the bits
+//! differ within fp32 rounding of the same sum. An fp16 operand is split into `hi` (its top 8
+//! significant bits) and `lo` (the other 3), both exact bf16 values, and every pair of parts is
+//! multiplied, so fp16 products stay exact.
+#![allow(unsafe_code)]
+
+use std::sync::OnceLock;
+
+/// bf16 values per tile row (64 bytes), the K step of one `TDPBF16PS`.
+const TILE_K: usize = 32;
+/// Rows of every tile; also the columns of a C tile (16 fp32 = 64 bytes).
+const TILE_N: usize = 16;
+/// bf16s in one A or B tile (16 rows × 64 bytes).
+const TILE_ELEMS: usize = TILE_N * TILE_K;
+/// C is computed in blocks of 2 × 2 tiles.
+const BLOCK: usize = 2 * TILE_N;
+/// The largest K' (the parts of a product concatenated) a packed operand may have: four
+/// parts of a 128-row PE array, padded.
+pub const MAX_K: usize = 4 * 128;
+
+/// Whether the CPU has AMX-BF16 and the OS enables its tile state: CPUID leaf 7 EDX bits 22
+/// (AMX-BF16) and 24 (AMX-TILE), and XCR0 bits 17-18 (XTILECFG, XTILEDATA).
+pub fn cpu_has_amx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+        // CPUID exists on every x86_64 CPU; leaf 7 is read only if leaf 0 says it exists.
+        let (max, l1) = (__cpuid(0).eax, __cpuid(1));
+        if max < 7 {
+            return false;
+        }
+        let edx = __cpuid_count(7, 0).edx;
+        let cpu = edx & (1 << 22) != 0 && edx & (1 << 24) != 0;
+        // XGETBV needs XSAVE enabled by the OS (CPUID.1:ECX.OSXSAVE, bit 27).
+        if !cpu || l1.ecx & (1 << 27) == 0 {
+            return false;
+        }
+        // SAFETY: OSXSAVE is set, so XGETBV with ECX = 0 (XCR0) is defined.
+        let xcr0 = unsafe { _xgetbv(0) };
+        xcr0 & (0b11 << 17) == 0b11 << 17
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether this process may run the tile kernel: the CPU has AMX and Linux granted the
+/// process the tile data state (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, asked
+/// once; without it the first tile instruction would kill the process with SIGILL).
+pub fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| cpu_has_amx() && request_tile_permission())
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn request_tile_permission() -> bool {
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: arch_prctl with these arguments only changes the process's permitted xstate
+    // features; it reads no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        )
+    };
+    r == 0
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn request_tile_permission() -> bool {
+    false
+}
+
+/// How an operand's values become bf16 parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parts {
+    /// Every value is a bf16 (bf16 and fp8 operands): one part.
+    Exact,
+    /// Every value is `hi + lo` with both parts bf16 (fp16 operands): two parts.
+    Split,
+}
+
+impl Parts {
+    /// The parts of an operand of this type, or None if its values are not sums of bf16s
+    /// (fp32, integers): such MATMULs stay on the portable path.
+    pub fn of(dt: neuron_isa::Dtype) -> Option<Parts> {
+        use neuron_isa::Dtype::*;
+        match dt {
+            Bf16 | Fp8E4 | Fp8E5 | Fp8E3 => Some(Parts::Exact),
+            F16 => Some(Parts::Split),
+            _ => None,
+        }
+    }
+
+    fn count(self) -> usize {
+        match self {
+            Parts::Exact => 1,
+            Parts::Split => 2,
+        }
+    }
+}
+
+/// bf16 bits of part `which` (0 = hi, 1 = lo) of `x`. `hi` is `x` truncated to bf16; `lo` is
+/// the rest, exact for a value with at most 16 significant bits (fp16, bf16, fp8), and 0 for
+/// infinities and NaNs (whose `hi` is already the whole value).
+fn part(x: f32, which: usize) -> u16 {
+    let hi = x.to_bits() & 0xffff_0000;
+    if which == 0 {
+        return (hi >> 16) as u16;
+    }
+    if !x.is_finite() {
+        return 0;
+    }
+    ((x - f32::from_bits(hi)).to_bits() >> 16) as u16
+}
+
+/// The pairs of parts (A part, B part) whose products sum to the exact product.
+fn terms(a: Parts, b: Parts) -> impl Iterator<Item = (usize, usize)> {
+    (0..a.count()).flat_map(move |i| (0..b.count()).map(move |j| (i, j)))
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// The stationary operand `A[m x k]` in tile layout: `mp` rows (m rounded up to a 2-tile
+/// block) of `kp` bf16s (the parts' K segments one after another, rounded up to a tile row).
+#[derive(Debug, Clone, Default)]
+pub struct PackedA {
+    bits: Vec<u16>,
+    m: usize,
+    k: usize,
+    mp: usize,
+    kp: usize,
+    parts: Option<(Parts, Parts)>,
+}
+
+impl PackedA {
+    /// Pack `A(j, kk) = w[kk * m + j]` (the PE array's stationary layout) for products with a
+    /// moving operand of parts `b`. None if the shape is out of the kernel's range.
+    pub fn pack(w: &[f32], m: usize, k: usize, a: Parts, b: Parts, into: &mut PackedA) -> bool {
+        let nt = a.count() * b.count();
+        let kp = round_up((nt * k).max(1), TILE_K);
+        if m == 0 || k == 0 || kp > MAX_K || w.len() < m * k {
+            return false;
+        }
+        let mp = round_up(m, BLOCK);
+        into.bits.clear();
+        into.bits.resize(mp * kp, 0);
+        // A transpose (w is k-major, the tiles want rows of k), in 16 x 16 blocks so both
+        // sides stay in a few cache lines.
+        for (t, (pa, _)) in terms(a, b).enumerate() {
+            for k0 in (0..k).step_by(16) {
+                for j0 in (0..m).step_by(16) {
+                    for kk in k0..(k0 + 16).min(k) {
+                        let col = t * k + kk;
+                        let src = &w[kk * m + j0..kk * m + (j0 + 16).min(m)];
+                        for (j, x) in (j0..).zip(src) {
+                            into.bits[j * kp + col] = part(*x, pa);
+                        }
+                    }
+                }
+            }
+        }
+        into.m = m;
+        into.k = k;
+        into.mp = mp;
+        into.kp = kp;
+        into.parts = Some((a, b));
+        true
+    }
+
+    /// Packed for these operand parts (and not emptied since).
+    pub fn is_for(&self, a: Parts, b: Parts) -> bool {
+        self.parts == Some((a, b))
+    }
+
+    /// Forget the packed weights (a new LDWEIGHTS).
+    pub fn clear(&mut self) {
+        self.parts = None;
+    }
+}
+
+/// The moving operand `B[k x n]` in the tiles' pair-interleaved ("VNNI") layout, one 1 KiB
+/// tile after another (16 columns × 32 K' rows each, column tiles outer): a tile row holds,
+/// for each of its 16 columns, the bf16s of K' rows `q` and `q + 1`. Contiguous tiles load
+/// with a 64-byte stride instead of one row of the whole operand (2 KiB at 512 columns,
+/// which maps a tile's rows onto few cache sets).
+#[derive(Debug, Clone, Default)]
+pub struct PackedB {
+    bits: Vec<u16>,
+    k: usize,
+    n: usize,
+    np: usize,
+    kp: usize,
+    parts: Option<(Parts, Parts)>,
+}
+
+impl PackedB {
+    /// Pack `B(kk, c) = src[kk * n + c]` (dense, row-major) for products with a stationary
+    /// operand of parts `a`.
+    pub fn pack(src: &[f32], k: usize, n: usize, a: Parts, b: Parts, into: &mut PackedB) -> bool {
+        let nt = a.count() * b.count();
+        let kp = round_up((nt * k).max(1), TILE_K);
+        if n == 0 || k == 0 || kp > MAX_K || src.len() < k * n {
+            return false;
+        }
+        let np = round_up(n, TILE_N);
+        into.bits.clear();
+        into.bits.resize(kp * np, 0);
+        let ktiles = kp / TILE_K;
+        for (t, (_, pb)) in terms(a, b).enumerate() {
+            for kk in 0..k {
+                let q = t * k + kk;
+                // Where K' row q lies in its tile of the first column tile.
+                let base = (q / TILE_K) * TILE_ELEMS + ((q % TILE_K) / 2) * 2 * TILE_N + (q & 1);
+                let row = &src[kk * n..kk * n + n];
+                for (ct, cols) in row.chunks(TILE_N).enumerate() {
+                    let at = ct * ktiles * TILE_ELEMS + base;
+                    let dst = &mut into.bits[at..at + 2 * cols.len() - 1];
+                    if pb == 0 {
+                        // hi parts: the top half of each value's bits.
+                        for (d, x) in dst.iter_mut().step_by(2).zip(cols) {
+                            *d = (x.to_bits() >> 16) as u16;
+                        }
+                    } else {
+                        for (d, x) in dst.iter_mut().step_by(2).zip(cols) {
+                            *d = part(*x, 1);
+                        }
+                    }
+                }
+            }
+        }
+        into.k = k;
+        into.n = n;
+        into.np = np;
+        into.kp = kp;
+        into.parts = Some((a, b));
+        true
+    }
+
+    /// The columns of a row of [`gemm`]'s product: `n` rounded up to a tile.
+    pub fn padded_columns(&self) -> usize {
+        self.np
+    }
+}
+
+/// `out[mp x np] = A · B` (dense row-major, `np` columns: the caller reads its `m x n`
+/// corner). False, with nothing computed, if the host cannot run the kernel or the operands
+/// were packed for different shapes or parts.
+pub fn gemm(a: &PackedA, b: &PackedB, out: &mut Vec<f32>) -> bool {
+    if !available() || a.parts.is_none() || a.parts != b.parts || a.k != b.k || a.kp != b.kp {
+        return false;
+    }
+    let (mp, np, kp) = (a.mp, b.np, a.kp);
+    debug_assert!(mp % BLOCK == 0 && np % TILE_N == 0 && kp % TILE_K == 0);
+    if a.bits.len() < mp * kp || b.bits.len() < kp * np {
+        return false;
+    }
+    // The kernel stores every element of `out`: no need to clear it.
+    if out.len() != mp * np {
+        out.clear();
+        out.resize(mp * np, 0.0);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `available()` says the CPU has AMX-BF16 and the OS granted the tile state;
+        // the buffers hold `mp x kp`, `kp x np` and `mp x np` elements, which bounds every
+        // tile row the kernel loads or stores (checked above), and `out` is exclusive.
+        unsafe { kernel(&a.bits, &b.bits, out, mp, kp, np) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The tile configuration: palette 1, eight tiles of 16 rows × 64 bytes (C: tmm0-3, A:
+/// tmm4-5, B: tmm6-7).
+#[repr(C, align(64))]
+struct TileConfig([u8; 64]);
+
+impl TileConfig {
+    fn full() -> TileConfig {
+        let mut c = [0u8; 64];
+        c[0] = 1;
+        for t in 0..8 {
+            c[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
+            c[48 + t] = TILE_N as u8;
+        }
+        TileConfig(c)
+    }
+}
+
+/// # Safety
+/// AMX must be usable (`available()`); `a` holds `mp x kp` bf16s, `b` `kp x np` (in tiles), `c`
+/// `mp x np` f32s, with `mp` a multiple of 32, `np` of 16 and `kp` of 32.
+#[cfg(target_arch = "x86_64")]
+unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: usize) {
+    use std::arch::asm;
+    let cfg = TileConfig::full();
+    asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+    let (sa, sb, sc) = (kp * 2, 64usize, np * 4); // row strides in bytes
+    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let ktiles = kp / TILE_K;
+    // Column blocks outer: a block's B tiles (8 KiB at K' = 128) stay in L1 across the rows.
+    let mut j = 0;
+    while j < np {
+        // A 2 x 2 block of C tiles, or 2 x 1 for a last 16 columns.
+        let two = j + BLOCK <= np;
+        for i in (0..mp).step_by(BLOCK) {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            );
+            for kk in (0..kp).step_by(TILE_K) {
+                let a0 = ap.add(i * kp + kk);
+                let a1 = ap.add((i + TILE_N) * kp + kk);
+                let b0 = bp.add(((j / TILE_N) * ktiles + kk / TILE_K) * TILE_ELEMS);
+                asm!(
+                    "tileloadd tmm4, [{a0} + {sa}*1]",
+                    "tileloadd tmm5, [{a1} + {sa}*1]",
+                    "tileloadd tmm6, [{b0} + {sb}*1]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    a0 = in(reg) a0, a1 = in(reg) a1, b0 = in(reg) b0,
+                    sa = in(reg) sa, sb = in(reg) sb, options(nostack, readonly)
+                );
+                if two {
+                    let b1 = b0.add(ktiles * TILE_ELEMS);
+                    asm!(
+                        "tileloadd tmm7, [{b1} + {sb}*1]",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        b1 = in(reg) b1, sb = in(reg) sb, options(nostack, readonly)
+                    );
+                }
+            }
+            let c0 = cp.add(i * np + j);
+            let c2 = c0.add(TILE_N * np);
+            asm!(
+                "tilestored [{c0} + {sc}*1], tmm0",
+                "tilestored [{c2} + {sc}*1], tmm2",
+                c0 = in(reg) c0, c2 = in(reg) c2, sc = in(reg) sc, options(nostack)
+            );
+            if two {
+                let (c1, c3) = (c0.add(TILE_N), c2.add(TILE_N));
+                asm!(
+                    "tilestored [{c1} + {sc}*1], tmm1",
+                    "tilestored [{c3} + {sc}*1], tmm3",
+                    c1 = in(reg) c1, c3 = in(reg) c3, sc = in(reg) sc, options(nostack)
+                );
+            }
+        }
+        j += if two { BLOCK } else { TILE_N };
+    }
+    // Back to the initial tile state: nothing stale for the next caller, and a thread that
+    // no longer uses tiles is cheap to switch.
+    asm!("tilerelease", options(nostack, nomem));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    /// Exact products summed in f64: the reference every path is held to.
+    fn reference(w: &[f32], bm: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut out = vec![0f64; m * n];
+        for j in 0..m {
+            for c in 0..n {
+                out[j * n + c] = (0..k)
+                    .map(|kk| w[kk * m + j] as f64 * bm[kk * n + c] as f64)
+                    .sum();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn parts_are_exact_for_fp16_bf16_and_fp8_values() {
+        let mut s = 7;
+        for _ in 0..10_000 {
+            let h = half::f16::from_f32(lcg(&mut s) * 1000.0).to_f32();
+            let (hi, lo) = (part(h, 0), part(h, 1));
+            let sum = f32::from_bits((hi as u32) << 16) + f32::from_bits((lo as u32) << 16);
+            assert_eq!(sum.to_bits(), h.to_bits(), "{h}");
+            let b = half::bf16::from_f32(lcg(&mut s)).to_f32();
+            assert_eq!(part(b, 1), 0, "a bf16 has no lo part");
+        }
+        assert_eq!(part(f32::INFINITY, 1), 0);
+        assert_eq!(part(f32::NAN, 1), 0);
+        assert!(f32::from_bits((part(f32::NAN, 0) as u32) << 16).is_nan());
+    }
+
+    #[test]
+    fn tiles_match_exact_products_for_every_part_combination_and_edge_shape() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no usable AMX-BF16 (path tested: none)");
+            return;
+        }
+        eprintln!("AMX-BF16 present: testing the tile kernel");
+        let mut s = 1;
+        for (m, k, n) in [
+            (128, 128, 512),
+            (1, 1, 1),
+            (17, 33, 15),
+            (128, 128, 48),
+            (64, 96, 16),
+        ] {
+            for (pa, pb) in [
+                (Parts::Exact, Parts::Exact),
+                (Parts::Split, Parts::Exact),
+                (Parts::Exact, Parts::Split),
+                (Parts::Split, Parts::Split),
+            ] {
+                let val = |p: Parts, x: f32| match p {
+                    Parts::Exact => half::bf16::from_f32(x).to_f32(),
+                    Parts::Split => half::f16::from_f32(x).to_f32(),
+                };
+                let w: Vec<f32> = (0..m * k).map(|_| val(pa, lcg(&mut s))).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| val(pb, lcg(&mut s))).collect();
+                let (mut ap, mut bp, mut out) = (PackedA::default(), PackedB::default(), vec![]);
+                assert!(PackedA::pack(&w, m, k, pa, pb, &mut ap));
+                assert!(PackedB::pack(&b, k, n, pa, pb, &mut bp));
+                assert!(gemm(&ap, &bp, &mut out));
+                let want = reference(&w, &b, m, k, n);
+                let np = bp.np;
+                for j in 0..m {
+                    for c in 0..n {
+                        let (got, r) = (out[j * np + c] as f64, want[j * n + c]);
+                        // fp32 summation of k·parts exact products: |err| ≤ γ·Σ|products|.
+                        let bound: f64 = (0..k)
+                            .map(|kk| (w[kk * m + j] as f64 * b[kk * n + c] as f64).abs())
+                            .sum::<f64>()
+                            * (4 * k) as f64
+                            * f32::EPSILON as f64
+                            + 1e-30;
+                        assert!(
+                            (got - r).abs() <= bound,
+                            "{m}x{k}x{n} {pa:?}/{pb:?} ({j},{c}): {got} vs {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_mismatched_or_oversized_operands() {
+        let (mut ap, mut bp, mut out) = (PackedA::default(), PackedB::default(), vec![]);
+        assert!(!PackedA::pack(
+            &[0.0; 4],
+            0,
+            4,
+            Parts::Exact,
+            Parts::Exact,
+            &mut ap
+        ));
+        assert!(!PackedA::pack(
+            &[0.0; 4],
+            2,
+            4,
+            Parts::Exact,
+            Parts::Exact,
+            &mut ap
+        ));
+        let w = vec![0.0; 300 * 2];
+        assert!(!PackedA::pack(
+            &w,
+            2,
+            300,
+            Parts::Split,
+            Parts::Split,
+            &mut ap
+        ));
+        assert!(PackedA::pack(
+            &[0.0; 8],
+            2,
+            4,
+            Parts::Exact,
+            Parts::Exact,
+            &mut ap
+        ));
+        assert!(PackedB::pack(
+            &[0.0; 16],
+            4,
+            4,
+            Parts::Split,
+            Parts::Exact,
+            &mut bp
+        ));
+        assert!(
+            !gemm(&ap, &bp, &mut out),
+            "operands packed for different parts"
+        );
+        assert!(PackedB::pack(
+            &[0.0; 12],
+            3,
+            4,
+            Parts::Exact,
+            Parts::Exact,
+            &mut bp
+        ));
+        assert!(!gemm(&ap, &bp, &mut out), "different K");
+    }
+}

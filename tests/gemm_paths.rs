@@ -1,0 +1,137 @@
+//! The two GEMM paths of the device model (`devmodel::gemm`: the portable SGEMM and AMX
+//! tiles, chosen by `NEURON_EMU_GEMM`) on the real kernels: on each path every output stays
+//! within its golden tolerance, device times are the same, the bf16 MATMULs really ran on
+//! tiles where the host has AMX, and repeated runs on one path are bit-identical. On a host
+//! without AMX the tile half says so and checks only the portable path. One test per
+//! process: the switch is an environment variable, read when a core's PE state is created.
+
+use neuron_e2e_tests::{execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup};
+use std::time::Duration;
+
+/// The real kernels with bf16 or fp16 MATMULs (the fp32 ones run on the SGEMM on every path).
+const KERNELS: [&str; 4] = [
+    "akc-baseline_bf16_s512",
+    "akc-fused_bf16_s512",
+    "akc-fused_bf16_s1024",
+    "nkipy-matmul_small",
+];
+
+struct Run {
+    outputs: Vec<(String, Vec<f32>)>,
+    device_ps: u64,
+    amx_macs: u64,
+    sgemm_macs: u64,
+}
+
+fn run(stem: &str, path: &str) -> Run {
+    std::env::set_var(neuron_devmodel::gemm::ENV, path);
+    let bytes = std::fs::read(repo_path(&format!(
+        "../shared/fixtures/real-neff/{stem}.neff"
+    )))
+    .expect("real NEFF fixture");
+    let s = setup(Duration::from_secs(60));
+    let mut m =
+        s.rt.load(&bytes, 0)
+            .unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let st0 = s.emu.stats(0).unwrap_or_default();
+    let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let st = s.emu.stats(0).unwrap_or_default();
+    let outputs = out
+        .outputs
+        .iter()
+        .map(|(info, raw)| {
+            let v = raw
+                .chunks_exact(info.dtype.size())
+                .map(|c| neuron_isa::dtype::load_f32(info.dtype, c))
+                .collect();
+            (info.name.clone(), v)
+        })
+        .collect();
+    Run {
+        outputs,
+        device_ps: out.device_time_ps,
+        amx_macs: st.amx_macs - st0.amx_macs,
+        sgemm_macs: st.sgemm_macs - st0.sgemm_macs,
+    }
+}
+
+fn bits(r: &Run) -> Vec<Vec<u32>> {
+    r.outputs
+        .iter()
+        .map(|(_, v)| v.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn both_gemm_paths_match_the_goldens_with_the_same_device_times() {
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(repo_path("fixtures/real-golden/goldens.json")).expect("goldens.json"),
+    )
+    .expect("goldens.json parses");
+    let amx = neuron_devmodel::gemm::amx::available();
+    if !amx {
+        eprintln!("AMX SKIPPED: this host has no usable AMX-BF16; checking the portable path only");
+    }
+    // `amx` puts the fp16 MATMULs on tiles too (split into bf16 parts); `auto` only bf16/fp8.
+    let paths: &[&str] = if amx {
+        &["portable", "auto", "amx"]
+    } else {
+        &["portable"]
+    };
+    for stem in KERNELS {
+        let k = &manifest["kernels"][stem];
+        let tol = k["tolerance"].as_f64().expect("tolerance");
+        let runs: Vec<(&str, Run)> = paths.iter().map(|p| (*p, run(stem, p))).collect();
+        let portable = &runs[0].1;
+        assert_eq!(portable.amx_macs, 0, "{stem}: portable path used tiles");
+        let fp16 = stem.starts_with("nkipy");
+        for (path, r) in &runs {
+            assert_eq!(
+                r.device_ps, portable.device_ps,
+                "{stem} {path}: device time depends on the host GEMM path"
+            );
+            let on_tiles = match *path {
+                "portable" => false,
+                "auto" => !fp16,
+                _ => true,
+            };
+            assert_eq!(
+                r.amx_macs > 0,
+                on_tiles,
+                "{stem} {path}: {} multiply-adds on tiles, {} on the SGEMM",
+                r.amx_macs,
+                r.sgemm_macs
+            );
+            for o in k["outputs"].as_array().expect("outputs") {
+                let name = o["name"].as_str().expect("name");
+                let file = o["file"].as_str().expect("file");
+                let want = read_f32_npy(&repo_path(&format!("fixtures/real-golden/{file}")));
+                let got = &r
+                    .outputs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .unwrap_or_else(|| panic!("{stem}: no output {name}"))
+                    .1;
+                assert_eq!(got.len(), want.len(), "{stem}/{name}");
+                let scale = want.iter().fold(0f32, |m, w| m.max(w.abs())) as f64;
+                let err = max_abs_diff(got, &want) / scale;
+                assert!(
+                    err <= tol,
+                    "{stem}/{name} {path}: max|got-want|/max|want| = {err} > {tol}"
+                );
+                eprintln!(
+                    "{stem}/{name} {path}: rel err {err:.3e} (tolerance {tol}); {} MACs on tiles, {} on the SGEMM",
+                    r.amx_macs, r.sgemm_macs
+                );
+            }
+        }
+        // Same path, same bits: the tile kernel's summation order is fixed.
+        for (path, r) in &runs {
+            assert_eq!(
+                bits(&run(stem, path)),
+                bits(r),
+                "{stem} {path}: a second run gave other bits"
+            );
+        }
+    }
+}
