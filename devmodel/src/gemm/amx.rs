@@ -113,6 +113,7 @@ impl Parts {
 /// bf16 bits of part `which` (0 = hi, 1 = lo) of `x`. `hi` is `x` truncated to bf16; `lo` is
 /// the rest, exact for a value with at most 16 significant bits (fp16, bf16, fp8), and 0 for
 /// infinities and NaNs (whose `hi` is already the whole value).
+#[cfg(test)]
 fn part(x: f32, which: usize) -> u16 {
     let hi = x.to_bits() & 0xffff_0000;
     if which == 0 {
@@ -122,6 +123,18 @@ fn part(x: f32, which: usize) -> u16 {
         return 0;
     }
     ((x - f32::from_bits(hi)).to_bits() >> 16) as u16
+}
+
+/// [`part`]`(x, 1)` without branches, so packing loops vectorize.
+#[inline]
+fn lo_part(x: f32) -> u16 {
+    let hi = f32::from_bits(x.to_bits() & 0xffff_0000);
+    let lo = ((x - hi).to_bits() >> 16) as u16;
+    if x.is_finite() {
+        lo
+    } else {
+        0
+    }
 }
 
 /// The pairs of parts (A part, B part) whose products sum to the exact product.
@@ -134,7 +147,8 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 /// The stationary operand `A[m x k]` in tile layout: `mp` rows (m rounded up to a 2-tile
-/// block) of `kp` bf16s (the parts' K segments one after another, rounded up to a tile row).
+/// block) of `kp` bf16s (the parts' K segments one after another, rounded up to a tile row),
+/// stored as 1 KiB tiles of 16 rows × 32 (row tiles outer), each loaded with a 64-byte stride.
 #[derive(Debug, Clone, Default)]
 pub struct PackedA {
     bits: Vec<u16>,
@@ -158,15 +172,22 @@ impl PackedA {
         into.bits.clear();
         into.bits.resize(mp * kp, 0);
         // A transpose (w is k-major, the tiles want rows of k), in 16 x 16 blocks so both
-        // sides stay in a few cache lines.
+        // sides stay in a few cache lines; tiles one after another (row tiles outer).
+        let ktiles = kp / TILE_K;
         for (t, (pa, _)) in terms(a, b).enumerate() {
             for k0 in (0..k).step_by(16) {
                 for j0 in (0..m).step_by(16) {
                     for kk in k0..(k0 + 16).min(k) {
-                        let col = t * k + kk;
+                        let q = t * k + kk;
+                        // Row j of the tile (j / 16, q / 32), element q % 32.
+                        let at = ((j0 / TILE_N) * ktiles + q / TILE_K) * TILE_ELEMS + q % TILE_K;
                         let src = &w[kk * m + j0..kk * m + (j0 + 16).min(m)];
-                        for (j, x) in (j0..).zip(src) {
-                            into.bits[j * kp + col] = part(*x, pa);
+                        let dst = into.bits[at..].iter_mut().step_by(TILE_K);
+                        if pa == 0 {
+                            dst.zip(src)
+                                .for_each(|(d, x)| *d = (x.to_bits() >> 16) as u16);
+                        } else {
+                            dst.zip(src).for_each(|(d, x)| *d = lo_part(*x));
                         }
                     }
                 }
@@ -219,25 +240,37 @@ impl PackedB {
         into.bits.clear();
         into.bits.resize(kp * np, 0);
         let ktiles = kp / TILE_K;
-        for (t, (_, pb)) in terms(a, b).enumerate() {
-            for kk in 0..k {
-                let q = t * k + kk;
-                // Where K' row q lies in its tile of the first column tile.
-                let base = (q / TILE_K) * TILE_ELEMS + ((q % TILE_K) / 2) * 2 * TILE_N + (q & 1);
-                let row = &src[kk * n..kk * n + n];
-                for (ct, cols) in row.chunks(TILE_N).enumerate() {
-                    let at = ct * ktiles * TILE_ELEMS + base;
-                    let dst = &mut into.bits[at..at + 2 * cols.len() - 1];
-                    if pb == 0 {
-                        // hi parts: the top half of each value's bits.
-                        for (d, x) in dst.iter_mut().step_by(2).zip(cols) {
-                            *d = (x.to_bits() >> 16) as u16;
-                        }
+        let parts: Vec<usize> = terms(a, b).map(|(_, pb)| pb).collect();
+        // K' row q: part `parts[q / k]` of source row `q % k`; rows past the end are zero.
+        let row = |q: usize| {
+            let p = *parts.get(q / k)?;
+            Some((p, &src[(q % k) * n..(q % k) * n + n]))
+        };
+        // Two K' rows at a time: the layout interleaves them column by column.
+        for q in (0..nt * k).step_by(2) {
+            let (r0, r1) = (row(q), row(q + 1));
+            let base = (q / TILE_K) * TILE_ELEMS + ((q % TILE_K) / 2) * 2 * TILE_N;
+            for ct in 0..np / TILE_N {
+                let (c0, cn) = (ct * TILE_N, (n - (ct * TILE_N).min(n)).min(TILE_N));
+                let at = ct * ktiles * TILE_ELEMS + base;
+                let dst = &mut into.bits[at..at + 2 * TILE_N];
+                // Parts of 16 columns of each row (zero past the end), then interleaved: fixed
+                // sizes, so the compiler vectorizes both steps.
+                let mut half = [[0u16; TILE_N]; 2];
+                for (h, r) in half.iter_mut().zip([r0, r1]) {
+                    let Some((p, src_row)) = r else { continue };
+                    let cols = &src_row[c0..c0 + cn];
+                    if p == 0 {
+                        h.iter_mut()
+                            .zip(cols)
+                            .for_each(|(d, x)| *d = (x.to_bits() >> 16) as u16);
                     } else {
-                        for (d, x) in dst.iter_mut().step_by(2).zip(cols) {
-                            *d = part(*x, 1);
-                        }
+                        h.iter_mut().zip(cols).for_each(|(d, x)| *d = lo_part(*x));
                     }
+                }
+                for (c, pair) in dst.chunks_exact_mut(2).enumerate() {
+                    pair[0] = half[0][c];
+                    pair[1] = half[1][c];
                 }
             }
         }
@@ -311,7 +344,7 @@ unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: 
     use std::arch::asm;
     let cfg = TileConfig::full();
     asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
-    let (sa, sb, sc) = (kp * 2, 64usize, np * 4); // row strides in bytes
+    let (sa, sb, sc) = (64usize, 64usize, np * 4); // row strides in bytes
     let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
     let ktiles = kp / TILE_K;
     // Column blocks outer: a block's B tiles (8 KiB at K' = 128) stay in L1 across the rows.
@@ -328,8 +361,8 @@ unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: 
                 options(nostack, nomem)
             );
             for kk in (0..kp).step_by(TILE_K) {
-                let a0 = ap.add(i * kp + kk);
-                let a1 = ap.add((i + TILE_N) * kp + kk);
+                let a0 = ap.add(((i / TILE_N) * ktiles + kk / TILE_K) * TILE_ELEMS);
+                let a1 = a0.add(ktiles * TILE_ELEMS);
                 let b0 = bp.add(((j / TILE_N) * ktiles + kk / TILE_K) * TILE_ELEMS);
                 asm!(
                     "tileloadd tmm4, [{a0} + {sa}*1]",
