@@ -112,12 +112,14 @@ pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
 
 /// Whether the `n x n` matrix at `view` in `m` is the identity (a transpose's moving tensor).
 pub(super) fn is_identity(m: &[f32], view: View, n: usize) -> bool {
+    // ±0 has no bits outside the sign: OR-ing the rest of each row's bits is one pass that
+    // vectorizes (an early-exit `all` does not), and a transpose's identity is the common case.
+    let zeros = |xs: &[f32]| xs.iter().fold(0u32, |acc, v| acc | (v.to_bits() << 1)) == 0;
     (0..n).all(|i| {
         let at = view.off + i * view.rs;
         if view.cs == 1 {
-            m.get(at..at + n).is_some_and(|row| {
-                row[i] == 1.0 && row[..i].iter().chain(&row[i + 1..]).all(|v| *v == 0.0)
-            })
+            m.get(at..at + n)
+                .is_some_and(|row| row[i] == 1.0 && zeros(&row[..i]) && zeros(&row[i + 1..]))
         } else {
             (0..n).all(|c| {
                 m.get(at + c * view.cs)
@@ -177,8 +179,16 @@ mod tests {
             },
             n
         ));
-        m[7 + 3] = 1e-30;
-        assert!(!is_identity(&m, v, n));
+        m[7 + 3] = -0.0;
+        assert!(is_identity(&m, v, n), "-0 is a zero");
+        for bad in [1e-30, f32::NAN, f32::MIN_POSITIVE / 4.0, -1.0] {
+            m[7 + 3] = bad;
+            assert!(!is_identity(&m, v, n), "{bad} off the diagonal");
+        }
+        m[7 + 3] = 0.0;
+        m[2 * 7 + 2] = -1.0;
+        assert!(!is_identity(&m, v, n), "-1 on the diagonal");
+        m[2 * 7 + 2] = 1.0;
         assert!(
             !is_identity(&m[..20], v, n),
             "short slice is not an identity"
