@@ -160,6 +160,10 @@ fn print_header(repeat: u32) {
     );
     println!("AMX: {}", amx_line());
     println!(
+        "ACTIVATE loops: {} (chosen at run time; the same bits either way)",
+        neuron_devmodel::cayman_exec::activate_simd_path()
+    );
+    println!(
         "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx or portable; fp32 always runs on the portable SGEMM)"
     );
     println!(

@@ -91,6 +91,10 @@ fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
         }),
         "{out}"
     );
+    assert!(
+        out.contains("ACTIVATE loops: avx512") || out.contains("ACTIVATE loops: portable"),
+        "{out}"
+    );
     // The floor's parts: bf16 products, fp32 pass pairs (counted once), DMA bytes.
     let detail = out
         .lines()

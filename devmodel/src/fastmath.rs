@@ -63,9 +63,12 @@ pub fn silu_f32(x: f32) -> f32 {
     let t = exp_f32(-x.abs());
     let num = if x >= 0.0 { 1.0 } else { t };
     let v = x * (num / (1.0 + t));
-    // −inf · 0 would be NaN; the limit is −0.
+    // −inf · 0 would be NaN; the limit is −0. A NaN comes back as it went in (which NaN the
+    // arithmetic would pass on depends on the instructions the loop compiles to).
     if x == f32::NEG_INFINITY {
         -0.0
+    } else if x.is_nan() {
+        x
     } else {
         v
     }

@@ -1,8 +1,33 @@
 //! Activation functions by the `func_id` of the NEFF's activation table files
 //! (`neuron_isa::cayman::layout::ACT_FUNCS`), computed in f32. The hardware interpolates
 //! tables; these are the functions the tables approximate (`docs/isa/cayman.md` §9).
+//!
+//! The loops are compiled twice: for the build's baseline (SSE2 on x86-64) and, chosen at run
+//! time, for AVX-512F. Every operation is an IEEE elementwise one (no contraction into FMA),
+//! so both give the same bits, only 4 or 16 lanes at a time (`tests::avx512_and_portable_agree`).
+#![allow(unsafe_code)]
 
 use super::OpFault;
+
+/// The loop kind [`Func::apply`] runs on this host: `avx512` or `portable`.
+pub fn simd_path() -> &'static str {
+    if avx512() {
+        "avx512"
+    } else {
+        "portable"
+    }
+}
+
+fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// The functions this model computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +71,27 @@ impl Func {
 
     /// `row[i] = f(row[i]·scale + bias)`. One loop per function so each vectorises.
     pub(super) fn apply(self, row: &mut [f32], scale: f32, bias: f32) {
+        #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+            unsafe { self.apply_avx512(row, scale, bias) };
+            return;
+        }
+        self.body(row, scale, bias)
+    }
+
+    /// [`Func::body`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_avx512(self, row: &mut [f32], scale: f32, bias: f32) {
+        self.body(row, scale, bias)
+    }
+
+    #[inline(always)]
+    fn body(self, row: &mut [f32], scale: f32, bias: f32) {
         let it = row.iter_mut();
         match self {
             Func::Identity => it.for_each(|v| *v = *v * scale + bias),
@@ -78,6 +124,46 @@ impl Func {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AVX-512 loops give the portable loops' bits, for every function, on ordinary
+    /// values, the edges of exp's range, ±0, ±inf, NaN and subnormals.
+    #[test]
+    fn avx512_and_portable_agree() {
+        if !avx512() {
+            eprintln!("SKIPPED: no AVX-512F on this host; only the portable loops ran");
+            return;
+        }
+        eprintln!("AVX-512F present: comparing its loops with the portable ones");
+        let mut xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.0371).collect();
+        xs.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            -1e-40,
+        ]);
+        xs.extend([88.7, 88.8, -103.0, -104.0, f32::MAX, f32::MIN]);
+        for code in [0, 7, 10, 29, 36, 2, 6, 30, 33, 31, 130] {
+            let f = Func::of(code).expect("known code");
+            for (scale, bias) in [(1.0, 0.0), (-0.5, 0.25), (3.0, -1.0)] {
+                let mut a = xs.clone();
+                let mut b = xs.clone();
+                f.body(&mut a, scale, bias);
+                // SAFETY: AVX-512F checked above.
+                unsafe { f.apply_avx512(&mut b, scale, bias) };
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                    assert_eq!(
+                        x.to_bits(),
+                        y.to_bits(),
+                        "{f:?} of {} (scale {scale}, bias {bias})",
+                        xs[i]
+                    );
+                }
+            }
+        }
+    }
 
     /// A function's definition in f64.
     type Def = fn(f64) -> f64;

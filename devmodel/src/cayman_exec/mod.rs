@@ -8,6 +8,8 @@
 
 mod act;
 mod alu;
+
+pub use act::simd_path as activate_simd_path;
 pub mod passpair;
 
 /// Whether fp32 pass-pair fusion is on (`NEURON_EMU_PASS_PAIRS`, default on).
