@@ -153,7 +153,7 @@ fn print_header(repeat: u32) {
         "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms"
     );
     println!(
-        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts; each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
+        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,
@@ -364,8 +364,7 @@ fn amx_line() -> String {
         return "present but refused by the kernel (arch_prctl ARCH_REQ_XCOMP_PERM): every MATMUL on the portable SGEMM".into();
     }
     match Path::from_env() {
-        Path::Amx => format!("present, used for bf16/fp8 MATMULs of >= 16 moving columns ({ENV}=portable turns it off, {ENV}=amx adds fp16)"),
-        Path::AmxWithFp16 => format!("present, used for bf16/fp8/fp16 MATMULs of >= 16 moving columns ({ENV}=amx)"),
+        Path::Amx => format!("present, used for bf16/fp8 MATMULs of >= 16 moving columns ({ENV}=portable turns it off; fp16 stays on the SGEMM)"),
         Path::Portable => format!("present, not used ({ENV}=portable): every MATMUL on the portable SGEMM"),
     }
 }

@@ -6,9 +6,11 @@
 //! How the result can differ from the portable path: the products are exact either way (a
 //! bf16 × bf16 product fits an fp32), but the tiles sum them in another order and treat bf16
 //! denormal inputs as zero and flush denormal results (Intel SDM, `TDPBF16PS`), so the bits
-//! differ within fp32 rounding of the same sum. An fp16 operand is split into `hi` (its top 8
-//! significant bits) and `lo` (the other 3), both exact bf16 values, and every pair of parts is
-//! multiplied, so fp16 products stay exact.
+//! differ within fp32 rounding of the same sum. An fp16 operand can be split into `hi` (its
+//! top 8 significant bits) and `lo` (the other 3), both exact bf16 values, with every pair of
+//! parts multiplied, so fp16 products stay exact: `bench real` measures that rate for its
+//! floor, but the device model keeps fp16 on the SGEMM (`gemm::Path::amx_parts`), as packing
+//! four parts cost more than the tiles saved.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;

@@ -6,10 +6,10 @@
 pub mod amx;
 
 /// The environment variable that chooses the GEMM path: `portable` forces the SGEMM for every
-/// MATMUL; `auto` (or unset) uses AMX tiles for bf16 and fp8 operands where the host has
-/// them; `amx` also for fp16 operands, split into bf16 parts (four tile products per
-/// product: slower than the SGEMM on the hosts measured, `docs/performance.md`, so not the
-/// default).
+/// MATMUL; `auto` or `amx` (or unset) uses AMX tiles for bf16 and fp8 operands where the host
+/// has them. fp16 operands stay on the SGEMM: split into bf16 parts they would need four tile
+/// products per product, and packing the parts cost more than the tiles saved
+/// (`docs/performance.md`, "AMX").
 pub const ENV: &str = "NEURON_EMU_GEMM";
 
 /// Which kernel a core's MATMULs of bf16-representable operands run on.
@@ -19,8 +19,6 @@ pub enum Path {
     Portable,
     /// AMX-BF16 tiles (`amx`) for bf16 and fp8 operands: hosts that have them, by default.
     Amx,
-    /// AMX tiles for fp16 operands too (`NEURON_EMU_GEMM=amx`).
-    AmxWithFp16,
 }
 
 impl Path {
@@ -37,8 +35,6 @@ impl Path {
         }
         if v == "portable" || !amx::available() {
             Path::Portable
-        } else if v == "amx" {
-            Path::AmxWithFp16
         } else {
             Path::Amx
         }
@@ -47,8 +43,8 @@ impl Path {
     /// The tile parts of an operand type on this path, or None if it runs on the SGEMM.
     pub fn amx_parts(self, dt: neuron_isa::Dtype) -> Option<amx::Parts> {
         match (self, amx::Parts::of(dt)) {
-            (Path::Portable, _) | (Path::Amx, Some(amx::Parts::Split)) => None,
-            (_, p) => p,
+            (Path::Amx, Some(amx::Parts::Exact)) => Some(amx::Parts::Exact),
+            _ => None,
         }
     }
 
@@ -56,7 +52,6 @@ impl Path {
         match self {
             Path::Portable => "portable",
             Path::Amx => "amx",
-            Path::AmxWithFp16 => "amx (fp16 too)",
         }
     }
 }
