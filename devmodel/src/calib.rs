@@ -120,8 +120,11 @@ pub struct Mechanisms {
     /// Issue interval of a WRITE whose store reaches another core's window (the LNC=2
     /// handshake).
     pub peer_write: Ps,
-    /// A software-DGE DMA_DIRECT2D (GpSimd) not issued back to back with another (right
-    /// after a DMA_DIRECT2D, with no wait between) starts this long after it is ready.
+    /// A software-DGE DMA_DIRECT2D (GpSimd): its transfer starts this long after GpSimd took
+    /// the word, every time: the descriptor generation, which holds the engine the class's
+    /// interval, then the hand-off to the rings (the kgm NTFFs' GpSimd marks: ~560–610 ns
+    /// to the mark, then 602–700 ns to the DMA's record). The fit measures it on the DMAs
+    /// not back to back with another (a chain's later ones are spaced by the engine).
     pub swdge_startup: Ps,
 }
 
@@ -215,6 +218,14 @@ const fn op(
 /// from device memory on every engine (the runtime's prologue loads, which the per-class fit
 /// sees). No akc kernel loads from SBUF, so the fit cannot see it: a measured constant.
 pub const TENSOR_LOAD_LOCAL: Ps = Ps(333_333);
+
+/// Interval of a GpSimd REGISTER_ALU or REGISTER_MOVE: the median start-to-start spacing of
+/// kgm-moe_tkg_v6b's 293 GpSimd REGISTER_ALUs followed by another register word without a
+/// wait (p10–p90 77.5–81.7 ns; records 42–46 ns), against the table's 64 cycles (53 ns). A
+/// REGISTER_MOVE followed by the gather's DMA_DIRECT2D takes ~650 ns to the next word, this
+/// plus the DMA's descriptor generation. No akc kernel runs register words in its body, so
+/// the fit cannot see them: a measured constant.
+pub const REGISTER_INTERVAL: Ps = Ps(78_333);
 
 /// DMA_DIRECT2D transfers of one core share one pipe to device memory: a transfer's bytes
 /// move at `bytes_per_ns` after the ones before it, and its semaphore increment lands `fixed`
