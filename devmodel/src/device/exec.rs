@@ -35,18 +35,14 @@ impl Device {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         let waited = self.cores[nc].engines[e].waited;
         let (cycles, latency) = self.execute_word(nc, e, pc, ci)?;
-        // A DVE/ACT compute word whose engine blocked on its wait takes the wake-up longer
-        // (`calib::TRN2_WAKE`); silicon's record of it starts when the wait holds.
+        // A DVE/ACT compute word pays the wake-up (`calib::TRN2_WAKE`): on the engine when it
+        // blocked on its wait, in its completion either way (`calib::with_wake`).
         let cost = &self.profile.cost;
-        let Some(w) = waited
-            .then(|| crate::calib::wake(&cost.wake, engine, ci.opcode))
-            .flatten()
-        else {
+        let Some(w) = crate::calib::wake(&cost.wake, engine, ci.opcode) else {
             return Ok((cycles, latency));
         };
         let mhz = cost.engine_mhz[e] as u64;
-        let c = w.whole_cycles(mhz);
-        Ok((cycles.saturating_add(c), latency.map(|l| l + w)))
+        Ok(crate::calib::with_wake(w, waited, cycles, mhz, latency))
     }
 
     /// [`Self::execute_real`] before the wake-up.
