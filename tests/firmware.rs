@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const AKC: &str = "../shared/fixtures/real-neff/akc-fused_bf16_s512.neff";
-/// `tests/e2e.rs::device_times_are_pinned` (with `calib::TRN2_WAKE` since issue 17).
-const AKC_PS: u64 = 35_714_663;
+/// `tests/e2e.rs::device_times_are_pinned` (with `calib::TRN2_WAKE` and `calib::with_wake`
+/// since issue 17).
+const AKC_PS: u64 = 35_736_912;
 
 fn runtime(cfg: Config) -> (Emulator, Runtime) {
     let emu = Emulator::new(Arch::V3Trn2, 1);

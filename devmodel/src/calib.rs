@@ -120,8 +120,11 @@ pub struct Mechanisms {
     /// Issue interval of a WRITE whose store reaches another core's window (the LNC=2
     /// handshake).
     pub peer_write: Ps,
-    /// A software-DGE DMA_DIRECT2D (GpSimd) not issued back to back with another (right
-    /// after a DMA_DIRECT2D, with no wait between) starts this long after it is ready.
+    /// A software-DGE DMA_DIRECT2D (GpSimd): its transfer starts this long after GpSimd took
+    /// the word, every time: the descriptor generation, which holds the engine the class's
+    /// interval, then the hand-off to the rings (the kgm NTFFs' GpSimd marks: ~560–610 ns
+    /// to the mark, then 602–700 ns to the DMA's record). The fit measures it on the DMAs
+    /// not back to back with another (a chain's later ones are spaced by the engine).
     pub swdge_startup: Ps,
 }
 
@@ -215,6 +218,14 @@ const fn op(
 /// from device memory on every engine (the runtime's prologue loads, which the per-class fit
 /// sees). No akc kernel loads from SBUF, so the fit cannot see it: a measured constant.
 pub const TENSOR_LOAD_LOCAL: Ps = Ps(333_333);
+
+/// Interval of a GpSimd REGISTER_ALU or REGISTER_MOVE: the median start-to-start spacing of
+/// kgm-moe_tkg_v6b's 293 GpSimd REGISTER_ALUs followed by another register word without a
+/// wait (p10–p90 77.5–81.7 ns; records 42–46 ns), against the table's 64 cycles (53 ns). A
+/// REGISTER_MOVE followed by the gather's DMA_DIRECT2D takes ~650 ns to the next word, this
+/// plus the DMA's descriptor generation. No akc kernel runs register words in its body, so
+/// the fit cannot see them: a measured constant.
+pub const REGISTER_INTERVAL: Ps = Ps(78_333);
 
 /// DMA_DIRECT2D transfers of one core share one pipe to device memory: a transfer's bytes
 /// move at `bytes_per_ns` after the ones before it, and its semaphore increment lands `fixed`
@@ -528,6 +539,33 @@ pub fn wake(table: &[Ps; 5], engine: Engine, opcode: Opcode) -> Option<Ps> {
     (listed && w > Ps::ZERO).then_some(w)
 }
 
+/// The cost of a Vector/Scalar compute word that pays the wake-up `w` ([`wake`]): `cycles`
+/// of engine time at `mhz` and the completion `latency` (from its issue; `None`: at the end
+/// of its interval). A word that blocked on its wait holds the engine `w` longer and completes
+/// `w` later; one that did not frees the engine after its interval but still completes no
+/// sooner than `w` after it. Silicon's records of unblocked words are as long as of blocked
+/// ones (median ns, unblocked / blocked: kgm-attn Vector TENSOR_TENSOR 153 / 160, COPY
+/// 162 / 158, CAST 161 / 157; kgm-moe Scalar COPY 255 / 255, ACTIVATE 491 / 492), and a word
+/// waiting on one starts 33–53 ns after its record ends, so the record's end is the
+/// completion: the wake-up is the pipeline's depth, which a blocked word also shows on the
+/// engine. `docs/timing.md`, "Vector and Scalar completion".
+pub fn with_wake(
+    w: Ps,
+    waited: bool,
+    cycles: u64,
+    mhz: u64,
+    latency: Option<Ps>,
+) -> (u64, Option<Ps>) {
+    if waited {
+        return (
+            cycles.saturating_add(w.whole_cycles(mhz)),
+            latency.map(|l| l + w),
+        );
+    }
+    let done = Ps::from_cycles(cycles, mhz as u32) + w;
+    (cycles, Some(latency.map_or(done, |l| l.max(done))))
+}
+
 /// A DVE/ACT compute word's service time, if its class is in `service` ([`TRN2_SERVICE`]).
 pub fn service(service: &[OpCost], engine: Engine, ci: &CaymanInstr) -> Option<Ps> {
     if !matches!(engine, Engine::Dve | Engine::Act) || !sized(ci.opcode) {
@@ -628,6 +666,31 @@ mod tests {
         assert_eq!(word_features(&tt), (2, true));
         assert_eq!(service(TRN2_SERVICE, Engine::Dve, &tt), None);
         assert_eq!(service(TRN2_SERVICE, Engine::Pool, &tt), None);
+    }
+
+    /// An unblocked Vector word frees the engine after its interval but completes the
+    /// wake-up later, as long as a blocked one (silicon: ~155–160 ns for a 2-element
+    /// TENSOR_TENSOR either way); a longer class latency stands.
+    #[test]
+    fn an_unblocked_vector_word_completes_the_wake_up_after_its_interval() {
+        let w = TRN2_WAKE[Engine::Dve.index()];
+        let mhz = 960;
+        let cycles = 66; // the table's 64 + 2 elements: 68.75 ns
+        let interval = Ps::from_cycles(cycles, mhz as u32);
+        let (c, l) = with_wake(w, false, cycles, mhz, None);
+        assert_eq!(c, cycles);
+        assert_eq!(l, Some(interval + w));
+        let done = l.map_or(0, |l| l.0);
+        assert!((150_000..=165_000).contains(&done), "{done}");
+        let (cb, lb) = with_wake(w, true, cycles, mhz, None);
+        assert_eq!(cb, cycles + w.whole_cycles(mhz));
+        assert_eq!(lb, None, "completes at the end of its (longer) interval");
+        let long = Ps(400_000);
+        assert_eq!(with_wake(w, false, cycles, mhz, Some(long)).1, Some(long));
+        assert_eq!(
+            with_wake(w, true, cycles, mhz, Some(long)).1,
+            Some(long + w)
+        );
     }
 
     /// A blocked Vector word pays ~91 ns of wake-up (more than the table's whole 64-cycle

@@ -87,8 +87,9 @@ pub enum TraceMark {
         value: u32,
         pc: u32,
     },
-    /// A DMA_DIRECT2D that engine `engine` of core `nc` issued at `pc`: from its issue to its
-    /// completion update (`semaphore += increment`).
+    /// A DMA_DIRECT2D that engine `engine` of core `nc` issued at `pc`: from its transfer's
+    /// start (for a software-DGE DMA, the DGE's latency after the issue) to its completion
+    /// update (`semaphore += increment`).
     Dma2d {
         nc: usize,
         engine: usize,

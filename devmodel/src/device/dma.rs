@@ -286,12 +286,13 @@ impl Device {
 
     /// A descriptor-generating DMA (DMA_DIRECT2D): moves `num0 x num1` elements of
     /// `elem_size` bytes (`[step0, step1]` in bytes), converting dtypes when they differ, and
-    /// adds `increment` to `semaphore` when the transfer completes. Returns when that is and
-    /// the bytes moved.
+    /// adds `increment` to `semaphore` when the transfer completes; the transfer starts `lead`
+    /// after now (the software DGE's latency). Returns when it completes and the bytes moved.
     pub(super) fn dma2d(
         &mut self,
         nc: usize,
         d: &crate::cayman_exec::Dma2d,
+        lead: Ps,
     ) -> Result<(Ps, u64), OpFault> {
         let abort = |detail: String| OpFault {
             kind: FaultKind::DmaAbort,
@@ -333,8 +334,9 @@ impl Device {
         let at = match self.profile.cost.dma2d {
             Some(c) => {
                 // One pipe per core: bytes move after the transfers already queued on it.
-                let free = self.dma2d_free.get(nc).copied().unwrap_or(self.now);
-                let done = self.now.max(free) + Ps::from_bytes(bytes, c.bytes_per_ns);
+                let start = self.now + lead;
+                let free = self.dma2d_free.get(nc).copied().unwrap_or(start);
+                let done = start.max(free) + Ps::from_bytes(bytes, c.bytes_per_ns);
                 if let Some(f) = self.dma2d_free.get_mut(nc) {
                     *f = done;
                 }
@@ -342,6 +344,7 @@ impl Device {
             }
             None => {
                 self.now
+                    + lead
                     + self.profile.cost.dma_desc_latency
                     + Ps::from_bytes(bytes, self.profile.cost.dma_bytes_per_ns)
             }
@@ -442,7 +445,7 @@ mod tests {
             semaphore: 0,
             increment: 0,
         };
-        dev.dma2d(0, &d).expect("plain dma");
+        dev.dma2d(0, &d, Ps::ZERO).expect("plain dma");
         let elem = |k: u64| src[(5 + (k % 40) + 64 * (k / 40)) as usize];
         for k in 0..120u64 {
             let at = sbuf + (2 + k / 8) * tpb::SBUF_PARTITION_STRIDE + 0x100 + 4 * (k % 8);
@@ -455,7 +458,7 @@ mod tests {
         d.dst_step = [2, tpb::SBUF_PARTITION_STRIDE];
         d.dst_elem = 2;
         d.out_dtype = Some(Dtype::Bf16);
-        dev.dma2d(0, &d).expect("converting dma");
+        dev.dma2d(0, &d, Ps::ZERO).expect("converting dma");
         for k in 0..120u64 {
             let at = sbuf + (k / 8) * tpb::SBUF_PARTITION_STRIDE + 0x800 + 2 * (k % 8);
             let mut b = [0u8; 2];
@@ -466,7 +469,7 @@ mod tests {
         }
         // A run that crosses into unmapped space still aborts.
         d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
-        assert!(dev.dma2d(0, &d).is_err());
+        assert!(dev.dma2d(0, &d, Ps::ZERO).is_err());
     }
 
     /// The doorbell registers name (engine, queue, side) of the core whose window holds them;

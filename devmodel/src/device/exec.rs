@@ -35,18 +35,14 @@ impl Device {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         let waited = self.cores[nc].engines[e].waited;
         let (cycles, latency) = self.execute_word(nc, e, pc, ci)?;
-        // A DVE/ACT compute word whose engine blocked on its wait takes the wake-up longer
-        // (`calib::TRN2_WAKE`); silicon's record of it starts when the wait holds.
+        // A DVE/ACT compute word pays the wake-up (`calib::TRN2_WAKE`): on the engine when it
+        // blocked on its wait, in its completion either way (`calib::with_wake`).
         let cost = &self.profile.cost;
-        let Some(w) = waited
-            .then(|| crate::calib::wake(&cost.wake, engine, ci.opcode))
-            .flatten()
-        else {
+        let Some(w) = crate::calib::wake(&cost.wake, engine, ci.opcode) else {
             return Ok((cycles, latency));
         };
         let mhz = cost.engine_mhz[e] as u64;
-        let c = w.whole_cycles(mhz);
-        Ok((cycles.saturating_add(c), latency.map(|l| l + w)))
+        Ok(crate::calib::with_wake(w, waited, cycles, mhz, latency))
     }
 
     /// [`Self::execute_real`] before the wake-up.
@@ -128,18 +124,16 @@ impl Device {
                         elems
                     }
                     crate::cayman_exec::Exec::Dma(d) => {
-                        let (end, bytes) = self.dma2d(nc, &d)?;
-                        if engine == Engine::Pool {
-                            if let Some(b) = self.swdge_busy.get_mut(nc) {
-                                *b = (*b).max(end);
-                            }
-                        }
+                        // A software-DGE DMA starts moving the DGE's latency after GpSimd
+                        // took it (`docs/timing.md`, "GpSimd's descriptor generation").
+                        let lead = self.swdge_lead(engine);
+                        let (end, bytes) = self.dma2d(nc, &d, lead)?;
                         if let Some(t) = self.trace.as_mut() {
                             t.mark(crate::stats::TraceMark::Dma2d {
                                 nc,
                                 engine: e,
                                 pc,
-                                start: self.now,
+                                start: self.now + lead,
                                 end,
                                 bytes,
                                 semaphore: d.semaphore,
@@ -165,6 +159,10 @@ impl Device {
         if let (true, Some(_)) = (local_load, cost.mech) {
             let p = Ps(crate::calib::TENSOR_LOAD_LOCAL.0.saturating_mul(elems));
             return Ok((p.whole_cycles(mhz), None));
+        }
+        let register = matches!(ci.opcode, Opcode::RegisterAlu | Opcode::RegisterMove);
+        if let (true, Engine::Pool, Some(_)) = (register, engine, cost.mech) {
+            return Ok((crate::calib::REGISTER_INTERVAL.whole_cycles(mhz), None));
         }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
@@ -200,20 +198,13 @@ impl Device {
             (i, i.whole_cycles(mhz).saturating_sub(ldw))
         };
         let lat = c.latency(elems);
-        // A software-DGE DMA_DIRECT2D (GpSimd): the engine only queues the descriptors, for
-        // the record's duration (the class's latency); the fitted interval, measured between
-        // back-to-back DMA_DIRECT2Ds, is the DGE's spacing before it takes the next one
-        // (`pre_issue_delay`). `docs/timing.md`, "GpSimd's DMA issue".
+        // A software-DGE DMA_DIRECT2D (GpSimd): GpSimd generates its descriptors, which
+        // holds the engine the class's fitted interval (silicon's back-to-back spacing); the
+        // transfer starts later (`swdge_lead`). `docs/timing.md`, "GpSimd's descriptor
+        // generation".
         let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
         if ci.opcode == Opcode::DmaDirect2d && sw && cost.mech.is_some() {
-            let issue = lat.min(interval);
-            // In whole engine cycles, as the interval was charged to the engine before (the
-            // back-to-back chains keep their start times to the picosecond).
-            let gap = Ps::from_cycles(interval.whole_cycles(mhz), mhz as u32);
-            if let Some(n) = self.swdge_next.get_mut(nc) {
-                *n = self.now + gap;
-            }
-            return Ok((issue.whole_cycles(mhz), None));
+            return Ok((interval.whole_cycles(mhz), None));
         }
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
@@ -226,10 +217,7 @@ impl Device {
     }
 
     /// The calibrated wait before engine `e` issues its pending word, whose waits hold
-    /// (`calib::Mechanisms`): the start hand-off when an event wait released it, the
-    /// software-DGE start-up before a DMA_DIRECT2D not issued back to back with another
-    /// while no DMA of that DGE is in flight, or, if longer, the DGE's spacing since the
-    /// previous DMA_DIRECT2D it took. Served once.
+    /// (`calib::Mechanisms`): the start hand-off when an event wait released it. Served once.
     pub(super) fn pre_issue_delay(
         &mut self,
         nc: usize,
@@ -246,31 +234,25 @@ impl Device {
             && sync
                 .wait
                 .is_some_and(|w| w.cond == neuron_isa::WaitCond::EventSetThenClear);
-        let dma = st
-            .pending
-            .as_ref()
-            .and_then(|p| p.word.as_ref())
-            .is_some_and(|w| w.opcode == Opcode::DmaDirect2d);
         if released {
             let kind = self.queue_kind_of(nc, e, engine);
             return Some(m.handoff[kind.index()]);
         }
+        None
+    }
+
+    /// How long after GpSimd takes a software-DGE DMA_DIRECT2D its transfer starts
+    /// (`calib::Mechanisms::swdge_startup`: the descriptor generation, which also holds the
+    /// engine, then the hand-off to the rings); zero for the other engines' DMAs and
+    /// uncalibrated profiles. Paid by every such DMA: the kgm NTFFs' GpSimd marks show it
+    /// whether or not an earlier DMA is in flight.
+    fn swdge_lead(&self, engine: Engine) -> Ps {
+        let cost = &self.profile.cost;
         let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
-        // Back to back (right after another DMA_DIRECT2D, no wait between): no start-up.
-        let back_to_back = st.last_op == Some(Opcode::DmaDirect2d) && !st.waited;
-        // Only an idle DGE starts up: a DMA issued while an earlier one of the same DGE is
-        // still moving joins it (the expert gathers of kgm-moe_tkg_v6b).
-        let idle = self.swdge_busy.get(nc).is_none_or(|b| *b <= self.now);
-        let start_up = if !back_to_back && idle {
-            m.swdge_startup
-        } else {
-            Ps::ZERO
-        };
-        // The DGE takes the next DMA_DIRECT2D only its spacing after the previous one.
-        let gap = self.swdge_next.get(nc).map_or(Ps::ZERO, |t| *t - self.now);
-        (dma && sw)
-            .then_some(start_up.max(gap))
-            .filter(|d| *d > Ps::ZERO)
+        match cost.mech {
+            Some(m) if sw && !cost.real.is_empty() => m.swdge_startup,
+            _ => Ps::ZERO,
+        }
     }
 
     /// The DMA queue kind engine `e` owns, read off its program: whether it holds
@@ -717,66 +699,6 @@ mod timing_tests {
         assert!(dev.faults().is_empty(), "{:?}", dev.faults());
     }
 
-    /// GpSimd's software-DGE DMA_DIRECT2D pays the start-up unless it follows another one
-    /// back to back or an earlier one is still in flight; other engines' DMAs never do.
-    #[test]
-    fn software_dge_start_up_unless_back_to_back() {
-        let mut dev = trn2();
-        let mut w = [0u8; WORD];
-        w[0] = Opcode::DmaDirect2d
-            .byte(neuron_isa::cayman::Namespace::Loaded)
-            .expect("loaded DMA opcode");
-        let pend = |dev: &mut Device, e: Engine| {
-            let (sync, ci) = (
-                neuron_isa::Sync::default(),
-                CaymanInstr::decode(neuron_isa::cayman::Namespace::Loaded, &w),
-            );
-            dev.cores[0].engines[e.index()].pending = Some(super::super::engine::Pending {
-                sync,
-                opcode: w[0],
-                ext_wait: None,
-                word: Some(Box::new(ci)),
-                drain: false,
-            });
-            sync
-        };
-        let delay = |dev: &mut Device, e: Engine, last: Option<Opcode>, waited: bool| {
-            let sync = pend(dev, e);
-            let st = &mut dev.cores[0].engines[e.index()];
-            (st.last_op, st.waited, st.held) = (last, waited, false);
-            dev.pre_issue_delay(0, e.index(), e, &sync)
-        };
-        let s = Some(TRN2_MECH.swdge_startup);
-        let dma = Some(Opcode::DmaDirect2d);
-        assert_eq!(delay(&mut dev, Engine::Pool, Some(Opcode::Drain), false), s);
-        assert_eq!(delay(&mut dev, Engine::Pool, dma, false), None);
-        assert_eq!(delay(&mut dev, Engine::Pool, dma, true), s);
-        assert_eq!(
-            delay(&mut dev, Engine::Sp, Some(Opcode::Drain), false),
-            None
-        );
-        // A DGE still moving an earlier DMA does not start up again (the MoE's gathers:
-        // register work between two DMAs, the previous one in flight).
-        dev.swdge_busy[0] = dev.now + Ps(1);
-        assert_eq!(
-            delay(&mut dev, Engine::Pool, Some(Opcode::RegisterAlu), false),
-            None
-        );
-        assert_eq!(delay(&mut dev, Engine::Pool, dma, true), None);
-        dev.swdge_busy[0] = dev.now;
-        assert_eq!(
-            delay(&mut dev, Engine::Pool, Some(Opcode::RegisterAlu), false),
-            s
-        );
-        // Served once: the word then issues.
-        dev.cores[0].engines[Engine::Pool.index()].held = true;
-        let sync = pend(&mut dev, Engine::Pool);
-        assert_eq!(
-            dev.pre_issue_delay(0, Engine::Pool.index(), Engine::Pool, &sync),
-            None
-        );
-    }
-
     /// A GpSimd DMA_DIRECT2D of `n` fp32 elements from device memory at `hbm` into SBUF.
     fn pool_dma_word(dev: &Device, hbm: u64, n: u16) -> [u8; WORD] {
         let mut w = [0u8; WORD];
@@ -804,19 +726,25 @@ mod timing_tests {
         w
     }
 
-    /// GpSimd's software-DGE DMA_DIRECT2D holds the engine only for the record's duration
-    /// (the class latency, ~49 ns: the MoE's 160 records 32 ns, the words after them start
-    /// ~20 ns later), while the DGE takes the next DMA_DIRECT2D only the fitted interval
-    /// (582 ns, silicon's back-to-back spacing, never less than 580 ns in either layer's NTFF)
-    /// after the previous one. Before this, the engine was charged the 582 ns itself.
+    /// GpSimd generates a software-DGE DMA_DIRECT2D's descriptors itself: the word holds the
+    /// engine the class's fitted interval (582 ns: kgm-moe_tkg_v6b's GpSimd resumes ~610 ns
+    /// after the word before the DMA ended, median of 160), and every such DMA's transfer
+    /// starts the DGE's latency (`swdge_startup`, 1.23 µs) after the engine took it, whether
+    /// or not an earlier DMA is still moving (the second one here is issued while the first
+    /// is in flight). Register words cost the measured interval. Before this, the engine was
+    /// freed after ~49 ns and only a DMA finding the DGE idle paid the latency.
     #[test]
-    fn software_dge_frees_gpsimd_but_spaces_its_dmas() {
+    fn software_dge_holds_gpsimd_and_every_transfer_starts_after_the_dge_latency() {
         let mut dev = trn2();
         dev.set_tracing(true);
         let hbm = 0x100_0000u64;
         dev.write(hbm, &[7u8; 256]).expect("hbm");
         let dma = pool_dma_word(&dev, hbm, 16);
-        let words = [dma, b::nop(Header::default()), dma];
+        let mut alu = [0u8; WORD];
+        alu[0] = Opcode::RegisterAlu
+            .byte(neuron_isa::cayman::Namespace::Loaded)
+            .expect("loaded REGISTER_ALU opcode");
+        let words = [dma, alu, dma];
         tests::run_words(&mut dev, 0, Engine::Pool, &words, 10_000);
         assert!(dev.faults().is_empty(), "{:?}", dev.faults());
         let trace = dev.take_trace();
@@ -835,16 +763,29 @@ mod timing_tests {
             false,
         )
         .expect("Pool DMA_DIRECT2D calibrated");
-        let ((s0, d0), (s1, _), (s2, _)) = (at(0), at(1), at(2));
-        assert!(d0 <= c.lat_fixed && d0 + Ps(2_000) >= c.lat_fixed, "{d0}");
-        assert!(
-            s1 - s0 < Ps(100_000),
-            "NOP waited {} after the DMA",
-            s1 - s0
-        );
         let mhz = dev.profile.cost.engine_mhz[Engine::Pool.index()];
-        let gap = Ps::from_cycles(c.fixed.0 * mhz as u64 / 1_000_000, mhz);
-        assert_eq!(s2 - s0, gap, "the DGE's spacing, in whole cycles");
+        let whole = |p: Ps| Ps::from_cycles(p.whole_cycles(mhz as u64), mhz);
+        let ((s0, d0), (s1, d1), (s2, _)) = (at(0), at(1), at(2));
+        assert_eq!(d0, whole(c.cost(0)), "the DMA holds GpSimd its interval");
+        assert_eq!(s1 - s0, d0, "the register word waits for the descriptors");
+        assert_eq!(d1, whole(crate::calib::REGISTER_INTERVAL));
+        assert_eq!(s2 - s1, d1);
+        let starts: Vec<(Ps, Ps)> = dev
+            .take_marks()
+            .iter()
+            .filter_map(|m| match m {
+                crate::stats::TraceMark::Dma2d { start, end, .. } => Some((*start, *end)),
+                _ => None,
+            })
+            .collect();
+        let lead = TRN2_MECH.swdge_startup;
+        assert_eq!(starts.len(), 2, "{starts:?}");
+        assert!(
+            starts[0].1 > s2,
+            "the first DMA still moves when the second issues"
+        );
+        assert_eq!(starts[0].0, s0 + lead);
+        assert_eq!(starts[1].0, s2 + lead, "no idle-DGE condition");
     }
 
     /// A TENSOR_LOAD from SBUF (the MoE's expert ids) costs the measured local interval

@@ -148,12 +148,6 @@ pub struct Device {
     copybuf: Vec<u8>,
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
     dma2d_free: Vec<Ps>,
-    /// Per core: when the last DMA_DIRECT2D its software DGE (GpSimd) started completes; the
-    /// DGE is idle from then on (`pre_issue_delay`'s start-up).
-    swdge_busy: Vec<Ps>,
-    /// Per core: the earliest its software DGE takes the next DMA_DIRECT2D (its descriptor
-    /// generation spacing, `execute_real`).
-    swdge_next: Vec<Ps>,
     dmaout: Vec<u8>,
     hooks: Installed,
     /// Memory-access hooks are on (set by the hook).
@@ -244,8 +238,6 @@ impl Device {
             host_profile: None,
             copybuf: Vec::new(),
             dma2d_free: vec![Ps(0); cores_n],
-            swdge_busy: vec![Ps(0); cores_n],
-            swdge_next: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
             hooks: Installed::default(),
             mem_watch: false,
@@ -422,12 +414,6 @@ impl Device {
         // The microcode memories are cleared: the reference image counts as resident again.
         c.ucode = Default::default();
         if let Some(f) = self.dma2d_free.get_mut(nc) {
-            *f = Ps(0);
-        }
-        if let Some(f) = self.swdge_busy.get_mut(nc) {
-            *f = Ps(0);
-        }
-        if let Some(f) = self.swdge_next.get_mut(nc) {
             *f = Ps(0);
         }
         for eng in nc * DMA_ENGINES_PER_NC..(nc + 1) * DMA_ENGINES_PER_NC {

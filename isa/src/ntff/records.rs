@@ -47,7 +47,8 @@ pub enum Mark {
     /// The word completed.
     End,
     /// A third record, only of GpSimd DMA_DIRECT2D words (one per execution, 0.6–20 µs before
-    /// its start) and of Sync (slot 0); meaning unknown.
+    /// its start) and of Sync (slot 0). On GpSimd: the end of the DMA's descriptor generation
+    /// (the next word starts ~50 ns later; `docs/isa/cayman.md` §4.1); on Sync unknown.
     Other,
 }
 
