@@ -2,7 +2,9 @@
 //! the rung tails), one descriptor pair per event, and the descriptor-generating
 //! DMA_DIRECT2D (strided runs, dtype conversion, a semaphore added at completion).
 
+use super::memory::space_of;
 use super::{Device, DmaError, Ev, DMA_ENGINES_PER_NC};
+use crate::addrmap::Target;
 use crate::fault::{FaultKind, OpFault};
 use crate::hooks::{DescAction, Site};
 use crate::time::Ps;
@@ -392,6 +394,13 @@ impl Device {
             let t = dst
                 .wrapping_add(j0.wrapping_mul(d.dst_step[0]))
                 .wrapping_add(j1.wrapping_mul(d.dst_step[1]));
+            // Between HBM and a core's SBUF/PSUM, with no conversion and no hook watching:
+            // one copy, no bounce buffer.
+            if convert.is_none() && !self.mem_watch && self.direct_run(s, t, run * d.src_elem) {
+                bytes += run * d.src_elem;
+                k += run;
+                continue;
+            }
             buf.resize((run * d.src_elem) as usize, 0);
             self.hooked_read(s, buf, site)
                 .map_err(|e| abort(format!("DMA_DIRECT2D source: {e}")))?;
@@ -411,6 +420,53 @@ impl Device {
             k += run;
         }
         Ok(bytes)
+    }
+}
+
+impl Device {
+    /// Copy `len` bytes from `src` to `dst` in one step when one side is HBM and the other a
+    /// core's SBUF or PSUM window, both resolvable and in bounds; false (nothing moved) for
+    /// anything else, which the caller then moves through its buffer, errors included.
+    fn direct_run(&mut self, src: u64, dst: u64, len: u64) -> bool {
+        let (Ok((ts, os)), Ok((td, od))) =
+            (self.resolve(src, len, false), self.resolve(dst, len, true))
+        else {
+            return false;
+        };
+        let window = |dev: &Device, t: Target, off: u64| match t {
+            Target::Sbuf(nc) | Target::Psum(nc) if (nc as usize) < dev.cores.len() => {
+                let space = space_of(t);
+                dev.partition_span(space, off, len)
+                    .map(|at| (nc as usize, space, at))
+            }
+            _ => None,
+        };
+        let n = len as usize;
+        match (ts, td) {
+            (Target::Hbm(_), _) => {
+                let Some((nc, space, at)) = window(self, td, od) else {
+                    return false;
+                };
+                let Device { hbm, cores, .. } = self;
+                let Some(to) = cores[nc].mem.bytes_mut(space).get_mut(at..at + n) else {
+                    return false;
+                };
+                hbm.read(src, to);
+                true
+            }
+            (_, Target::Hbm(_)) => {
+                let Some((nc, space, at)) = window(self, ts, os) else {
+                    return false;
+                };
+                let Device { hbm, cores, .. } = self;
+                let Some(from) = cores[nc].mem.bytes(space).get(at..at + n) else {
+                    return false;
+                };
+                hbm.write(dst, from);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -470,6 +526,54 @@ mod tests {
         // A run that crosses into unmapped space still aborts.
         d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
         assert!(dev.dma2d(0, &d, Ps::ZERO).is_err());
+    }
+
+    /// Runs between HBM and SBUF move in one copy (`direct_run`): a round trip through SBUF
+    /// partitions gives the bytes back, and a run past a partition's end still aborts with
+    /// the buffered path's destination error.
+    #[test]
+    fn direct_runs_give_the_buffered_bytes_and_errors() {
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let (from, back) = (0x100_0000u64, 0x200_0000u64);
+        let bytes: Vec<u8> = (0..8 * 4096u32).map(|i| (i * 7 + i / 4096) as u8).collect();
+        dev.write(from, &bytes).expect("hbm write");
+        let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+        let row = |src, src_step, dst, dst_step| crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(src),
+            src_step: [4096, src_step],
+            src_num: [8, 1],
+            src_elem: 4096,
+            dst: DmaAddr::Absolute(dst),
+            dst_step: [dst_step, 1],
+            dst_num: [8, 1],
+            dst_elem: 4096,
+            in_dtype: None,
+            out_dtype: None,
+            semaphore: 0,
+            increment: 0,
+        };
+        // 8 rows of 4 KiB into partitions 0..8 at offset 0x40, and back.
+        let mut d = row(from, 1, sbuf + 0x40, tpb::SBUF_PARTITION_STRIDE);
+        d.src_step = [4096, 1];
+        assert_eq!(dev.dma2d(0, &d, Ps::ZERO).expect("in").1, 8 * 4096);
+        let mut d = row(sbuf + 0x40, 1, back, 4096);
+        d.src_step = [tpb::SBUF_PARTITION_STRIDE, 1];
+        dev.dma2d(0, &d, Ps::ZERO).expect("out");
+        let mut got = vec![0u8; bytes.len()];
+        dev.read(back, &mut got).expect("read back");
+        assert_eq!(got, bytes);
+        let mut p3 = vec![0u8; 4096];
+        dev.read(sbuf + 3 * tpb::SBUF_PARTITION_STRIDE + 0x40, &mut p3)
+            .expect("partition 3");
+        assert_eq!(p3, bytes[3 * 4096..4 * 4096]);
+        // A row that would run past the partition's end.
+        let pb = dev.profile.sbuf_partition_bytes as u64;
+        let mut d = row(from, 1, sbuf + pb - 100, tpb::SBUF_PARTITION_STRIDE);
+        d.src_num = [1, 1];
+        d.dst_num = [1, 1];
+        let e = dev.dma2d(0, &d, Ps::ZERO).expect_err("past the partition");
+        assert_eq!(e.kind, FaultKind::DmaAbort);
+        assert!(e.detail.contains("destination"), "{}", e.detail);
     }
 
     /// The doorbell registers name (engine, queue, side) of the core whose window holds them;

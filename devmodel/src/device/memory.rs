@@ -140,7 +140,7 @@ impl Device {
     /// The storage offset of `len` bytes at window offset `off` of an SBUF/PSUM window, if
     /// they lie inside one partition. Storage uses the window's stride, so a window offset
     /// inside a partition is a storage offset.
-    fn partition_span(&self, space: Space, off: u64, len: u64) -> Option<usize> {
+    pub(super) fn partition_span(&self, space: Space, off: u64, len: u64) -> Option<usize> {
         let (stride, pb) = match space {
             Space::Sbuf => (
                 tpb::SBUF_PARTITION_STRIDE,
@@ -360,7 +360,7 @@ impl Device {
     }
 }
 
-fn space_of(t: Target) -> Space {
+pub(super) fn space_of(t: Target) -> Space {
     match t {
         Target::Psum(_) => Space::Psum,
         _ => Space::Sbuf,
