@@ -80,6 +80,15 @@ impl CoreMem {
             Space::Psum => self.psum.as_mut_bytes(),
         }
     }
+
+    /// The bytes of `from` to read and of the other space to write (a move between SBUF and
+    /// PSUM in one copy).
+    pub fn across(&mut self, from: Space) -> (&[u8], &mut [u8]) {
+        match from {
+            Space::Sbuf => (self.sbuf.as_bytes(), self.psum.as_mut_bytes()),
+            Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
+        }
+    }
 }
 
 /// Scratch buffers reused across instructions (no allocation on the hot path).

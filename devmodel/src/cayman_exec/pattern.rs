@@ -337,6 +337,16 @@ pub(super) fn copy_bits(
         }
         return Ok(n);
     }
+    if s.contiguous && d.contiguous {
+        // SBUF <-> PSUM: one copy per partition, no staging buffer.
+        let (from, to) = mem.across(s.space);
+        for p in 0..channels {
+            let at = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
+            let put = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
+            to[put..put + n * es].copy_from_slice(&from[at..at + n * es]);
+        }
+        return Ok(n);
+    }
     tmp.clear();
     let from = mem.bytes(s.space);
     for p in 0..channels {
@@ -363,6 +373,60 @@ pub(super) fn copy_bits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A same-type copy between PSUM and SBUF (contiguous both sides: one copy per partition)
+    /// and a strided one (through the staging buffer) move the same bits per partition.
+    #[test]
+    fn bit_copies_across_spaces_move_each_partition() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        for p in 0..3usize {
+            for i in 0..16usize {
+                let at = p * mem.psum_stride + 0x80 + 4 * i;
+                let v = (1000 * p + i) as u32 | 0x7f80_0001; // NaN payloads survive: bits
+                mem.bytes_mut(Space::Psum)[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let ap = |addr, step, num| AccessPattern {
+            addr,
+            dims: 1,
+            step: [step, 0, 0, 0],
+            num: [num, 0, 0, 0],
+        };
+        let psum = 1 << 25; // bit 25 of an access pattern's address: PSUM
+        let mut tmp = Vec::new();
+        let n = copy_bits(
+            &mut mem,
+            &ap(psum | 0x80, 1, 16),
+            &ap(0x300, 1, 16),
+            Dtype::F32,
+            3,
+            &mut tmp,
+        )
+        .expect("contiguous copy");
+        assert_eq!(n, 16);
+        copy_bits(
+            &mut mem,
+            &ap(psum | 0x80, 2, 8),
+            &ap(0x600, 1, 8),
+            Dtype::F32,
+            3,
+            &mut tmp,
+        )
+        .expect("strided copy");
+        for p in 0..3usize {
+            for i in 0..16usize {
+                let word = |space, at: usize| {
+                    let b = &mem.bytes(space)[at..at + 4];
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                };
+                let want = (1000 * p + i) as u32 | 0x7f80_0001;
+                assert_eq!(word(Space::Sbuf, p * mem.sbuf_stride + 0x300 + 4 * i), want);
+                if i % 2 == 0 {
+                    assert_eq!(word(Space::Sbuf, p * mem.sbuf_stride + 0x600 + 2 * i), want);
+                }
+            }
+        }
+    }
 
     #[test]
     fn gathers_ascending_descending_and_strided_patterns_alike() {
