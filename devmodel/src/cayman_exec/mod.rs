@@ -28,7 +28,7 @@ use crate::gemm::{amx, Path, View};
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, is_identity, transpose, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, extent, f32_view, gather, offsets, scatter, span};
+use pattern::{copy_bits, extent, f32_view, gather, gather_reversed, offsets, scatter, span};
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
 #[derive(Debug, Clone)]
@@ -316,8 +316,8 @@ pub fn execute(
             let mode = ci.u("fp32_mode").unwrap_or(0);
             // The array shifts weights in, so the pattern's first element lands in the last
             // column: the compiler emits reversed patterns (step -1) to load rows in order.
-            // Gathering the pattern and reversing each row gives w[k][j].
-            let n = gather(mem, &ap, dt, rows, a)?;
+            // Each row of the pattern, reversed, gives w[k][j].
+            let n = gather_reversed(mem, &ap, dt, rows, a)?;
             if n > PE_COLUMNS {
                 return Err(OpFault::bad(format!(
                     "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
@@ -327,23 +327,17 @@ pub fn execute(
             pe.m = n;
             pe.low_src = None;
             pe.low_pass = !transpose && mode == 1;
+            let w = &a[..rows * n];
             if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
                 pe.full.clear();
-                let rows_of = a[..rows * n].chunks_exact(n.max(1));
-                rows_of.for_each(|r| pe.full.extend(r.iter().rev()));
+                pe.full.extend_from_slice(w);
                 pe.low_src = Some((ap, dt, rows));
             }
             pe.w.clear();
-            pe.w.reserve(rows * n);
-            let rows_of = a[..rows * n].chunks_exact(n.max(1));
             match (transpose, mode) {
-                (false, 1) => {
-                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| v - hi_part(*v))))
-                }
-                (false, 2) => {
-                    rows_of.for_each(|r| pe.w.extend(r.iter().rev().map(|v| hi_part(*v))))
-                }
-                _ => rows_of.for_each(|r| pe.w.extend(r.iter().rev())),
+                (false, 1) => pe.w.extend(w.iter().map(|v| v - hi_part(*v))),
+                (false, 2) => pe.w.extend(w.iter().map(|v| hi_part(*v))),
+                _ => pe.w.extend_from_slice(w),
             }
             pe.loaded = true;
             pe.w_dt = Some(dt);

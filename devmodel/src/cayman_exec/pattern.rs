@@ -138,6 +138,31 @@ pub(super) fn gather(
     channels: usize,
     out: &mut Vec<f32>,
 ) -> Result<usize, OpFault> {
+    gather_impl(mem, ap, dt, channels, out, false)
+}
+
+/// [`gather`] with each partition's elements in reverse order: what LDWEIGHTS loads (the
+/// array shifts weights in, so the pattern's first element lands in the last column). The
+/// compiler's weights patterns descend, so their reverse is memory order: converted
+/// straight, with no reversal pass.
+pub(super) fn gather_reversed(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    out: &mut Vec<f32>,
+) -> Result<usize, OpFault> {
+    gather_impl(mem, ap, dt, channels, out, true)
+}
+
+fn gather_impl(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    out: &mut Vec<f32>,
+    rev: bool,
+) -> Result<usize, OpFault> {
     let sp = span(mem, ap, dt, channels)?;
     let bytes = mem.bytes(sp.space);
     out.clear();
@@ -145,7 +170,7 @@ pub(super) fn gather(
     // One loop per common dtype so the conversion is inlined, not dispatched per element.
     let es = sp.es as usize;
     match dt {
-        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, |b, out| {
+        Dtype::F32 | Dtype::F32r => gather_with(bytes, &sp, channels, out, rev, |b, out| {
             use zerocopy::FromBytes;
             // The storage is f32 words, so aligned runs are plain copies.
             match <[f32]>::ref_from_bytes(b) {
@@ -156,13 +181,13 @@ pub(super) fn gather(
                 ),
             }
         }),
-        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, |b, out| {
+        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, rev, |b, out| {
             out.extend(
                 b.chunks_exact(2)
                     .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
             )
         }),
-        Dtype::F16 => gather_with(bytes, &sp, channels, out, |b, out| {
+        Dtype::F16 => gather_with(bytes, &sp, channels, out, rev, |b, out| {
             use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
             use zerocopy::FromBytes;
             match <[u16]>::ref_from_bytes(b) {
@@ -179,7 +204,7 @@ pub(super) fn gather(
                 ),
             }
         }),
-        _ => gather_with(bytes, &sp, channels, out, |b, out| {
+        _ => gather_with(bytes, &sp, channels, out, rev, |b, out| {
             out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
         }),
     }
@@ -194,24 +219,31 @@ fn gather_with(
     sp: &Span,
     channels: usize,
     out: &mut Vec<f32>,
+    rev: bool,
     seg: impl Fn(&[u8], &mut Vec<f32>),
 ) {
     let es = sp.es as usize;
     let n = sp.offs.len();
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
+        let from = out.len();
         if sp.descending {
-            // One descending run: convert it ascending, then reverse in place.
+            // One descending run: convert it ascending (memory order), then reverse in place
+            // unless the caller wants it reversed.
             let at = (pb + sp.offs[n - 1] * sp.es) as usize;
-            let from = out.len();
             seg(&bytes[at..at + n * es], out);
-            out[from..].reverse();
+            if !rev {
+                out[from..].reverse();
+            }
             continue;
         }
         let r = sp.run;
         for o in sp.offs.iter().step_by(r) {
             let at = (pb + o * sp.es) as usize;
             seg(&bytes[at..at + r * es], out);
+        }
+        if rev {
+            out[from..].reverse();
         }
     }
 }
@@ -454,6 +486,20 @@ mod tests {
         gather(&mem, &ap(0x40, 2, 4), Dtype::F32, 1, &mut out).expect("strided");
         assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
         assert!(gather(&mem, &ap(0, -1, 2), Dtype::F32, 1, &mut out).is_err());
+        // LDWEIGHTS' gather: each partition's elements reversed, whatever the pattern.
+        for (a, step, num) in [(0x40 + 28, -1, 8), (0x40, 1, 8), (0x40, 2, 4)] {
+            let mut fwd = Vec::new();
+            gather(&mem, &ap(a, step, num), Dtype::F32, 2, &mut fwd).expect("forward");
+            gather_reversed(&mem, &ap(a, step, num), Dtype::F32, 2, &mut out).expect("reversed");
+            let n = num as usize;
+            for (f, r) in fwd.chunks(n).zip(out.chunks(n)) {
+                assert_eq!(
+                    f.iter().rev().copied().collect::<Vec<_>>(),
+                    r,
+                    "step {step}"
+                );
+            }
+        }
     }
 
     #[test]
