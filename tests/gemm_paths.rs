@@ -5,7 +5,9 @@
 //! without AMX the tile half says so and checks only the portable path. One test per
 //! process: the switch is an environment variable, read when a core's PE state is created.
 
-use neuron_e2e_tests::{execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{
+    execute_builtin, max_abs_diff, outputs_f32, read_f32_npy, real_neff, repo_path, setup,
+};
 use std::time::Duration;
 
 /// The real kernels with bf16 or fp16 MATMULs (the fp32 ones run on the SGEMM on every path).
@@ -25,10 +27,7 @@ struct Run {
 
 fn run(stem: &str, path: &str) -> Run {
     std::env::set_var(neuron_devmodel::gemm::ENV, path);
-    let bytes = std::fs::read(repo_path(&format!(
-        "../shared/fixtures/real-neff/{stem}.neff"
-    )))
-    .expect("real NEFF fixture");
+    let bytes = real_neff(stem);
     let s = setup(Duration::from_secs(60));
     let mut m =
         s.rt.load(&bytes, 0)
@@ -36,17 +35,7 @@ fn run(stem: &str, path: &str) -> Run {
     let st0 = s.emu.stats(0).unwrap_or_default();
     let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
     let st = s.emu.stats(0).unwrap_or_default();
-    let outputs = out
-        .outputs
-        .iter()
-        .map(|(info, raw)| {
-            let v = raw
-                .chunks_exact(info.dtype.size())
-                .map(|c| neuron_isa::dtype::load_f32(info.dtype, c))
-                .collect();
-            (info.name.clone(), v)
-        })
-        .collect();
+    let outputs = outputs_f32(&out);
     Run {
         outputs,
         device_ps: out.device_time_ps,

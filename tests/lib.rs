@@ -67,6 +67,28 @@ pub fn execute_builtin(
     m.execute(&args)
 }
 
+/// An execution's outputs by name, each converted to f32 from its dtype.
+pub fn outputs_f32(out: &neuron_runtime::ExecOutput) -> Vec<(String, Vec<f32>)> {
+    out.outputs
+        .iter()
+        .map(|(info, raw)| {
+            let v = raw
+                .chunks_exact(info.dtype.size())
+                .map(|c| neuron_isa::dtype::load_f32(info.dtype, c))
+                .collect();
+            (info.name.clone(), v)
+        })
+        .collect()
+}
+
+/// The bytes of `../shared/fixtures/real-neff/<stem>.neff`.
+pub fn real_neff(stem: &str) -> Vec<u8> {
+    std::fs::read(repo_path(&format!(
+        "../shared/fixtures/real-neff/{stem}.neff"
+    )))
+    .unwrap_or_else(|e| panic!("real NEFF fixture {stem}: {e}"))
+}
+
 /// The built-in deterministic input bytes `neuron-emu run` uses for input `index`.
 pub fn builtin_input(dtype: neuron_isa::Dtype, elems: usize, index: usize) -> Vec<u8> {
     let vals = neuron_kbuild::prng::uniform(neuron_kbuild::prng::input_seed(0, index), elems, 1.0);

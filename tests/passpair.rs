@@ -4,7 +4,9 @@
 //! pairs it computes. One test per process: the switch is an environment variable, read when a
 //! core's PE state is created or reset, so nothing else may run concurrently.
 
-use neuron_e2e_tests::{execute_builtin, max_abs_diff, read_f32_npy, repo_path, setup};
+use neuron_e2e_tests::{
+    execute_builtin, max_abs_diff, outputs_f32, read_f32_npy, real_neff, repo_path, setup,
+};
 use std::time::Duration;
 
 const KERNELS: [&str; 6] = [
@@ -22,10 +24,7 @@ fn run(stem: &str, on: bool) -> (Vec<(String, Vec<f32>)>, u64, u64) {
         neuron_devmodel::cayman_exec::passpair::ENV,
         if on { "1" } else { "0" },
     );
-    let bytes = std::fs::read(repo_path(&format!(
-        "../shared/fixtures/real-neff/{stem}.neff"
-    )))
-    .expect("real NEFF fixture");
+    let bytes = real_neff(stem);
     let s = setup(Duration::from_secs(60));
     let mut m =
         s.rt.load(&bytes, 0)
@@ -33,17 +32,7 @@ fn run(stem: &str, on: bool) -> (Vec<(String, Vec<f32>)>, u64, u64) {
     let macs0 = s.emu.stats(0).map_or(0, |st| st.sgemm_macs);
     let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
     let macs = s.emu.stats(0).map_or(0, |st| st.sgemm_macs) - macs0;
-    let outs = out
-        .outputs
-        .iter()
-        .map(|(info, raw)| {
-            let v = raw
-                .chunks_exact(info.dtype.size())
-                .map(|c| neuron_isa::dtype::load_f32(info.dtype, c))
-                .collect();
-            (info.name.clone(), v)
-        })
-        .collect();
+    let outs = outputs_f32(&out);
     (outs, out.device_time_ps, macs)
 }
 

@@ -148,6 +148,13 @@ fn round_up(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
 
+/// K' of a product of operands with these parts: their `k`-row segments one after another,
+/// rounded up to a tile row; None for `k == 0` or past [`MAX_K`].
+fn padded_k(a: Parts, b: Parts, k: usize) -> Option<usize> {
+    let kp = round_up(a.count() * b.count() * k, TILE_K);
+    (k > 0 && kp <= MAX_K).then_some(kp)
+}
+
 /// The stationary operand `A[m x k]` in tile layout: `mp` rows (m rounded up to a 2-tile
 /// block) of `kp` bf16s (the parts' K segments one after another, rounded up to a tile row),
 /// stored as 1 KiB tiles of 16 rows × 32 (row tiles outer), each loaded with a 64-byte stride.
@@ -165,11 +172,9 @@ impl PackedA {
     /// Pack `A(j, kk) = w[kk * m + j]` (the PE array's stationary layout) for products with a
     /// moving operand of parts `b`. None if the shape is out of the kernel's range.
     pub fn pack(w: &[f32], m: usize, k: usize, a: Parts, b: Parts, into: &mut PackedA) -> bool {
-        let nt = a.count() * b.count();
-        let kp = round_up((nt * k).max(1), TILE_K);
-        if m == 0 || k == 0 || kp > MAX_K || w.len() < m * k {
+        let Some(kp) = padded_k(a, b, k).filter(|_| m > 0 && w.len() >= m * k) else {
             return false;
-        }
+        };
         let mp = round_up(m, BLOCK);
         into.bits.clear();
         into.bits.resize(mp * kp, 0);
@@ -233,11 +238,10 @@ impl PackedB {
     /// Pack `B(kk, c) = src[kk * n + c]` (dense, row-major) for products with a stationary
     /// operand of parts `a`.
     pub fn pack(src: &[f32], k: usize, n: usize, a: Parts, b: Parts, into: &mut PackedB) -> bool {
-        let nt = a.count() * b.count();
-        let kp = round_up((nt * k).max(1), TILE_K);
-        if n == 0 || k == 0 || kp > MAX_K || src.len() < k * n {
+        let Some(kp) = padded_k(a, b, k).filter(|_| n > 0 && src.len() >= k * n) else {
             return false;
-        }
+        };
+        let nt = a.count() * b.count();
         let np = round_up(n, TILE_N);
         into.bits.clear();
         into.bits.resize(kp * np, 0);
