@@ -406,6 +406,16 @@ pub(super) fn copy_bits(
 mod tests {
     use super::*;
 
+    /// A one-dimensional pattern.
+    fn ap(addr: u32, step: i16, num: u16) -> AccessPattern {
+        AccessPattern {
+            addr,
+            dims: 1,
+            step: [step, 0, 0, 0],
+            num: [num, 0, 0, 0],
+        }
+    }
+
     /// A same-type copy between PSUM and SBUF (contiguous both sides: one copy per partition)
     /// and a strided one (through the staging buffer) move the same bits per partition.
     #[test]
@@ -418,12 +428,6 @@ mod tests {
                 mem.bytes_mut(Space::Psum)[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
-        let ap = |addr, step, num| AccessPattern {
-            addr,
-            dims: 1,
-            step: [step, 0, 0, 0],
-            num: [num, 0, 0, 0],
-        };
         let psum = 1 << 25; // bit 25 of an access pattern's address: PSUM
         let mut tmp = Vec::new();
         let n = copy_bits(
@@ -470,12 +474,6 @@ mod tests {
                 mem.bytes_mut(Space::Sbuf)[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
-        let ap = |addr, step, num| AccessPattern {
-            addr,
-            dims: 1,
-            step: [step, 0, 0, 0],
-            num: [num, 0, 0, 0],
-        };
         let mut out = Vec::new();
         gather(&mem, &ap(0x40, 1, 8), Dtype::F32, 2, &mut out).expect("ascending");
         assert_eq!(out[..8], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
