@@ -66,14 +66,24 @@ impl HostRates {
                 ((m, k, n), r)
             })
             .collect();
+        // On a thread of its own: a thread that has used the tiles gets ~11 KiB signal frames,
+        // which would leave the MMIO trap handler (run on Rust's alternate signal stack, sized
+        // by AT_MINSIGSTKSZ) too little room on this thread, which stores to the device's
+        // mapped registers. The device model too runs tiles only on the device thread.
         let amx = |parts| {
             if !neuron_devmodel::gemm::amx::available() {
                 return Vec::new();
             }
-            SHAPES
-                .into_iter()
-                .filter_map(|(m, k, n)| Some(((m, k, n), amx_rate(m, k, n, parts)?)))
-                .collect()
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    SHAPES
+                        .into_iter()
+                        .filter_map(|(m, k, n)| Some(((m, k, n), amx_rate(m, k, n, parts)?)))
+                        .collect()
+                })
+                .join()
+                .unwrap_or_default()
+            })
         };
         use neuron_devmodel::gemm::amx::Parts;
         HostRates {

@@ -11,6 +11,12 @@
 //! parts multiplied, so fp16 products stay exact: `bench real` measures that rate for its
 //! floor, but the device model keeps fp16 on the SGEMM (`gemm::Path::amx_parts`), as packing
 //! four parts cost more than the tiles saved.
+//!
+//! Which threads may run tiles: only those that take no MMIO traps (the device thread, a
+//! benchmark's own measuring thread). Once a thread has used AMX its signal frames carry the
+//! 8 KiB tile state, and the emulator's SIGSEGV trap handler runs on Rust's alternate signal
+//! stack (AT_MINSIGSTKSZ, ~11.7 KiB here), leaving it too little room: a debug build crashed
+//! on the first trapped store of a thread that had measured tile rates.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
