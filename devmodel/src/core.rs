@@ -101,4 +101,6 @@ pub struct Scratch {
     /// A MATMUL's moving tensor packed for AMX tiles, and the tiles' product.
     pub bpack: crate::gemm::amx::PackedB,
     pub tiles: Vec<f32>,
+    /// A bf16 moving tensor's raw bits, for the tiles.
+    pub bits16: Vec<u16>,
 }

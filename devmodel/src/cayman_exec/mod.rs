@@ -28,7 +28,9 @@ use crate::gemm::{amx, Path, View};
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, is_identity, transpose, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, extent, f32_view, gather, gather_reversed, offsets, scatter, span};
+use pattern::{
+    copy_bits, extent, f32_view, gather, gather_bits16, gather_reversed, offsets, scatter, span,
+};
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
 #[derive(Debug, Clone)]
@@ -292,6 +294,7 @@ pub fn execute(
         bytes,
         bpack,
         tiles,
+        bits16,
     } = scratch;
     let done = |elems: usize| {
         Ok(Exec::Done {
@@ -385,8 +388,18 @@ pub fn execute(
                     mv = None; // same memory: read through a copy
                 }
             }
+            // The operand types the tiles take on this path (`gemm::amx`; transposes stay
+            // data movement, and a transpose's moving tensor is checked from `a`).
+            let parts = |d: Option<Dtype>| d.and_then(|d| pe.gemm.amx_parts(d));
+            let tile_parts = match (pe.transpose, parts(pe.w_dt), parts(Some(dt))) {
+                (false, Some(pa), Some(pb)) => Some((pa, pb)),
+                _ => None,
+            };
+            // A bf16 moving tensor bound for the tiles is read as bits: no f32 pass.
+            let as_bits = tile_parts.is_some() && dt == Dtype::Bf16 && mv.is_none();
             let nmov = match &mv {
                 Some((_, _, n)) => *n,
+                None if as_bits => gather_bits16(mem, &src, k, bits16)?,
                 None => gather(mem, &src, dt, k, a)?,
             };
             if nmov > MAX_MOVING {
@@ -427,21 +440,24 @@ pub fn execute(
             };
             // bf16-representable operands on AMX tiles where the host has them (`gemm::amx`;
             // their moving tensor is always gathered, as only fp32 is used in place).
-            let on_amx = match (pe.transpose, &mv, nmov >= AMX_MIN_COLUMNS) {
-                (false, None, true) => {
-                    let parts = |d: Option<Dtype>| d.and_then(|d| pe.gemm.amx_parts(d));
-                    match (parts(pe.w_dt), parts(Some(dt))) {
-                        (Some(pa), Some(pb)) => {
-                            (pe.wpack.is_for(pa, pb)
-                                || amx::PackedA::pack(&pe.w, m, k, pa, pb, &mut pe.wpack))
-                                && amx::PackedB::pack(&a[..], k, nmov, pa, pb, bpack)
-                                && amx::gemm(&pe.wpack, bpack, tiles)
+            let on_amx = match (tile_parts, &mv, nmov >= AMX_MIN_COLUMNS) {
+                (Some((pa, pb)), None, true) => {
+                    (pe.wpack.is_for(pa, pb)
+                        || amx::PackedA::pack(&pe.w, m, k, pa, pb, &mut pe.wpack))
+                        && if as_bits {
+                            amx::PackedB::pack_bits(bits16, k, nmov, pa, bpack)
+                        } else {
+                            amx::PackedB::pack(&a[..], k, nmov, pa, pb, bpack)
                         }
-                        _ => false,
-                    }
+                        && amx::gemm(&pe.wpack, bpack, tiles)
                 }
                 _ => false,
             };
+            if as_bits && !on_amx {
+                // Too few columns for the tiles: the SGEMM takes the values as f32.
+                a.clear();
+                a.extend(bits16.iter().map(|b| f32::from_bits(u32::from(*b) << 16)));
+            }
             if on_amx {
                 let np = bpack.padded_columns();
                 if let Some((dspace, cv, _)) = dv {

@@ -214,6 +214,39 @@ fn gather_impl(
 /// Walk a checked span partition by partition, handing each run of consecutive elements (as
 /// bytes) to `seg`, which appends them converted to f32.
 #[inline(always)]
+/// The raw 16-bit elements of a pattern (a bf16 MATMUL's moving tensor for the AMX tiles,
+/// which take bf16 bits as they are), `channels` partitions one after another.
+pub(super) fn gather_bits16(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    channels: usize,
+    out: &mut Vec<u16>,
+) -> Result<usize, OpFault> {
+    let sp = span(mem, ap, Dtype::Bf16, channels)?;
+    let bytes = mem.bytes(sp.space);
+    let n = sp.offs.len();
+    out.clear();
+    out.reserve(channels * n);
+    let seg = |b: &[u8], out: &mut Vec<u16>| {
+        out.extend(b.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])));
+    };
+    for p in 0..channels {
+        let pb = (p * sp.stride) as i64 + sp.base;
+        if sp.descending {
+            let at = (pb + sp.offs[n - 1] * 2) as usize;
+            let from = out.len();
+            seg(&bytes[at..at + n * 2], out);
+            out[from..].reverse();
+            continue;
+        }
+        for o in sp.offs.iter().step_by(sp.run) {
+            let at = (pb + o * 2) as usize;
+            seg(&bytes[at..at + sp.run * 2], out);
+        }
+    }
+    Ok(n)
+}
+
 fn gather_with(
     bytes: &[u8],
     sp: &Span,
@@ -484,6 +517,14 @@ mod tests {
         gather(&mem, &ap(0x40, 2, 4), Dtype::F32, 1, &mut out).expect("strided");
         assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
         assert!(gather(&mem, &ap(0, -1, 2), Dtype::F32, 1, &mut out).is_err());
+        // The raw bits of a bf16 pattern are the bf16 gather's values, bit for bit.
+        for (a, step, num) in [(0x40 + 14, -1, 8), (0x40, 1, 8), (0x40, 3, 4)] {
+            let mut bits = Vec::new();
+            gather_bits16(&mem, &ap(a, step, num), 2, &mut bits).expect("bits");
+            gather(&mem, &ap(a, step, num), Dtype::Bf16, 2, &mut out).expect("bf16");
+            let want: Vec<u16> = out.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+            assert_eq!(bits, want, "step {step}");
+        }
         // LDWEIGHTS' gather: each partition's elements reversed, whatever the pattern.
         for (a, step, num) in [(0x40 + 28, -1, 8), (0x40, 1, 8), (0x40, 2, 4)] {
             let mut fwd = Vec::new();

@@ -244,53 +244,85 @@ impl PackedB {
     /// Pack `B(kk, c) = src[kk * n + c]` (dense, row-major) for products with a stationary
     /// operand of parts `a`.
     pub fn pack(src: &[f32], k: usize, n: usize, a: Parts, b: Parts, into: &mut PackedB) -> bool {
-        let Some(kp) = padded_k(a, b, k).filter(|_| n > 0 && src.len() >= k * n) else {
+        if src.len() < k * n {
+            return false;
+        }
+        let parts: Vec<usize> = terms(a, b).map(|(_, pb)| pb).collect();
+        into.fill(k, n, a, b, |q, c0, h| {
+            // K' row q: part `parts[q / k]` of source row `q % k`.
+            let Some(&p) = parts.get(q / k) else { return };
+            let row = (q % k) * n;
+            let cols = &src[row + c0..row + c0 + h.len().min(n - c0)];
+            if p == 0 {
+                h.iter_mut()
+                    .zip(cols)
+                    .for_each(|(d, x)| *d = (x.to_bits() >> 16) as u16);
+            } else {
+                h.iter_mut().zip(cols).for_each(|(d, x)| *d = lo_part(*x));
+            }
+        })
+    }
+
+    /// Pack a bf16 moving operand from its bits as they lie in SBUF (`src[kk * n + c]`), with
+    /// no conversion: every part of a bf16 is the bf16 itself.
+    pub fn pack_bits(src: &[u16], k: usize, n: usize, a: Parts, into: &mut PackedB) -> bool {
+        if src.len() < k * n {
+            return false;
+        }
+        let nt = a.count();
+        into.fill(k, n, a, Parts::Exact, |q, c0, h| {
+            if q / k >= nt {
+                return;
+            }
+            let row = (q % k) * n;
+            let cols = &src[row + c0..row + c0 + h.len().min(n - c0)];
+            h[..cols.len()].copy_from_slice(cols);
+        })
+    }
+
+    /// Lay out K' rows (`row(q, c0, h)` writes the bf16s of K' row `q`, columns `c0..`, into
+    /// `h`, leaving zeros past the end) two at a time: the layout interleaves them column by
+    /// column.
+    fn fill(
+        &mut self,
+        k: usize,
+        n: usize,
+        a: Parts,
+        b: Parts,
+        row: impl Fn(usize, usize, &mut [u16; TILE_N]),
+    ) -> bool {
+        let Some(kp) = padded_k(a, b, k).filter(|_| n > 0) else {
             return false;
         };
         let nt = a.count() * b.count();
         let np = round_up(n, TILE_N);
-        into.bits.clear();
-        into.bits.resize(kp * np, 0);
+        self.bits.clear();
+        self.bits.resize(kp * np, 0);
         let ktiles = kp / TILE_K;
-        let parts: Vec<usize> = terms(a, b).map(|(_, pb)| pb).collect();
-        // K' row q: part `parts[q / k]` of source row `q % k`; rows past the end are zero.
-        let row = |q: usize| {
-            let p = *parts.get(q / k)?;
-            Some((p, &src[(q % k) * n..(q % k) * n + n]))
-        };
-        // Two K' rows at a time: the layout interleaves them column by column.
         for q in (0..nt * k).step_by(2) {
-            let (r0, r1) = (row(q), row(q + 1));
             let base = (q / TILE_K) * TILE_ELEMS + ((q % TILE_K) / 2) * 2 * TILE_N;
             for ct in 0..np / TILE_N {
-                let (c0, cn) = (ct * TILE_N, (n - (ct * TILE_N).min(n)).min(TILE_N));
-                let at = ct * ktiles * TILE_ELEMS + base;
-                let dst = &mut into.bits[at..at + 2 * TILE_N];
-                // Parts of 16 columns of each row (zero past the end), then interleaved: fixed
-                // sizes, so the compiler vectorizes both steps.
+                let c0 = ct * TILE_N;
+                // 16 columns of each row (zero past the end), then interleaved: fixed sizes,
+                // so the compiler vectorizes both steps.
                 let mut half = [[0u16; TILE_N]; 2];
-                for (h, r) in half.iter_mut().zip([r0, r1]) {
-                    let Some((p, src_row)) = r else { continue };
-                    let cols = &src_row[c0..c0 + cn];
-                    if p == 0 {
-                        h.iter_mut()
-                            .zip(cols)
-                            .for_each(|(d, x)| *d = (x.to_bits() >> 16) as u16);
-                    } else {
-                        h.iter_mut().zip(cols).for_each(|(d, x)| *d = lo_part(*x));
-                    }
+                row(q, c0, &mut half[0]);
+                if q + 1 < nt * k {
+                    row(q + 1, c0, &mut half[1]);
                 }
+                let at = ct * ktiles * TILE_ELEMS + base;
+                let dst = &mut self.bits[at..at + 2 * TILE_N];
                 for (c, pair) in dst.chunks_exact_mut(2).enumerate() {
                     pair[0] = half[0][c];
                     pair[1] = half[1][c];
                 }
             }
         }
-        into.k = k;
-        into.n = n;
-        into.np = np;
-        into.kp = kp;
-        into.parts = Some((a, b));
+        self.k = k;
+        self.n = n;
+        self.np = np;
+        self.kp = kp;
+        self.parts = Some((a, b));
         true
     }
 
@@ -509,6 +541,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn packing_bf16_bits_equals_packing_their_values() {
+        let mut s = 3;
+        for (k, n) in [(128, 512), (17, 33), (1, 1), (64, 16)] {
+            let vals: Vec<f32> = (0..k * n)
+                .map(|_| half::bf16::from_f32(lcg(&mut s)).to_f32())
+                .collect();
+            let bits: Vec<u16> = vals.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+            for a in [Parts::Exact, Parts::Split] {
+                let (mut x, mut y) = (PackedB::default(), PackedB::default());
+                assert!(PackedB::pack(&vals, k, n, a, Parts::Exact, &mut x));
+                assert!(PackedB::pack_bits(&bits, k, n, a, &mut y));
+                assert_eq!(x.bits, y.bits, "{k}x{n} {a:?}");
+                assert_eq!((x.kp, x.np, x.parts), (y.kp, y.np, y.parts));
+            }
+        }
+        assert!(!PackedB::pack_bits(
+            &[0; 3],
+            2,
+            2,
+            Parts::Exact,
+            &mut PackedB::default()
+        ));
     }
 
     #[test]
