@@ -330,17 +330,25 @@ pub fn execute(
             pe.m = n;
             pe.low_src = None;
             pe.low_pass = !transpose && mode == 1;
-            let w = &a[..rows * n];
+            // The gathered rows become the array's contents by swapping buffers, not copying.
+            a.truncate(rows * n);
             if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
-                pe.full.clear();
-                pe.full.extend_from_slice(w);
+                std::mem::swap(&mut pe.full, a);
                 pe.low_src = Some((ap, dt, rows));
-            }
-            pe.w.clear();
-            match (transpose, mode) {
-                (false, 1) => pe.w.extend(w.iter().map(|v| v - hi_part(*v))),
-                (false, 2) => pe.w.extend(w.iter().map(|v| hi_part(*v))),
-                _ => pe.w.extend_from_slice(w),
+                pe.w.clear();
+                pe.w.extend(pe.full.iter().map(|v| v - hi_part(*v)));
+            } else {
+                match (transpose, mode) {
+                    (false, 1) => {
+                        pe.w.clear();
+                        pe.w.extend(a.iter().map(|v| v - hi_part(*v)));
+                    }
+                    (false, 2) => {
+                        pe.w.clear();
+                        pe.w.extend(a.iter().map(|v| hi_part(*v)));
+                    }
+                    _ => std::mem::swap(&mut pe.w, a),
+                }
             }
             pe.loaded = true;
             pe.w_dt = Some(dt);

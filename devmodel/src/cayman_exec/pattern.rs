@@ -281,6 +281,20 @@ fn gather_with(
     }
 }
 
+/// `half::bf16::from_f32(x).to_bits()` without branches, so the scatter loop vectorizes:
+/// round to nearest even, and a NaN keeps its sign and top payload bits with the quiet bit set.
+#[inline]
+fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rne = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    let nan = ((b >> 16) | 0x40) as u16;
+    if x.is_nan() {
+        nan
+    } else {
+        rne
+    }
+}
+
 pub(super) fn scatter(
     mem: &mut CoreMem,
     ap: &AccessPattern,
@@ -304,7 +318,7 @@ pub(super) fn scatter(
         }),
         Dtype::Bf16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
             for (c, x) in b.chunks_exact_mut(2).zip(v) {
-                c.copy_from_slice(&half::bf16::from_f32(*x).to_bits().to_le_bytes());
+                c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
             }
         }),
         Dtype::F16 => scatter_with(bytes, &sp, channels, vals, |v, b| {
@@ -438,6 +452,28 @@ pub(super) fn copy_bits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The branch-free bf16 rounding is `half`'s, bit for bit: ties, carries into the
+    /// exponent, overflow to infinity, subnormals, ±0, infinities and NaN payloads.
+    #[test]
+    fn bf16_rounding_matches_half() {
+        let mut s = 0x9e37_79b9u32;
+        let check = |b: u32| {
+            let x = f32::from_bits(b);
+            assert_eq!(bf16_bits(x), half::bf16::from_f32(x).to_bits(), "{b:#010x}");
+        };
+        for hi in 0..=0xffffu32 {
+            for lo in [0, 1, 0x7fff, 0x8000, 0x8001, 0xffff] {
+                check(hi << 16 | lo);
+            }
+        }
+        for _ in 0..1_000_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            check(s);
+        }
+    }
 
     /// A one-dimensional pattern.
     fn ap(addr: u32, step: i16, num: u16) -> AccessPattern {
