@@ -494,11 +494,8 @@ pub fn execute(
                 transpose(&pe.w[..nmov * m], nmov, m, b);
                 if let Some((dspace, cv, _)) = dv {
                     let csl = mem.f32s_mut(dspace);
-                    for (j, row) in b.chunks_exact(nmov).enumerate() {
-                        for (c, t) in row.iter().enumerate() {
-                            let at = cv.off + j * cv.rs + c * cv.cs;
-                            csl[at] = if beta == 0.0 { *t } else { csl[at] + *t };
-                        }
+                    if !crate::gemm::add_into(m, nmov, b, nmov, beta, csl, cv) {
+                        return Err(OpFault::bad("MATMUL operand shapes do not fit"));
                     }
                 } else {
                     if acc & 1 == 0 {
