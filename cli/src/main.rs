@@ -36,7 +36,15 @@ use std::time::Instant;
 #[command(
     name = "neuron-emu",
     version,
-    about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon"
+    about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon",
+    after_help = "Environment:
+  NEURON_EMU_GEMM=auto|portable   MATMULs of bf16/fp8 operands on AMX tiles where the host has
+                                  them (auto, the default) or all on the portable SGEMM; outputs
+                                  may differ in the last bits between the two, device times never
+  NEURON_EMU_PASS_PAIRS=0         compute fp32 LOW/HIGH pass pairs as two products (default: one)
+                                  (these two are read when a core's PE state is created or reset)
+  NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)
+  NEURON_RT_*                     the runtime's settings, as libnrt reads them (docs/runtime-api.md)"
 )]
 struct Cli {
     /// More log output (-v INFO, -vv DEBUG); NEURON_RT_LOG_LEVEL also applies.

@@ -171,6 +171,14 @@ fn help_lists_the_commands() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(s.contains("run") && s.contains("bench"), "{s}");
+    // ... and the environment variables that change what the device model computes.
+    for var in [
+        "NEURON_EMU_GEMM",
+        "NEURON_EMU_PASS_PAIRS",
+        "NEURON_EMU_UCODE_PATH",
+    ] {
+        assert!(s.contains(var), "{var}: {s}");
+    }
 }
 
 /// Parse `rel_err X` from an output line.
