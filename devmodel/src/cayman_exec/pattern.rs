@@ -223,37 +223,21 @@ pub(super) fn gather_bits16(
     out: &mut Vec<u16>,
 ) -> Result<usize, OpFault> {
     let sp = span(mem, ap, Dtype::Bf16, channels)?;
-    let bytes = mem.bytes(sp.space);
-    let n = sp.offs.len();
     out.clear();
-    out.reserve(channels * n);
-    let seg = |b: &[u8], out: &mut Vec<u16>| {
-        out.extend(b.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])));
-    };
-    for p in 0..channels {
-        let pb = (p * sp.stride) as i64 + sp.base;
-        if sp.descending {
-            let at = (pb + sp.offs[n - 1] * 2) as usize;
-            let from = out.len();
-            seg(&bytes[at..at + n * 2], out);
-            out[from..].reverse();
-            continue;
-        }
-        for o in sp.offs.iter().step_by(sp.run) {
-            let at = (pb + o * 2) as usize;
-            seg(&bytes[at..at + sp.run * 2], out);
-        }
-    }
-    Ok(n)
+    out.reserve(channels * sp.offs.len());
+    gather_with(mem.bytes(sp.space), &sp, channels, out, false, |b, out| {
+        out.extend(b.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])))
+    });
+    Ok(sp.offs.len())
 }
 
-fn gather_with(
+fn gather_with<T>(
     bytes: &[u8],
     sp: &Span,
     channels: usize,
-    out: &mut Vec<f32>,
+    out: &mut Vec<T>,
     rev: bool,
-    seg: impl Fn(&[u8], &mut Vec<f32>),
+    seg: impl Fn(&[u8], &mut Vec<T>),
 ) {
     let es = sp.es as usize;
     let n = sp.offs.len();

@@ -1,0 +1,342 @@
+//! TensorE's data path: the stationary matrix LDWEIGHTS loads (`PeState`) and the MATMUL
+//! that multiplies a moving tensor by it into PSUM, on the host's GEMM path (`gemm`: the
+//! portable SGEMM or AMX tiles), with transposes done as data movement and fp32 pass pairs
+//! handed to `passpair`.
+
+use super::alu::{hi_part, is_identity, transpose};
+use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
+use super::{need, passpair, Exec};
+use crate::core::CoreMem;
+use crate::fault::OpFault;
+use crate::gemm::{amx, Path, View};
+use neuron_isa::cayman::{AccessPattern, CaymanInstr};
+use neuron_isa::{Dtype, Space};
+
+/// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
+#[derive(Debug, Clone)]
+pub struct PeState {
+    pub w: Vec<f32>,
+    pub k: usize,
+    pub m: usize,
+    pub loaded: bool,
+    /// The last LDWEIGHTS was in transpose mode (bit-exact data movement).
+    pub transpose: bool,
+    /// No MATMUL has used the weights since they were loaded (the cost model charges an
+    /// LDWEIGHTS + MATMUL pair as one interval).
+    pub fresh: bool,
+    /// Compute fp32 LOW/HIGH pass pairs as one product (`passpair`).
+    pub fuse: bool,
+    /// The weights are a LOW pass (fp32, with fusion on): the LDWEIGHTS' pattern, dtype and
+    /// rows, and the unsplit values in `full`.
+    pub low_src: Option<(AccessPattern, Dtype, usize)>,
+    /// The weights are an fp32 LOW pass (fusion on or off): its math is counted at the HIGH
+    /// pass (`Exec::Done::math_macs`).
+    pub low_pass: bool,
+    pub full: Vec<f32>,
+    /// The weights' dtype (of the last LDWEIGHTS): whether they are bf16 parts (`gemm::amx`).
+    pub w_dt: Option<Dtype>,
+    /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
+    pub gemm: Path,
+    /// The weights packed for the AMX tiles, once per LDWEIGHTS (on first use).
+    pub wpack: amx::PackedA,
+    /// A deferred LOW pass waiting for its HIGH pass.
+    pub pair: Option<passpair::Pending>,
+    /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
+    pub fused_pairs: u64,
+    pub settled: u64,
+}
+
+impl Default for PeState {
+    fn default() -> Self {
+        PeState {
+            w: Vec::new(),
+            k: 0,
+            m: 0,
+            loaded: false,
+            transpose: false,
+            fresh: false,
+            fuse: passpair::enabled_by_env(),
+            low_src: None,
+            low_pass: false,
+            full: Vec::new(),
+            w_dt: None,
+            gemm: Path::from_env(),
+            wpack: amx::PackedA::default(),
+            pair: None,
+            fused_pairs: 0,
+            settled: 0,
+        }
+    }
+}
+
+/// MATMULs with fewer moving columns stay on the SGEMM: a tile is 16 columns wide, and a
+/// matrix-vector product (a decode step's one token) would compute 16 to keep 1.
+const AMX_MIN_COLUMNS: usize = 16;
+
+/// Columns of the PE array.
+const PE_COLUMNS: usize = 128;
+/// Moving-tensor elements per partition one MATMUL may stream: one 2 KiB PSUM bank of fp32.
+const MAX_MOVING: usize = 512;
+
+/// LDWEIGHTS: load the stationary matrix (`a` is scratch).
+pub(super) fn ldweights(
+    ci: &CaymanInstr,
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    a: &mut Vec<f32>,
+) -> Result<Exec, OpFault> {
+    let ap = need(ci.ap("src"), ci, "src")?;
+    let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
+    let rows = need(ci.u("rows"), ci, "rows")? as usize;
+    let transpose = ci.u("transpose").unwrap_or(0) == 1;
+    let mode = ci.u("fp32_mode").unwrap_or(0);
+    // The array shifts weights in, so the pattern's first element lands in the last
+    // column: the compiler emits reversed patterns (step -1) to load rows in order.
+    // Each row of the pattern, reversed, gives w[k][j].
+    let n = gather_reversed(mem, &ap, dt, rows, a)?;
+    if n > PE_COLUMNS {
+        return Err(OpFault::bad(format!(
+            "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
+        )));
+    }
+    pe.k = rows;
+    pe.m = n;
+    pe.low_src = None;
+    pe.low_pass = !transpose && mode == 1;
+    // The gathered rows become the array's contents by swapping buffers, not copying.
+    a.truncate(rows * n);
+    if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
+        std::mem::swap(&mut pe.full, a);
+        pe.low_src = Some((ap, dt, rows));
+        pe.w.clear();
+        pe.w.extend(pe.full.iter().map(|v| v - hi_part(*v)));
+    } else {
+        match (transpose, mode) {
+            (false, 1) => {
+                pe.w.clear();
+                pe.w.extend(a.iter().map(|v| v - hi_part(*v)));
+            }
+            (false, 2) => {
+                pe.w.clear();
+                pe.w.extend(a.iter().map(|v| hi_part(*v)));
+            }
+            _ => std::mem::swap(&mut pe.w, a),
+        }
+    }
+    pe.loaded = true;
+    pe.w_dt = Some(dt);
+    pe.wpack.clear();
+    pe.transpose = transpose;
+    pe.fresh = true;
+    if pe.pair.is_some() {
+        passpair::high_loaded(mem, pe)?;
+    }
+    Ok(Exec::Done {
+        elems: n as u64,
+        sgemm_macs: 0,
+        amx_macs: 0,
+        math_macs: 0,
+    })
+}
+
+/// MATMUL: `out = W^T · moving` into PSUM, overwriting or accumulating (`acc_flags`); `a`,
+/// `b`, `c`, `bpack`, `tiles` and `bits16` are scratch.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul(
+    ci: &CaymanInstr,
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    a: &mut Vec<f32>,
+    b: &mut Vec<f32>,
+    c: &mut Vec<f32>,
+    bpack: &mut amx::PackedB,
+    tiles: &mut Vec<f32>,
+    bits16: &mut Vec<u16>,
+) -> Result<Exec, OpFault> {
+    if !pe.loaded {
+        return Err(OpFault::bad("MATMUL without LDWEIGHTS"));
+    }
+    pe.fresh = false;
+    let src = need(ci.ap("src"), ci, "src")?;
+    let dt = need(ci.dtype("src_dtype"), ci, "src_dtype")?;
+    let dst = need(ci.ap("dst"), ci, "dst")?;
+    let acc = ci.u("acc_flags").unwrap_or(3);
+    let (k, m) = (pe.k, pe.m);
+    // Transposes write 16-bit data as 16-bit PSUM elements (`nki-isa-and-cost-model.md`
+    // §1.4); everything else accumulates in fp32.
+    let out_dt = if pe.transpose && dt.size() == 2 {
+        dt
+    } else {
+        Dtype::F32
+    };
+    // fp32 operands that lie contiguously in each partition are used in place (no copy).
+    let mut mv = match dt {
+        Dtype::F32 => f32_view(mem, &src, k)?,
+        _ => None,
+    };
+    let dv = match out_dt {
+        Dtype::F32 => f32_view(mem, &dst, m)?,
+        _ => None,
+    };
+    if let (Some(b_), Some(c_)) = (&mv, &dv) {
+        if b_.0 == c_.0 {
+            mv = None; // same memory: read through a copy
+        }
+    }
+    // The operand types the tiles take on this path (`gemm::amx`; transposes stay
+    // data movement, and a transpose's moving tensor is checked from `a`).
+    let parts = |d: Option<Dtype>| d.and_then(|d| pe.gemm.amx_parts(d));
+    let tile_parts = match (pe.transpose, parts(pe.w_dt), parts(Some(dt))) {
+        (false, Some(pa), Some(pb)) => Some((pa, pb)),
+        _ => None,
+    };
+    // A bf16 moving tensor bound for the tiles is read as bits: no f32 pass.
+    let as_bits = tile_parts.is_some() && dt == Dtype::Bf16 && mv.is_none();
+    let nmov = match &mv {
+        Some((_, _, n)) => *n,
+        None if as_bits => gather_bits16(mem, &src, k, bits16)?,
+        None => gather(mem, &src, dt, k, a)?,
+    };
+    if nmov > MAX_MOVING {
+        return Err(OpFault::bad(format!(
+            "MATMUL moving free size {nmov} exceeds one PSUM bank ({MAX_MOVING})"
+        )));
+    }
+    let ndst = match &dv {
+        Some((_, _, n)) => *n,
+        None => span(mem, &dst, out_dt, m)?.offs.len(),
+    };
+    if ndst != nmov {
+        return Err(OpFault::bad(format!(
+            "MATMUL writes {ndst} elements per partition for {nmov} moving columns"
+        )));
+    }
+    // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    let dense = View {
+        off: 0,
+        rs: nmov,
+        cs: 1,
+    };
+    // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
+    let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
+    // A transpose against an identity moving tensor is data movement: do it as such
+    // (bit-exact, as the hardware's transpose path is; no 0 * inf products).
+    let ident = pe.transpose && k == nmov && {
+        let (msl, view) = match &mv {
+            Some((sp, v, _)) => (mem.f32s(*sp), *v),
+            None => (&a[..], dense),
+        };
+        is_identity(msl, view, k)
+    };
+    // bf16-representable operands on AMX tiles where the host has them (`gemm::amx`;
+    // their moving tensor is always gathered, as only fp32 is used in place).
+    let on_amx = match (tile_parts, &mv, nmov >= AMX_MIN_COLUMNS) {
+        (Some((pa, pb)), None, true) => {
+            (pe.wpack.is_for(pa, pb) || amx::PackedA::pack(&pe.w, m, k, pa, pb, &mut pe.wpack))
+                && if as_bits {
+                    amx::PackedB::pack_bits(bits16, k, nmov, pa, bpack)
+                } else {
+                    amx::PackedB::pack(&a[..], k, nmov, pa, pb, bpack)
+                }
+                && amx::gemm(&pe.wpack, bpack, tiles)
+        }
+        _ => false,
+    };
+    if as_bits && !on_amx {
+        // Too few columns for the tiles: the SGEMM takes the values as f32.
+        a.clear();
+        a.extend(bits16.iter().map(|b| f32::from_bits(u32::from(*b) << 16)));
+    }
+    if on_amx {
+        let np = bpack.padded_columns();
+        if let Some((dspace, cv, _)) = dv {
+            let csl = mem.f32s_mut(dspace);
+            if !crate::gemm::add_into(m, nmov, tiles, np, beta, csl, cv) {
+                return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+            }
+        } else {
+            let out = c;
+            out.clear();
+            for row in tiles.chunks_exact(np).take(m) {
+                out.extend_from_slice(&row[..nmov]);
+            }
+            if acc & 1 == 0 {
+                gather(mem, &dst, out_dt, m, b)?;
+                for (x, y) in out.iter_mut().zip(b.iter()) {
+                    *x += *y;
+                }
+            }
+            scatter(mem, &dst, out_dt, m, out)?;
+        }
+    } else if ident {
+        // out[j][c] = w[c][j]
+        b.clear();
+        b.resize(m * nmov, 0.0);
+        transpose(&pe.w[..nmov * m], nmov, m, b);
+        if let Some((dspace, cv, _)) = dv {
+            let csl = mem.f32s_mut(dspace);
+            if !crate::gemm::add_into(m, nmov, b, nmov, beta, csl, cv) {
+                return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+            }
+        } else {
+            if acc & 1 == 0 {
+                let old = c;
+                gather(mem, &dst, out_dt, m, old)?;
+                for (x, y) in b.iter_mut().zip(old.iter()) {
+                    *x += *y;
+                }
+            }
+            scatter(mem, &dst, out_dt, m, b)?;
+        }
+    } else if let Some((dspace, cv, _)) = dv {
+        // An fp32 LOW pass may be computed together with its HIGH pass (`passpair`).
+        let fused = pe.low_src.is_some()
+            && dt == Dtype::F32
+            && !pe.transpose
+            && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
+        let CoreMem { sbuf, psum, .. } = mem;
+        let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
+            (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
+            (Some((Space::Psum, _, _)), Space::Sbuf) => (&psum[..], &mut sbuf[..]),
+            (_, Space::Psum) => (&a[..], &mut psum[..]),
+            (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
+        };
+        let bv = mv.map_or(dense, |(_, v, _)| v);
+        if !fused && !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
+            return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+        }
+    } else {
+        let out = c;
+        out.clear();
+        out.resize(m * nmov, 0.0);
+        if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, out, dense) {
+            return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+        }
+        if acc & 1 == 0 {
+            gather(mem, &dst, out_dt, m, b)?;
+            for (x, y) in out.iter_mut().zip(b.iter()) {
+                *x += *y;
+            }
+        }
+        scatter(mem, &dst, out_dt, m, out)?;
+    }
+    Ok(Exec::Done {
+        elems: nmov as u64 * if dt == Dtype::F32 { 4 } else { 1 },
+        sgemm_macs: if ident || on_amx {
+            0
+        } else {
+            (m * k * nmov) as u64
+        },
+        amx_macs: if on_amx { (m * k * nmov) as u64 } else { 0 },
+        math_macs: if ident || pe.low_pass {
+            0
+        } else {
+            (m * k * nmov) as u64
+        },
+    })
+}
