@@ -79,7 +79,7 @@ fn peak_rss() -> Option<u64> {
 
 /// Stage the model's built-in inputs (seed 0, as `run` makes them) a block at a time into
 /// device memory: no whole-input host buffer.
-fn stage_inputs(
+pub(crate) fn stage_inputs(
     model: &Model,
     infos: &[TensorInfo],
     progress: &mut crate::runmem::Progress,
@@ -102,7 +102,7 @@ fn stage_inputs(
 }
 
 /// One execution on the staged inputs: its device time (ps).
-fn execute(model: &mut Model) -> Result<u64, String> {
+pub(crate) fn execute(model: &mut Model) -> Result<u64, String> {
     match model.execute_staged() {
         Ok((o, None)) => Ok(o.device_time_ps),
         Ok((_, Some(e))) | Err(e) => Err(e.to_string()),

@@ -2,6 +2,7 @@
 
 mod benchdaemon;
 mod benchreal;
+mod benchthreads;
 mod calibrate;
 mod campaign;
 mod disasm;
@@ -43,6 +44,10 @@ use std::time::Instant;
                                   may differ in the last bits between the two, device times never
   NEURON_EMU_PASS_PAIRS=0         compute fp32 LOW/HIGH pass pairs as two products (default: one)
                                   (these two are read when a core's PE state is created or reset)
+  NEURON_EMU_THREADS=auto|1|always  where the cores' data paths run: auto (the default) gives a
+                                  core its own host thread while another core runs too, 1 keeps
+                                  all on the device thread, always threads every core; results
+                                  and device times are bit-identical in every mode
   NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)
   NEURON_RT_*                     the runtime's settings, as libnrt reads them (docs/runtime-api.md)"
 )]
@@ -153,6 +158,16 @@ enum BenchCmd {
         #[arg(long, default_value_t = 5)]
         repeat: u32,
     },
+    /// Two models executing at once on NC 0 and NC 2 against one alone, with every data path
+    /// on the device thread (NEURON_EMU_THREADS=1) and with a host thread per busy core
+    /// (auto). Default NEFF: ../shared/fixtures/real-neff/akc-fused_bf16_s1024.neff.
+    Threads {
+        /// The NEFF to execute.
+        file: Option<PathBuf>,
+        /// Timed executions per model (after one warm-up).
+        #[arg(long, default_value_t = 10)]
+        repeat: u32,
+    },
     /// A matmul-heavy NEFF through the full stack vs a host SGEMM of the same shapes.
     Gemm {
         /// Matmul instructions (each [128x128]^T x [128x512], fp32).
@@ -233,6 +248,9 @@ fn main() -> ExitCode {
                     host_profile,
                 },
         } => benchreal::run(&files, profiles.as_deref(), repeat, host_profile),
+        Cmd::Bench {
+            which: BenchCmd::Threads { file, repeat },
+        } => benchthreads::run(file.as_deref(), repeat),
         Cmd::Bench {
             which: BenchCmd::Neff { file, repeat },
         } => inspect::bench(&file, repeat).map_err(|(c, m)| Failure(c, m)),

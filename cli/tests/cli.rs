@@ -175,6 +175,7 @@ fn help_lists_the_commands() {
     for var in [
         "NEURON_EMU_GEMM",
         "NEURON_EMU_PASS_PAIRS",
+        "NEURON_EMU_THREADS",
         "NEURON_EMU_UCODE_PATH",
     ] {
         assert!(s.contains(var), "{var}: {s}");

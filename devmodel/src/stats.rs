@@ -20,6 +20,9 @@ pub struct Stats {
     /// Multiply-adds run on AMX tiles instead (bf16, fp8 and fp16 operands on an AMX host,
     /// `gemm::amx`): `sgemm_macs + amx_macs` is every non-transpose MATMUL's host math.
     pub amx_macs: u64,
+    /// Data-path words that ran on their core's own host thread (`device::lane`) rather
+    /// than on the device thread.
+    pub lane_thread_words: u64,
     /// Multiply-adds the kernel's MATMULs need, by moving dtype code (`Dtype as u8`): an fp32
     /// LOW/HIGH pass pair counts once whether or not it was fused; transposes done as data
     /// movement not at all. The compute part of `bench real`'s floor.

@@ -134,7 +134,7 @@ pub fn crwl_release_process(g: &mut DevState, pid: u32) {
 }
 
 /// The driver-defined part of datastore entry `i`'s page, if it has one.
-fn ds_page(g: &DevState, i: usize) -> Option<Vec<u8>> {
+fn ds_page(g: &mut DevState, i: usize) -> Option<Vec<u8>> {
     let pa = g.chunks.get(g.drv.ds.get(i)?.handle)?.pa;
     let mut page = vec![0u8; nds::DRIVER_AREA_END];
     g.dev.read(pa, &mut page).ok()?;
@@ -151,7 +151,7 @@ fn add_page(acc: &mut [NcCounters], page: &[u8]) {
 }
 
 /// Per NC, the counters of the datastore entries in use now (sysfs `present`).
-pub fn ds_live_counters(g: &DevState) -> Vec<NcCounters> {
+pub fn ds_live_counters(g: &mut DevState) -> Vec<NcCounters> {
     let mut acc = vec![[0; NDS_NC_IDS]; g.drv.ds_released.len()];
     for i in 0..g.drv.ds.len() {
         if g.drv.ds[i].pid == 0 {

@@ -106,6 +106,39 @@ pub struct Operand {
     pub hi: u64,
 }
 
+/// The elements per partition a data-path word streams (its `Exec::Done::elems`), read off
+/// its fields without running it, where that is the element count of one of its patterns;
+/// `None` where it is not known beforehand (a MATMUL, whose fused pass pair counts its own).
+/// Lets the cost model charge a word before its data path has run (`device::lane`).
+pub fn static_elems(ci: &CaymanInstr) -> Option<u64> {
+    let count = |field: &str| {
+        let ap = ci.ap(field)?;
+        let dims = (ap.dims as usize).min(4);
+        ap.num[..dims]
+            .iter()
+            .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
+            .filter(|t| *t <= pattern::MAX_PATTERN_ELEMS)
+    };
+    match ci.opcode {
+        Opcode::Nop
+        | Opcode::EventSemaphore
+        | Opcode::Drain
+        | Opcode::SetOrderingMode
+        | Opcode::ActTableLoad => Some(0),
+        Opcode::Ldweights
+        | Opcode::Activate
+        | Opcode::Copy
+        | Opcode::Cast
+        | Opcode::Reciprocal
+        | Opcode::TensorReduce
+        | Opcode::TensorScalar
+        | Opcode::AffineSelect => count("src"),
+        Opcode::TensorTensor => count("src0"),
+        Opcode::Memset => count("dst"),
+        _ => None,
+    }
+}
+
 /// The SBUF/PSUM operands a data-path word reads and writes, as its fields name them (bias
 /// and scalar-pointer operands left out). Operands that do not decode or lie outside their
 /// memory are left out too: the word faults when it executes.

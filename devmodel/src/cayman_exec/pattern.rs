@@ -38,7 +38,7 @@ pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
 }
 
 /// Elements one access pattern may name: a whole SBUF partition of bytes.
-const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
+pub(super) const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 
 /// The first partition an access pattern names. An SBUF address is `partition · 256 KiB +
 /// offset`, as the DMA's state-buffer addresses are (kgm-moe: ACTIVATE reads the router

@@ -263,7 +263,7 @@ impl Device {
         }
     }
 
-    fn dge_resolve(&self, nc: usize, a: DmaAddr) -> Result<u64, OpFault> {
+    fn dge_resolve(&mut self, nc: usize, a: DmaAddr) -> Result<u64, OpFault> {
         match a {
             DmaAddr::Absolute(v) => Ok(v),
             DmaAddr::Table { offset, index, .. } => {
@@ -448,7 +448,13 @@ impl Device {
                     return false;
                 };
                 let Device { hbm, cores, .. } = self;
-                let Some(to) = cores[nc].mem.bytes_mut(space).get_mut(at..at + n) else {
+                let Some(to) = cores[nc]
+                    .lane
+                    .get()
+                    .mem
+                    .bytes_mut(space)
+                    .get_mut(at..at + n)
+                else {
                     return false;
                 };
                 hbm.read(src, to);
@@ -459,7 +465,7 @@ impl Device {
                     return false;
                 };
                 let Device { hbm, cores, .. } = self;
-                let Some(from) = cores[nc].mem.bytes(space).get(at..at + n) else {
+                let Some(from) = cores[nc].lane.get().mem.bytes(space).get(at..at + n) else {
                     return false;
                 };
                 hbm.write(dst, from);

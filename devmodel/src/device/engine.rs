@@ -39,6 +39,9 @@ pub(super) struct Inflight {
     pub(super) update: Option<SemUpdate>,
     /// A NOTIFY's hint, posted at completion.
     pub(super) notify: Option<u16>,
+    /// The word ran on the core's lane: its result (and fault) is taken at completion, with
+    /// the word's opcode byte for the fault record.
+    pub(super) lane: Option<(super::exec::LaneWord, u8)>,
 }
 
 #[derive(Debug)]
@@ -234,8 +237,8 @@ impl Device {
         let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
         // Memory-access hooks see a data-path word's operands: reads before, writes after.
         let ops = if self.mem_watch && self.hooks.0.is_some() {
-            let c = &self.cores[nc];
-            crate::cayman_exec::operands(&ci, &c.mem, &c.pe)
+            let lane = self.cores[nc].lane.get();
+            crate::cayman_exec::operands(&ci, &lane.mem, &lane.pe)
         } else {
             Vec::new()
         };
@@ -250,7 +253,7 @@ impl Device {
             }
             Ok(r)
         };
-        let (cycles, latency) = match run(self) {
+        let (cycles, latency, lane) = match run(self) {
             Ok(r) => r,
             Err(f) => {
                 self.cores[nc].engines[e].status = EngStatus::Faulted;
@@ -289,6 +292,7 @@ impl Device {
             }
         }
         let notify = (ci.opcode == Opcode::Notify).then(|| ci.u("hint").unwrap_or(0) as u16);
+        let opcode_byte = opcode;
         let opcode = ci.opcode;
         if let Some(t) = self.trace.as_mut() {
             t.push(crate::stats::TraceEvent {
@@ -306,7 +310,12 @@ impl Device {
         let st = &mut self.cores[nc].engines[e];
         st.pending = None;
         (st.waited, st.held, st.last_op) = (false, false, Some(opcode));
-        st.inflight = Some(Inflight { update, notify });
+        let lane = lane.map(|w| (w, opcode_byte));
+        st.inflight = Some(Inflight {
+            update,
+            notify,
+            lane,
+        });
         st.status = EngStatus::Busy;
         st.scheduled = true;
         let at = self.now + dur;
@@ -322,8 +331,20 @@ impl Device {
         let Some(done) = st.inflight.take() else {
             return;
         };
-        st.status = EngStatus::Idle;
         let pc = st.pc;
+        if let Some((w, opcode)) = done.lane {
+            if let Err(f) = self.take_lane_result(nc, w) {
+                // The word's fault stops the engine now, before its completion signal; a
+                // completion signal it deferred (`Ev::Update`) is dropped with it.
+                self.cores[nc].engines[e].status = EngStatus::Faulted;
+                self.events
+                    .retain(|ev| !matches!(ev, Ev::Update(n, x, _) if *n == nc && *x == e));
+                let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+                return self.fault(nc, Some(engine), pc, opcode, f);
+            }
+        }
+        let st = &mut self.cores[nc].engines[e];
+        st.status = EngStatus::Idle;
         if let Some(t) = st.branch.take() {
             st.pc = t;
             st.consumed = st.origin + t as usize * WORD;
@@ -352,6 +373,27 @@ impl Device {
             let now = self.now;
             self.schedule(now, Ev::Step(nc, e));
         }
+    }
+
+    /// Take a lane word's result: its PE state for the cost model, its multiply-adds, or its
+    /// fault.
+    fn take_lane_result(&mut self, nc: usize, w: super::exec::LaneWord) -> Result<(), OpFault> {
+        let out = self.cores[nc].lane.take(w.id);
+        if w.pe_word {
+            self.cores[nc].pe_timing = out.pe;
+        }
+        let r = out.result?;
+        match r {
+            crate::cayman_exec::Exec::Dma(_) => {
+                return Err(OpFault::bad("internal error: a DMA from a lane word"));
+            }
+            // The cost charged at issue must be the one the word's result gives.
+            crate::cayman_exec::Exec::Done { elems, .. } => {
+                debug_assert!(w.elems.is_none_or(|k| k == elems), "lane word elems");
+            }
+        }
+        self.account(&r, w.src_dtype);
+        Ok(())
     }
 
     /// The pc of engine `e` of core `nc` (of the word waiting to issue, when it waits).

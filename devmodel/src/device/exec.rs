@@ -22,27 +22,101 @@ fn needs_ucode(op: Opcode) -> bool {
     )
 }
 
+/// Whether a word may run on its core's lane (`lane`): data-path words that neither start a
+/// DMA nor write the engine's registers.
+fn lane_opcode(op: Opcode) -> bool {
+    !matches!(
+        op,
+        Opcode::DmaDirect2d | Opcode::RegisterMove | Opcode::RegisterAlu
+    )
+}
+
+/// A word sent to its core's lane: the completion takes its result.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LaneWord {
+    pub(super) id: u64,
+    /// The word's operand type (its math is counted by type).
+    pub(super) src_dtype: Option<neuron_isa::Dtype>,
+    /// A PE word: its result carries the PE state the next MATMUL's cost reads.
+    pub(super) pe_word: bool,
+    /// The streamed elements the cost was charged for (checked against the result in debug
+    /// builds).
+    pub(super) elems: Option<u64>,
+}
+
+/// Whether a word changes the PE state the cost model reads (`lane::PeTiming`): only the PE
+/// words do. Another engine's word completing later must not bring back an older state.
+fn sets_pe_timing(op: Opcode) -> bool {
+    matches!(op, Opcode::Ldweights | Opcode::Matmul)
+}
+
+/// What issuing a word gave: its cost in engine cycles, the time from issue to its
+/// completion signal (a calibrated class), and the lane word whose result is pending.
+pub(super) type Issued = (u64, Option<Ps>, Option<LaneWord>);
+
 impl Device {
-    /// Run one real trn2 word; returns its cost in engine cycles (issue overhead included)
-    /// and, for a calibrated class, the time from its issue to its completion signal.
+    /// Run one real trn2 word (or send it to its core's lane); returns its cost in engine
+    /// cycles (issue overhead included) and, for a calibrated class, the time from its issue
+    /// to its completion signal.
     pub(super) fn execute_real(
         &mut self,
         nc: usize,
         e: usize,
         pc: u32,
         ci: &CaymanInstr,
-    ) -> Result<(u64, Option<Ps>), OpFault> {
+    ) -> Result<Issued, OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         let waited = self.cores[nc].engines[e].waited;
-        let (cycles, latency) = self.execute_word(nc, e, pc, ci)?;
+        let (cycles, latency, job) = self.execute_word(nc, e, pc, ci)?;
         // A DVE/ACT compute word pays the wake-up (`calib::TRN2_WAKE`): on the engine when it
         // blocked on its wait, in its completion either way (`calib::with_wake`).
         let cost = &self.profile.cost;
         let Some(w) = crate::calib::wake(&cost.wake, engine, ci.opcode) else {
-            return Ok((cycles, latency));
+            return Ok((cycles, latency, job));
         };
         let mhz = cost.engine_mhz[e] as u64;
-        Ok(crate::calib::with_wake(w, waited, cycles, mhz, latency))
+        let (c, l) = crate::calib::with_wake(w, waited, cycles, mhz, latency);
+        Ok((c, l, job))
+    }
+
+    /// Count a finished data-path word's multiply-adds.
+    pub(super) fn account(&mut self, r: &crate::cayman_exec::Exec, dt: Option<neuron_isa::Dtype>) {
+        if let crate::cayman_exec::Exec::Done {
+            sgemm_macs,
+            amx_macs,
+            math_macs,
+            ..
+        } = *r
+        {
+            self.stats.sgemm_macs += sgemm_macs;
+            self.stats.amx_macs += amx_macs;
+            if let (1.., Some(dt)) = (math_macs, dt) {
+                self.stats.math_macs[dt as usize & 15] += math_macs;
+            }
+        }
+    }
+
+    /// Whether data-path words go to the lanes: not while hooks watch each word's effects
+    /// (they run inline, at issue, as before).
+    fn lanes_on(&self) -> bool {
+        self.hooks.0.is_none() && !self.mem_watch
+    }
+
+    /// Whether core `nc`'s next lane word goes to its thread (`lane::ThreadMode`). Never
+    /// while host time is measured per word.
+    fn lane_thread_for(&self, nc: usize) -> bool {
+        if self.host_profile.is_some() {
+            return false;
+        }
+        match self.threads {
+            super::ThreadMode::Off => false,
+            super::ThreadMode::Always => true,
+            super::ThreadMode::Auto => self
+                .cores
+                .iter()
+                .enumerate()
+                .any(|(i, c)| i != nc && c.lane.pending() > 0),
+        }
     }
 
     /// [`Self::execute_real`] before the wake-up.
@@ -52,12 +126,11 @@ impl Device {
         e: usize,
         pc: u32,
         ci: &CaymanInstr,
-    ) -> Result<(u64, Option<Ps>), OpFault> {
+    ) -> Result<Issued, OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
         // the first MATMUL after it shares the pair's calibrated interval with it.
-        let pe = &self.cores[nc].pe;
-        let (transpose, ldw_cols, fresh) = (pe.transpose, pe.m as u64, pe.fresh);
+        let pe = self.cores[nc].pe_timing;
         // Elements streamed per partition, for the uncalibrated table.
         let (mut peer, mut local_load) = (false, false);
         let streamed = match ci.opcode {
@@ -102,25 +175,47 @@ impl Device {
                         detail,
                     })?;
                 }
-                let r = crate::cayman_exec::execute(
-                    ci,
-                    &mut core.mem,
-                    &mut core.pe,
-                    &mut core.scratch,
-                    &mut core.engines[e].regs,
-                )?;
+                // A word whose cost is known before it runs goes to the lane; its completion
+                // takes the result (`lane`).
+                if self.lanes_on() && lane_opcode(ci.opcode) {
+                    let known = crate::cayman_exec::static_elems(ci);
+                    if let Some((c, l)) = self.word_cost(e, ci, known, false, false, pe) {
+                        let threaded = self.lane_thread_for(nc);
+                        let core = &mut self.cores[nc];
+                        let regs = &mut core.engines[e].regs;
+                        let id = if threaded {
+                            self.stats.lane_thread_words += 1;
+                            core.lane.send(ci, regs)
+                        } else {
+                            core.lane.run_inline(ci, regs)
+                        };
+                        let src_dtype = ci.dtype("src_dtype");
+                        let pe_word = sets_pe_timing(ci.opcode);
+                        let w = LaneWord {
+                            id,
+                            src_dtype,
+                            pe_word,
+                            elems: known,
+                        };
+                        return Ok((c, l, Some(w)));
+                    }
+                }
+                let core = &mut self.cores[nc];
+                let out = core.lane.get().run(ci, &mut core.engines[e].regs);
+                if sets_pe_timing(ci.opcode) {
+                    core.pe_timing = out.pe;
+                }
+                let r = out.result?;
+                self.account(&r, ci.dtype("src_dtype"));
                 match r {
-                    crate::cayman_exec::Exec::Done {
-                        elems,
-                        sgemm_macs,
-                        amx_macs,
-                        math_macs,
-                    } => {
-                        self.stats.sgemm_macs += sgemm_macs;
-                        self.stats.amx_macs += amx_macs;
-                        if let (1.., Some(dt)) = (math_macs, ci.dtype("src_dtype")) {
-                            self.stats.math_macs[dt as usize & 15] += math_macs;
-                        }
+                    crate::cayman_exec::Exec::Done { elems, .. } => {
+                        // The cost a lane word is charged before it runs must be this one.
+                        debug_assert!(
+                            crate::cayman_exec::static_elems(ci).is_none_or(|k| k == elems),
+                            "{}: static elems {:?} vs {elems}",
+                            ci.opcode.name(),
+                            crate::cayman_exec::static_elems(ci)
+                        );
                         elems
                     }
                     crate::cayman_exec::Exec::Dma(d) => {
@@ -145,24 +240,44 @@ impl Device {
                 }
             }
         };
+        let cost = self
+            .word_cost(e, ci, Some(streamed), peer, local_load, pe)
+            .unwrap_or((self.profile.cost.instr_overhead_cycles, None));
+        Ok((cost.0, cost.1, None))
+    }
+
+    /// A word's cost in engine cycles and its completion latency, from the cost table or its
+    /// calibrated class; `None` when it needs the word's streamed elements and `streamed`
+    /// does not give them (the word must run first). `pe`: the PE state before the word.
+    fn word_cost(
+        &self,
+        e: usize,
+        ci: &CaymanInstr,
+        streamed: Option<u64>,
+        peer: bool,
+        local_load: bool,
+        pe: super::lane::PeTiming,
+    ) -> Option<(u64, Option<Ps>)> {
+        let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        let (transpose, ldw_cols, fresh) = (pe.transpose, pe.cols, pe.fresh);
         let cost = &self.profile.cost;
         let stream = cost.stream_elems_per_cycle.max(1);
-        let table = cost.instr_overhead_cycles + streamed / stream;
+        let table = streamed.map(|s| cost.instr_overhead_cycles + s / stream);
         if cost.real.is_empty() {
-            return Ok((table, None));
+            return table.map(|t| (t, None));
         }
         let mhz = cost.engine_mhz[engine.index()] as u64;
         if let (true, Some(m)) = (peer, cost.mech) {
-            return Ok((m.peer_write.whole_cycles(mhz), None));
+            return Some((m.peer_write.whole_cycles(mhz), None));
         }
         let (elems, wide) = crate::calib::word_features(ci);
         if let (true, Some(_)) = (local_load, cost.mech) {
             let p = Ps(crate::calib::TENSOR_LOAD_LOCAL.0.saturating_mul(elems));
-            return Ok((p.whole_cycles(mhz), None));
+            return Some((p.whole_cycles(mhz), None));
         }
         let register = matches!(ci.opcode, Opcode::RegisterAlu | Opcode::RegisterMove);
         if let (true, Engine::Pool, Some(_)) = (register, engine, cost.mech) {
-            return Ok((crate::calib::REGISTER_INTERVAL.whole_cycles(mhz), None));
+            return Some((crate::calib::REGISTER_INTERVAL.whole_cycles(mhz), None));
         }
         // A calibrated class replaces the table's charge (`calib.rs`) with the word's whole
         // fitted interval. A MATMUL's interval covers the LDWEIGHTS before it, which was
@@ -173,11 +288,11 @@ impl Device {
             let lat = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, false)
                 .map(|c| c.latency(elems))
                 .filter(|l| *l > s);
-            return Ok((s.whole_cycles(mhz), lat));
+            return Some((s.whole_cycles(mhz), lat));
         }
         let Some(c) = crate::calib::lookup(&cost.real, engine, ci.opcode, wide, is_mm && transpose)
         else {
-            return Ok((table, None));
+            return table.map(|t| (t, None));
         };
         // The LDWEIGHTS before a fresh MATMUL was charged this much of the pair's interval.
         let ldw = if is_mm && fresh {
@@ -188,6 +303,7 @@ impl Device {
         // An all-zero interval: the class is calibrated for its completion latency only and
         // keeps the table's interval.
         let (interval, cycles) = if c.fixed == Ps::ZERO && c.per_elem_fs == 0 {
+            let table = table?;
             (Ps::from_cycles(table, mhz as u32), table)
         } else {
             let i = if is_mm {
@@ -204,7 +320,7 @@ impl Device {
         // generation".
         let sw = crate::calib::queue_kind(engine, true) == crate::calib::QueueKind::SoftwareDge;
         if ci.opcode == Opcode::DmaDirect2d && sw && cost.mech.is_some() {
-            return Ok((interval.whole_cycles(mhz), None));
+            return Some((interval.whole_cycles(mhz), None));
         }
         // Only a latency longer than the fitted interval defers the completion signal (the
         // comparison is on the fitted values, before cycle rounding).
@@ -213,7 +329,7 @@ impl Device {
                 .0
                 .saturating_sub(ldw.saturating_mul(1_000_000) / mhz.max(1)))
         });
-        Ok((cycles, latency))
+        Some((cycles, latency))
     }
 
     /// The calibrated wait before engine `e` issues its pending word, whose waits hold

@@ -20,7 +20,7 @@ impl Device {
         // pair would not see: with hooks installed every pass runs as issued.
         let fuse = hooks.is_none() && crate::cayman_exec::passpair_enabled();
         for c in &mut self.cores {
-            c.pe.fuse = fuse;
+            c.lane.get().pe.fuse = fuse;
         }
         self.hooks.0 = hooks;
         let site = self.site(0, None, 0, 0);
@@ -165,7 +165,8 @@ impl Device {
             for p in 0..op.channels as u64 {
                 let offset = p * stride + op.lo;
                 let r = offset as usize..(offset + len) as usize;
-                let Some(bytes) = self.cores[nc].mem.bytes(op.space).get(r.clone()) else {
+                let Some(bytes) = self.cores[nc].lane.get().mem.bytes(op.space).get(r.clone())
+                else {
                     continue;
                 };
                 buf.clear();
@@ -183,7 +184,7 @@ impl Device {
                         op.space, op.lo, op.hi
                     )));
                 }
-                if let Some(m) = self.cores[nc].mem.bytes_mut(op.space).get_mut(r) {
+                if let Some(m) = self.cores[nc].lane.get().mem.bytes_mut(op.space).get_mut(r) {
                     m.copy_from_slice(&buf);
                 }
             }
@@ -206,12 +207,12 @@ mod tests {
     fn hooks_turn_pass_pair_fusion_off() {
         let mut d = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
         let default = crate::cayman_exec::passpair_enabled();
-        assert!(d.cores.iter().all(|c| c.pe.fuse == default));
+        assert!(d.cores.iter_mut().all(|c| c.lane.get().pe.fuse == default));
         d.set_hooks(Some(Box::new(Nop)));
-        assert!(d.cores.iter().all(|c| !c.pe.fuse));
+        assert!(d.cores.iter_mut().all(|c| !c.lane.get().pe.fuse));
         d.reset_nc(0);
-        assert!(!d.cores[0].pe.fuse);
+        assert!(!d.cores[0].lane.get().pe.fuse);
         d.set_hooks(None);
-        assert!(d.cores.iter().all(|c| c.pe.fuse == default));
+        assert!(d.cores.iter_mut().all(|c| c.lane.get().pe.fuse == default));
     }
 }

@@ -157,14 +157,14 @@ impl Device {
     // ---------------------------------------------------------------- access
 
     /// Read device memory (HBM, host chunks, SBUF/PSUM windows, register pages).
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+    pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         let (t, off) = self.resolve(addr, buf.len() as u64, false)?;
         self.read_at(t, off, addr, buf)
     }
 
     /// Read a resolved access.
     pub(super) fn read_at(
-        &self,
+        &mut self,
         t: Target,
         off: u64,
         addr: u64,
@@ -184,8 +184,8 @@ impl Device {
                 let at =
                     self.partition_span(space, off, len)
                         .ok_or(err(addr, len, NOT_READABLE))?;
-                let core = &self.cores[nc as usize];
-                buf.copy_from_slice(&core.mem.bytes(space)[at..at + buf.len()]);
+                let lane = self.cores[nc as usize].lane.get();
+                buf.copy_from_slice(&lane.mem.bytes(space)[at..at + buf.len()]);
             }
             Target::Regs(nc) => {
                 if !off.is_multiple_of(4) || !len.is_multiple_of(4) {
@@ -237,7 +237,7 @@ impl Device {
                 let at =
                     self.partition_span(space, off, len)
                         .ok_or(err(addr, len, NOT_WRITABLE))?;
-                self.cores[nc as usize].mem.bytes_mut(space)[at..at + data.len()]
+                self.cores[nc as usize].lane.get().mem.bytes_mut(space)[at..at + data.len()]
                     .copy_from_slice(data);
             }
             Target::DgeTable(nc) => {
@@ -351,7 +351,7 @@ impl Device {
     pub fn sbuf_window_ptr(&mut self, nc: usize) -> Option<*mut u8> {
         self.cores
             .get_mut(nc)
-            .map(|c| c.mem.sbuf.as_mut_ptr() as *mut u8)
+            .map(|c| c.lane.get().mem.sbuf.as_mut_ptr() as *mut u8)
     }
 
     /// Address of engine `e`'s instruction port on core `nc`.

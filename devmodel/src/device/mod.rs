@@ -9,6 +9,7 @@
 //! - `dma`: DMA queues, descriptor consumption, DMA_DIRECT2D runs;
 //! - `engine`: sequencer state, decode, waits, issue and completion;
 //! - `exec`: the trn2 executor glue (control words, the data path in `cayman_exec`);
+//! - `lane`: a core's data path, on a host thread of its own or inline;
 //! - `sem`: semaphore/event updates, register writes, wake-ups;
 //! - `notify`: notification queues, posting, faults;
 //! - `hooked`: calling the installed [`DeviceHooks`](crate::hooks::DeviceHooks);
@@ -18,6 +19,7 @@ mod dma;
 mod engine;
 mod exec;
 mod hooked;
+mod lane;
 mod memory;
 mod notify;
 mod sem;
@@ -25,6 +27,7 @@ mod status;
 
 pub use crate::stats::{HostProfile, Stats, TraceEvent, TraceMark};
 pub use dma::QueueState;
+pub use lane::{ThreadMode, THREADS_ENV};
 pub use memory::MemError;
 pub use status::{
     CoreStatus, DeviceStatus, EngineState, EngineStatus, NqStatus, QueueStatus, WaitingOn,
@@ -101,12 +104,13 @@ impl Ev {
 
 #[derive(Debug)]
 struct Core {
-    mem: CoreMem,
+    /// SBUF, PSUM and the PE state: reach them through `lane.get()`.
+    lane: lane::LaneSlot,
+    /// The PE state the cost model reads, as the last data-path word taken left it.
+    pe_timing: lane::PeTiming,
     regs: Arc<RegPage>,
     engines: Vec<engine::Sequencer>,
     nqs: HashMap<(u8, u8), notify::Nq>,
-    scratch: Scratch,
-    pe: crate::cayman_exec::PeState,
     /// Base of the core's DGE table (`abi::tpb::DGE_TABLE`), set by the runtime.
     dge_table: Option<u64>,
     /// The GpSimd microcode memories and their verdict.
@@ -115,13 +119,17 @@ struct Core {
 
 impl Core {
     fn new(profile: &ArchProfile, memory: crate::hostmem::MemSource) -> Core {
-        Core {
+        let data = lane::Lane {
             mem: CoreMem::with_memory(profile, memory),
+            pe: Default::default(),
+            scratch: Scratch::default(),
+        };
+        Core {
+            lane: lane::LaneSlot::new(data),
+            pe_timing: Default::default(),
             regs: Arc::new(RegPage::with_memory(memory)),
             engines: (0..ENGINES).map(|_| engine::Sequencer::new()).collect(),
             nqs: HashMap::new(),
-            scratch: Scratch::default(),
-            pe: Default::default(),
             dge_table: None,
             ucode: Default::default(),
         }
@@ -156,6 +164,8 @@ pub struct Device {
     ecc: crate::ecc::EccCounters,
     /// The resident firmware: mailbox and reset handshake.
     fw: Firmware,
+    /// Where the cores' data paths run (`lane`; inline while host profiling).
+    threads: ThreadMode,
 }
 
 /// The fixed ranges of an architecture's address map: each HBM and each core's TPB window.
@@ -243,6 +253,7 @@ impl Device {
             mem_watch: false,
             ecc: crate::ecc::EccCounters::default(),
             fw: Firmware::default(),
+            threads: ThreadMode::from_env(),
         }
     }
 
@@ -297,8 +308,21 @@ impl Device {
 
     /// Start (or stop, with `false`) measuring host time per instruction kind; starting
     /// clears what was measured.
+    /// The data paths then run inline on the device thread, where the time is measured
+    /// (results are the same either way).
     pub fn set_host_profiling(&mut self, on: bool) {
         self.host_profile = on.then(HostProfile::default);
+    }
+
+    /// Where the cores' data paths run; outputs, device times and traces are bit-identical
+    /// in every mode (`lane`). The default comes from `NEURON_EMU_THREADS`.
+    pub fn set_threads(&mut self, mode: ThreadMode) {
+        self.threads = mode;
+    }
+
+    /// Where the cores' data paths run.
+    pub fn threads(&self) -> ThreadMode {
+        self.threads
     }
     /// What was measured since profiling started.
     pub fn host_profile(&self) -> Option<&HostProfile> {
@@ -404,12 +428,15 @@ impl Device {
             return;
         };
         c.engines = (0..ENGINES).map(|_| engine::Sequencer::new()).collect();
-        c.mem.clear();
+        c.lane.forget();
+        let data = c.lane.get();
+        data.mem.clear();
+        data.pe = Default::default();
+        // No pass-pair fusion under hooks (`set_hooks`).
+        data.pe.fuse &= !hooked;
+        c.pe_timing = Default::default();
         c.regs.reset();
         c.nqs.clear();
-        c.pe = Default::default();
-        // No pass-pair fusion under hooks (`set_hooks`).
-        c.pe.fuse &= !hooked;
         c.dge_table = None;
         // The microcode memories are cleared: the reference image counts as resident again.
         c.ucode = Default::default();

@@ -209,7 +209,7 @@ impl HookCtx<'_> {
         self.dev
     }
     /// Read device memory.
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
+    pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.dev.read(addr, buf)
     }
     /// Write device memory (with the side effects of register and port writes).

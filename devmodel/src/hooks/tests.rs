@@ -401,7 +401,7 @@ fn after_execute_alters_results_and_timing() {
         (trace[0].dur, trace[1].start, dev)
     };
     let (dur, next, _) = run(None);
-    let (dur2, next2, dev) = run(Some((9, Ps(1_000_000))));
+    let (dur2, next2, mut dev) = run(Some((9, Ps(1_000_000))));
     assert_eq!((dur2, next2), (dur + Ps(1_000_000), next + Ps(1_000_000)));
     let mut v = [0u8; 4];
     let at = dev.profile().tpb_base(0) + 9 * tpb::SBUF_PARTITION_STRIDE + 0x40;

@@ -316,7 +316,7 @@ fn queue_state(cx: &Ctx, a: DmaQueueGetState) -> R {
 /// range reads (`EINVAL` before anything is written), the second copies.
 fn descriptor_copyout(cx: &Ctx, a: DmaDescriptorCopyout) -> R {
     check_queue(cx, a.eng_id, a.qid)?;
-    let g = cx.lock();
+    let mut g = cx.lock();
     let st = g
         .dev
         .dma_queue_state(a.eng_id as usize, a.qid as usize)

@@ -88,7 +88,7 @@ impl Snapshot {
 }
 
 fn snapshot(sh: &DevShared) -> Snapshot {
-    let g = sh.lock();
+    let mut g = sh.lock();
     Snapshot {
         index: sh.index,
         arch: sh.arch,
@@ -96,7 +96,7 @@ fn snapshot(sh: &DevShared) -> Snapshot {
         state: 1,
         ecc: g.dev.ecc(),
         mem: g.chunks.usage().clone(),
-        live: ds_live_counters(&g),
+        live: ds_live_counters(&mut g),
         released: g.drv.ds_released.clone(),
         reset_req: g.drv.reset_req.clone(),
         reset_fail: g.drv.reset_fail.clone(),

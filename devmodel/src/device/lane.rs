@@ -1,0 +1,354 @@
+//! A core's data path, optionally on a host thread of its own: the words that only touch the
+//! core's SBUF, PSUM and PE state run there in issue order, while the device thread goes on
+//! scheduling. The device thread takes a word's result when the word completes, and brings
+//! the lane home (waiting for every word sent before) whenever anything else touches those
+//! memories. Results never depend on the thread: a lane word's fault is raised at the
+//! word's completion whether it ran on the lane's thread or inline (`NEURON_EMU_THREADS`).
+
+use crate::cayman_exec::{Exec, PeState};
+use crate::core::{CoreMem, Scratch};
+use crate::fault::OpFault;
+use neuron_isa::cayman::CaymanInstr;
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver, Sender};
+
+/// What a lane owns: the core's memories and the data path's state.
+#[derive(Debug)]
+pub(super) struct Lane {
+    pub(super) mem: CoreMem,
+    pub(super) pe: PeState,
+    pub(super) scratch: Scratch,
+}
+
+impl Lane {
+    /// Run one word on the lane (`regs`: the issuing engine's registers).
+    pub(super) fn run(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> Outcome {
+        let result =
+            crate::cayman_exec::execute(ci, &mut self.mem, &mut self.pe, &mut self.scratch, regs);
+        Outcome {
+            result,
+            pe: PeTiming::of(&self.pe),
+        }
+    }
+}
+
+/// The PE state the cost model reads when a MATMUL issues, as the word left it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct PeTiming {
+    pub(super) transpose: bool,
+    pub(super) cols: u64,
+    pub(super) fresh: bool,
+}
+
+impl PeTiming {
+    pub(super) fn of(pe: &PeState) -> PeTiming {
+        PeTiming {
+            transpose: pe.transpose,
+            cols: pe.m as u64,
+            fresh: pe.fresh,
+        }
+    }
+}
+
+/// A word's result and the PE state after it.
+#[derive(Debug)]
+pub(super) struct Outcome {
+    pub(super) result: Result<Exec, OpFault>,
+    pub(super) pe: PeTiming,
+}
+
+/// A word sent to a lane's thread.
+#[derive(Debug)]
+struct Job {
+    ci: Box<CaymanInstr>,
+    /// A copy of the issuing engine's registers at issue (lane words never write them).
+    regs: Box<[u32; 256]>,
+}
+
+enum ToLane {
+    Take(Box<Lane>),
+    Job(u64, Job),
+    Give,
+}
+
+enum FromLane {
+    Done(u64, Outcome),
+    Back(Box<Lane>),
+}
+
+/// The lane's thread and its channels.
+struct Worker {
+    tx: Sender<ToLane>,
+    rx: Receiver<FromLane>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Worker")
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop.
+        let (tx, _) = channel();
+        drop(std::mem::replace(&mut self.tx, tx));
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The thread's loop: hold the lane while the device thread lends it, run words in order.
+fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
+    let mut lane: Option<Box<Lane>> = None;
+    while let Some(msg) = recv_spinning(&rx) {
+        let reply = match msg {
+            ToLane::Take(l) => {
+                lane = Some(l);
+                continue;
+            }
+            ToLane::Job(id, mut job) => {
+                let out = match lane.as_mut() {
+                    // A panic in the data path is a bug of the emulator: report it as the
+                    // word's fault rather than losing the core's memories with the thread.
+                    Some(l) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        l.run(&job.ci, &mut job.regs)
+                    }))
+                    .unwrap_or_else(|_| Outcome {
+                        result: Err(OpFault::bad("internal error: the data path panicked")),
+                        pe: PeTiming::of(&l.pe),
+                    }),
+                    None => Outcome {
+                        result: Err(OpFault::bad("internal error: lane word without the lane")),
+                        pe: PeTiming::default(),
+                    },
+                };
+                FromLane::Done(id, out)
+            }
+            ToLane::Give => match lane.take() {
+                Some(l) => FromLane::Back(l),
+                None => continue,
+            },
+        };
+        if tx.send(reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// Where a core's lane is: home (the device thread owns it) or lent to its thread.
+#[derive(Debug)]
+pub(super) struct LaneSlot {
+    home: Option<Box<Lane>>,
+    worker: Option<Worker>,
+    next: u64,
+    /// Words sent and not yet taken.
+    pending: usize,
+    /// Results not yet taken, by job id.
+    ready: HashMap<u64, Outcome>,
+}
+
+impl LaneSlot {
+    pub(super) fn new(lane: Lane) -> LaneSlot {
+        LaneSlot {
+            home: Some(Box::new(lane)),
+            worker: None,
+            next: 0,
+            pending: 0,
+            ready: HashMap::new(),
+        }
+    }
+
+    /// The lane, at home: waits for every word sent before.
+    pub(super) fn get(&mut self) -> &mut Lane {
+        if self.home.is_none() {
+            self.bring_home();
+        }
+        self.home
+            .as_deref_mut()
+            .expect("a core's lane is home or with its thread")
+    }
+
+    /// Words sent and not yet taken.
+    pub(super) fn pending(&self) -> usize {
+        self.pending
+    }
+
+    fn bring_home(&mut self) {
+        let Some(w) = self.worker.as_ref() else {
+            return;
+        };
+        if w.tx.send(ToLane::Give).is_err() {
+            return;
+        }
+        while let Some(m) = recv_spinning(&w.rx) {
+            match m {
+                FromLane::Done(id, out) => {
+                    self.ready.insert(id, out);
+                }
+                FromLane::Back(l) => {
+                    self.home = Some(l);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.pending += 1;
+        id
+    }
+
+    /// Run a word now, on the device thread; its result is taken with [`Self::take`].
+    pub(super) fn run_inline(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> u64 {
+        let out = self.get().run(ci, regs);
+        let id = self.id();
+        self.ready.insert(id, out);
+        id
+    }
+
+    /// Send a word to the lane's thread (started on first use; where no thread can be
+    /// started the word runs inline); its result is taken with [`Self::take`].
+    pub(super) fn send(&mut self, ci: &CaymanInstr, regs: &[u32; 256]) -> u64 {
+        if self.worker.is_none() {
+            self.worker = spawn();
+        }
+        let Some(w) = self.worker.as_ref() else {
+            let mut regs = Box::new(*regs);
+            return self.run_inline(ci, &mut regs);
+        };
+        if let Some(l) = self.home.take() {
+            if let Err(e) = w.tx.send(ToLane::Take(l)) {
+                if let ToLane::Take(l) = e.0 {
+                    self.home = Some(l);
+                }
+            }
+        }
+        let job = Job {
+            ci: Box::new(ci.clone()),
+            regs: Box::new(*regs),
+        };
+        let id = self.next;
+        self.next += 1;
+        self.pending += 1;
+        if let Err(e) = w.tx.send(ToLane::Job(id, job)) {
+            if let ToLane::Job(_, mut job) = e.0 {
+                let out = self.get().run(&job.ci, &mut job.regs);
+                self.ready.insert(id, out);
+            }
+        }
+        id
+    }
+
+    /// The result of word `id`, waiting for it.
+    pub(super) fn take(&mut self, id: u64) -> Outcome {
+        loop {
+            if let Some(o) = self.ready.remove(&id) {
+                self.pending = self.pending.saturating_sub(1);
+                return o;
+            }
+            let got = self.worker.as_ref().and_then(|w| recv_spinning(&w.rx));
+            match got {
+                Some(FromLane::Done(i, out)) => {
+                    self.ready.insert(i, out);
+                }
+                Some(FromLane::Back(l)) => self.home = Some(l),
+                None => {
+                    self.pending = self.pending.saturating_sub(1);
+                    return Outcome {
+                        result: Err(OpFault::bad(format!(
+                            "internal error: the result of lane word {id} was lost"
+                        ))),
+                        pe: PeTiming::default(),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Drop every result not taken (a core reset).
+    pub(super) fn forget(&mut self) {
+        self.get();
+        self.ready.clear();
+        self.pending = 0;
+    }
+}
+
+/// Receive, polling for a short while before sleeping: the two sides hand words and results
+/// back and forth every few microseconds, and a sleep/wake-up pair costs more than that.
+fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
+    let t0 = std::time::Instant::now();
+    let mut spins = 0u32;
+    loop {
+        match rx.try_recv() {
+            Ok(m) => return Some(m),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+        }
+        spins += 1;
+        if spins.is_multiple_of(64) {
+            if t0.elapsed() > SPIN {
+                return rx.recv().ok();
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// How long [`recv_spinning`] polls before it sleeps.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(5);
+
+fn spawn() -> Option<Worker> {
+    let (tx, wrx) = channel();
+    let (wtx, rx) = channel();
+    let handle = std::thread::Builder::new()
+        .name("neuron-lane".into())
+        .spawn(move || serve(wrx, wtx))
+        .ok()?;
+    Some(Worker {
+        tx,
+        rx,
+        handle: Some(handle),
+    })
+}
+
+/// Where the cores' data paths run (`NEURON_EMU_THREADS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadMode {
+    /// Every data path on the device thread (`1`).
+    Off,
+    /// A core's words go to its own thread while another core has words in flight, so cores
+    /// running at the same time (an LNC=2 model's two, independent models) run on separate
+    /// host threads; a core running alone stays on the device thread, where handing each
+    /// word over would cost more than it saves (the default, `auto`).
+    Auto,
+    /// Every core that runs words on its own thread (`always`; for tests and measurements).
+    Always,
+}
+
+impl ThreadMode {
+    /// `NEURON_EMU_THREADS`: `1` (or `0`, `off`) → Off, `always` → Always, unset, `auto` or
+    /// a number above 1 → Auto; Auto on a host with one CPU is Off. Other values keep Auto.
+    pub fn from_env() -> ThreadMode {
+        let v = std::env::var("NEURON_EMU_THREADS").unwrap_or_default();
+        let mode = match v.trim() {
+            "0" | "1" | "off" => ThreadMode::Off,
+            "always" => ThreadMode::Always,
+            _ => ThreadMode::Auto,
+        };
+        let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match mode {
+            ThreadMode::Auto if host < 2 => ThreadMode::Off,
+            m => m,
+        }
+    }
+}
+
+/// The environment variable [`ThreadMode::from_env`] reads.
+pub const THREADS_ENV: &str = "NEURON_EMU_THREADS";
