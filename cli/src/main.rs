@@ -159,8 +159,9 @@ enum BenchCmd {
         repeat: u32,
     },
     /// Two models executing at once on NC 0 and NC 2 against one alone, with every data path
-    /// on the device thread (NEURON_EMU_THREADS=1) and with a host thread per busy core
-    /// (auto). Default NEFF: ../shared/fixtures/real-neff/akc-fused_bf16_s1024.neff.
+    /// on the device thread (NEURON_EMU_THREADS=1), with a host thread per core while another
+    /// core runs (auto) and always (always). Default NEFF:
+    /// ../shared/fixtures/real-neff/akc-fused_bf16_s1024.neff.
     Threads {
         /// The NEFF to execute.
         file: Option<PathBuf>,

@@ -102,8 +102,9 @@ impl Device {
         self.hooks.0.is_none() && !self.mem_watch
     }
 
-    /// Whether core `nc`'s next lane word goes to its thread (`lane::ThreadMode`). Never
-    /// while host time is measured per word.
+    /// Whether core `nc`'s next lane word goes to its thread (`lane::ThreadMode`): in Auto,
+    /// while another core has words with data in flight. Never while host time is measured
+    /// per word.
     fn lane_thread_for(&self, nc: usize) -> bool {
         if self.host_profile.is_some() {
             return false;
@@ -115,7 +116,7 @@ impl Device {
                 .cores
                 .iter()
                 .enumerate()
-                .any(|(i, c)| i != nc && c.lane.pending() > 0),
+                .any(|(i, c)| i != nc && c.lane.working()),
         }
     }
 

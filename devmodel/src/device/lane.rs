@@ -144,8 +144,8 @@ pub(super) struct LaneSlot {
     home: Option<Box<Lane>>,
     worker: Option<Worker>,
     next: u64,
-    /// Words sent and not yet taken.
-    pending: usize,
+    /// Words with data to move or compute (not the ordering words) sent and not yet taken.
+    working: std::collections::HashSet<u64>,
     /// Results not yet taken, by job id.
     ready: HashMap<u64, Outcome>,
 }
@@ -156,7 +156,7 @@ impl LaneSlot {
             home: Some(Box::new(lane)),
             worker: None,
             next: 0,
-            pending: 0,
+            working: Default::default(),
             ready: HashMap::new(),
         }
     }
@@ -171,9 +171,10 @@ impl LaneSlot {
             .expect("a core's lane is home or with its thread")
     }
 
-    /// Words sent and not yet taken.
-    pub(super) fn pending(&self) -> usize {
-        self.pending
+    /// Whether words with data to move or compute were sent and not yet taken (the core is
+    /// running, not just holding ordering words).
+    pub(super) fn working(&self) -> bool {
+        !self.working.is_empty()
     }
 
     fn bring_home(&mut self) {
@@ -196,17 +197,19 @@ impl LaneSlot {
         }
     }
 
-    fn id(&mut self) -> u64 {
+    fn id(&mut self, ci: &CaymanInstr) -> u64 {
         let id = self.next;
         self.next += 1;
-        self.pending += 1;
+        if crate::cayman_exec::static_elems(ci) != Some(0) {
+            self.working.insert(id);
+        }
         id
     }
 
     /// Run a word now, on the device thread; its result is taken with [`Self::take`].
     pub(super) fn run_inline(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> u64 {
         let out = self.get().run(ci, regs);
-        let id = self.id();
+        let id = self.id(ci);
         self.ready.insert(id, out);
         id
     }
@@ -234,7 +237,9 @@ impl LaneSlot {
         };
         let id = self.next;
         self.next += 1;
-        self.pending += 1;
+        if crate::cayman_exec::static_elems(ci) != Some(0) {
+            self.working.insert(id);
+        }
         if let Err(e) = w.tx.send(ToLane::Job(id, job)) {
             if let ToLane::Job(_, mut job) = e.0 {
                 let out = self.get().run(&job.ci, &mut job.regs);
@@ -248,7 +253,7 @@ impl LaneSlot {
     pub(super) fn take(&mut self, id: u64) -> Outcome {
         loop {
             if let Some(o) = self.ready.remove(&id) {
-                self.pending = self.pending.saturating_sub(1);
+                self.working.remove(&id);
                 return o;
             }
             let got = self.worker.as_ref().and_then(|w| recv_spinning(&w.rx));
@@ -258,7 +263,7 @@ impl LaneSlot {
                 }
                 Some(FromLane::Back(l)) => self.home = Some(l),
                 None => {
-                    self.pending = self.pending.saturating_sub(1);
+                    self.working.remove(&id);
                     return Outcome {
                         result: Err(OpFault::bad(format!(
                             "internal error: the result of lane word {id} was lost"
@@ -274,7 +279,7 @@ impl LaneSlot {
     pub(super) fn forget(&mut self) {
         self.get();
         self.ready.clear();
-        self.pending = 0;
+        self.working.clear();
     }
 }
 
