@@ -100,12 +100,16 @@ pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
             }
         }
     }
-    // Edges (only when a dimension is not a multiple of 8).
-    for c in 0..rows {
+    // Edges (only when a dimension is not a multiple of 8): the last columns of the blocked
+    // rows, then every column of the last rows.
+    for c in 0..rb {
+        for j in cb..cols {
+            dst[j * rows + c] = src[c * cols + j];
+        }
+    }
+    for c in rb..rows {
         for j in 0..cols {
-            if c >= rb || j >= cb {
-                dst[j * rows + c] = src[c * cols + j];
-            }
+            dst[j * rows + c] = src[c * cols + j];
         }
     }
 }
