@@ -67,22 +67,50 @@ pub(super) struct Span {
     base: i64,
 }
 
-pub(super) fn span(
+/// The smallest and largest element offset a pattern names, from its steps and counts alone
+/// (what [`offsets`] would give, with its size check).
+fn offset_range(ap: &AccessPattern) -> Result<(i64, i64), OpFault> {
+    let dims = (ap.dims as usize).min(4);
+    ap.num[..dims]
+        .iter()
+        .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
+        .filter(|t| *t <= MAX_PATTERN_ELEMS)
+        .ok_or_else(|| {
+            OpFault::oob(format!(
+                "access pattern of {:?} elements exceeds a partition",
+                &ap.num[..dims]
+            ))
+        })?;
+    let (mut lo, mut hi) = (0i64, 0i64);
+    for d in 0..dims {
+        let reach = ap.step[d] as i64 * (ap.num[d].max(1) as i64 - 1);
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// A pattern's memory, partition stride, element size and its first element's byte in
+/// storage, after checking every byte it names lies inside `channels` partitions.
+fn checked(
     mem: &CoreMem,
     ap: &AccessPattern,
     dt: Dtype,
     channels: usize,
-) -> Result<Span, OpFault> {
+) -> Result<(Space, usize, i64, i64, (i64, i64)), OpFault> {
     let (space, stride, limit) = match ap.space() {
         Space::Psum => (Space::Psum, mem.psum_stride, mem.psum_pb),
         _ => (Space::Sbuf, mem.sbuf_stride, mem.sbuf_pb),
     };
-    let offs = offsets(ap)?;
+    let (min, max) = offset_range(ap)?;
     let es = dt.size() as i64;
     let first = first_partition(mem, ap);
     let at = ap.offset() as i64 - (first * stride) as i64;
-    let lo = offs.iter().min().copied().unwrap_or(0) * es + at;
-    let hi = offs.iter().max().copied().unwrap_or(0) * es + at + es;
+    let lo = min * es + at;
+    let hi = max * es + at + es;
     if lo < 0 || hi > limit as i64 || first + channels > mem.partitions {
         return Err(OpFault::oob(format!(
             "{space:?} bytes {lo}..{hi} of partitions {first}..{} outside {} {limit}-byte partitions",
@@ -92,6 +120,17 @@ pub(super) fn span(
     }
     // Partition p of the operand is storage partition first + p.
     let base = (first * stride) as i64 + at;
+    Ok((space, stride, es, base, (min, max)))
+}
+
+pub(super) fn span(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<Span, OpFault> {
+    let (space, stride, es, base, _) = checked(mem, ap, dt, channels)?;
+    let offs = offsets(ap)?;
     let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
     let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
     let run = if contiguous {
@@ -123,11 +162,10 @@ pub(super) fn extent(
     dt: Dtype,
     channels: usize,
 ) -> Result<(Space, u64, u64), OpFault> {
-    let sp = span(mem, ap, dt, channels)?;
-    let lo = sp.offs.iter().min().copied().unwrap_or(0) * sp.es + sp.base;
-    let hi = sp.offs.iter().max().copied().unwrap_or(0) * sp.es + sp.base + sp.es;
-    // span() refused negative or out-of-partition bytes.
-    Ok((sp.space, lo.max(0) as u64, hi.max(0) as u64))
+    let (space, _, es, base, (min, max)) = checked(mem, ap, dt, channels)?;
+    let (lo, hi) = (min * es + base, max * es + base + es);
+    // checked() refused negative or out-of-partition bytes.
+    Ok((space, lo.max(0) as u64, hi.max(0) as u64))
 }
 
 /// Read `channels` partitions of an access pattern as f32, partition-major.
@@ -436,6 +474,45 @@ pub(super) fn copy_bits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The offsets' range from steps and counts is the walked offsets' min and max, for
+    /// ascending, descending and mixed steps and zero counts.
+    #[test]
+    fn offset_range_matches_the_walk() {
+        let mut s = 0x2545_f491u32;
+        let mut next = |m: u32| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            s % m
+        };
+        for _ in 0..2000 {
+            let dims = next(5) as u8;
+            let mut ap = AccessPattern {
+                addr: 0,
+                dims,
+                step: [0; 4],
+                num: [0; 4],
+            };
+            for d in 0..4 {
+                ap.step[d] = next(41) as i16 - 20;
+                ap.num[d] = next(9) as u16;
+            }
+            let offs = offsets(&ap).expect("small pattern");
+            let want = (
+                offs.iter().min().copied().unwrap_or(0),
+                offs.iter().max().copied().unwrap_or(0),
+            );
+            assert_eq!(offset_range(&ap).expect("small pattern"), want, "{ap:?}");
+        }
+        let huge = AccessPattern {
+            addr: 0,
+            dims: 4,
+            step: [1; 4],
+            num: [u16::MAX; 4],
+        };
+        assert!(offset_range(&huge).is_err() && offsets(&huge).is_err());
+    }
 
     /// The branch-free bf16 rounding is `half`'s, bit for bit: ties, carries into the
     /// exponent, overflow to infinity, subnormals, ±0, infinities and NaN payloads.
