@@ -160,6 +160,10 @@ fn print_header(repeat: u32) {
     );
     println!("AMX: {}", amx_line());
     println!(
+        "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread)",
+        neuron_devmodel::device::ThreadMode::from_env()
+    );
+    println!(
         "ACTIVATE loops: {} (chosen at run time; the same bits either way)",
         neuron_devmodel::cayman_exec::activate_simd_path()
     );
@@ -316,11 +320,12 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s); {} lane words{}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
         words as f64 / wall / 1e6,
+        after.lane_thread_words - before.lane_thread_words,
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
             ""
