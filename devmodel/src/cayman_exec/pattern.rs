@@ -93,14 +93,26 @@ fn offset_range(ap: &AccessPattern) -> Result<(i64, i64), OpFault> {
     Ok((lo, hi))
 }
 
-/// A pattern's memory, partition stride, element size and its first element's byte in
-/// storage, after checking every byte it names lies inside `channels` partitions.
+/// A pattern whose every byte lies inside its `channels` partitions.
+struct Checked {
+    space: Space,
+    /// Bytes between partitions in storage.
+    stride: usize,
+    /// Element size in bytes.
+    es: i64,
+    /// Storage byte of element offset 0 in the operand's first partition.
+    base: i64,
+    /// Smallest and largest element offset.
+    range: (i64, i64),
+}
+
+/// Check that every byte a pattern names lies inside `channels` partitions.
 fn checked(
     mem: &CoreMem,
     ap: &AccessPattern,
     dt: Dtype,
     channels: usize,
-) -> Result<(Space, usize, i64, i64, (i64, i64)), OpFault> {
+) -> Result<Checked, OpFault> {
     let (space, stride, limit) = match ap.space() {
         Space::Psum => (Space::Psum, mem.psum_stride, mem.psum_pb),
         _ => (Space::Sbuf, mem.sbuf_stride, mem.sbuf_pb),
@@ -120,7 +132,13 @@ fn checked(
     }
     // Partition p of the operand is storage partition first + p.
     let base = (first * stride) as i64 + at;
-    Ok((space, stride, es, base, (min, max)))
+    Ok(Checked {
+        space,
+        stride,
+        es,
+        base,
+        range: (min, max),
+    })
 }
 
 pub(super) fn span(
@@ -129,7 +147,13 @@ pub(super) fn span(
     dt: Dtype,
     channels: usize,
 ) -> Result<Span, OpFault> {
-    let (space, stride, es, base, _) = checked(mem, ap, dt, channels)?;
+    let Checked {
+        space,
+        stride,
+        es,
+        base,
+        ..
+    } = checked(mem, ap, dt, channels)?;
     let offs = offsets(ap)?;
     let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
     let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
@@ -162,7 +186,13 @@ pub(super) fn extent(
     dt: Dtype,
     channels: usize,
 ) -> Result<(Space, u64, u64), OpFault> {
-    let (space, _, es, base, (min, max)) = checked(mem, ap, dt, channels)?;
+    let Checked {
+        space,
+        es,
+        base,
+        range: (min, max),
+        ..
+    } = checked(mem, ap, dt, channels)?;
     let (lo, hi) = (min * es + base, max * es + base + es);
     // checked() refused negative or out-of-partition bytes.
     Ok((space, lo.max(0) as u64, hi.max(0) as u64))
