@@ -21,10 +21,19 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// Run one word on the lane (`regs`: the issuing engine's registers).
+    /// Run one word on the lane (`regs`: the issuing engine's registers). A panic in the
+    /// data path (a bug of the emulator) becomes the word's fault, on whichever thread it
+    /// ran, rather than losing the core's memories with a thread.
     pub(super) fn run(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> Outcome {
-        let result =
-            crate::cayman_exec::execute(ci, &mut self.mem, &mut self.pe, &mut self.scratch, regs);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::cayman_exec::execute(ci, &mut self.mem, &mut self.pe, &mut self.scratch, regs)
+        }))
+        .unwrap_or_else(|_| {
+            Err(OpFault::bad(format!(
+                "internal error: the data path panicked on {}",
+                ci.opcode.name()
+            )))
+        });
         Outcome {
             result,
             pe: PeTiming::of(&self.pe),
@@ -111,15 +120,7 @@ fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
             }
             ToLane::Job(id, mut job) => {
                 let out = match lane.as_mut() {
-                    // A panic in the data path is a bug of the emulator: report it as the
-                    // word's fault rather than losing the core's memories with the thread.
-                    Some(l) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        l.run(&job.ci, &mut job.regs)
-                    }))
-                    .unwrap_or_else(|_| Outcome {
-                        result: Err(OpFault::bad("internal error: the data path panicked")),
-                        pe: PeTiming::of(&l.pe),
-                    }),
+                    Some(l) => l.run(&job.ci, &mut job.regs),
                     None => Outcome {
                         result: Err(OpFault::bad("internal error: lane word without the lane")),
                         pe: PeTiming::default(),
@@ -138,7 +139,9 @@ fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
     }
 }
 
-/// Where a core's lane is: home (the device thread owns it) or lent to its thread.
+/// Where a core's lane is: home (the device thread owns it) or lent to its thread. A forked
+/// child has no lane threads: its copy of the device runs nowhere (`emulator::forks`) and
+/// must not be asked for a lane that was lent at the fork.
 #[derive(Debug)]
 pub(super) struct LaneSlot {
     home: Option<Box<Lane>>,
