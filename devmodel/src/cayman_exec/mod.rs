@@ -111,14 +111,7 @@ pub struct Operand {
 /// `None` where it is not known beforehand (a MATMUL, whose fused pass pair counts its own).
 /// Lets the cost model charge a word before its data path has run (`device::lane`).
 pub fn static_elems(ci: &CaymanInstr) -> Option<u64> {
-    let count = |field: &str| {
-        let ap = ci.ap(field)?;
-        let dims = (ap.dims as usize).min(4);
-        ap.num[..dims]
-            .iter()
-            .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
-            .filter(|t| *t <= pattern::MAX_PATTERN_ELEMS)
-    };
+    let count = |field: &str| pattern::elem_count(&ci.ap(field)?).ok();
     match ci.opcode {
         Opcode::Nop
         | Opcode::EventSemaphore

@@ -9,11 +9,10 @@ use neuron_isa::cayman::AccessPattern;
 use neuron_isa::dtype::{load_f32, store_f32};
 use neuron_isa::{Dtype, Space};
 
-/// The element offsets (relative to the pattern's start) of an access pattern, innermost dim first.
-pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
+/// The elements per partition a pattern names; refused above a whole partition of bytes
+/// before anything walks it (the fields are 16/32-bit, so a corrupt word could ask for 2^64).
+pub(super) fn elem_count(ap: &AccessPattern) -> Result<u64, OpFault> {
     let dims = (ap.dims as usize).min(4);
-    // A pattern can name at most one element per byte of a partition; refuse larger ones
-    // before walking them (the fields are 16/32-bit, so a corrupt word could ask for 2^64).
     ap.num[..dims]
         .iter()
         .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
@@ -23,7 +22,13 @@ pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
                 "access pattern of {:?} elements exceeds a partition",
                 &ap.num[..dims]
             ))
-        })?;
+        })
+}
+
+/// The element offsets (relative to the pattern's start) of an access pattern, innermost dim first.
+pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
+    let dims = (ap.dims as usize).min(4);
+    elem_count(ap)?;
     let mut out = vec![0i64];
     for d in 0..dims {
         let (step, num) = (ap.step[d] as i64, ap.num[d].max(1) as i64);
@@ -38,7 +43,7 @@ pub(super) fn offsets(ap: &AccessPattern) -> Result<Vec<i64>, OpFault> {
 }
 
 /// Elements one access pattern may name: a whole SBUF partition of bytes.
-pub(super) const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
+const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 
 /// The first partition an access pattern names. An SBUF address is `partition · 256 KiB +
 /// offset`, as the DMA's state-buffer addresses are (kgm-moe: ACTIVATE reads the router
@@ -71,16 +76,7 @@ pub(super) struct Span {
 /// (what [`offsets`] would give, with its size check).
 fn offset_range(ap: &AccessPattern) -> Result<(i64, i64), OpFault> {
     let dims = (ap.dims as usize).min(4);
-    ap.num[..dims]
-        .iter()
-        .try_fold(1u64, |t, n| t.checked_mul((*n).max(1) as u64))
-        .filter(|t| *t <= MAX_PATTERN_ELEMS)
-        .ok_or_else(|| {
-            OpFault::oob(format!(
-                "access pattern of {:?} elements exceeds a partition",
-                &ap.num[..dims]
-            ))
-        })?;
+    elem_count(ap)?;
     let (mut lo, mut hi) = (0i64, 0i64);
     for d in 0..dims {
         let reach = ap.step[d] as i64 * (ap.num[d].max(1) as i64 - 1);
