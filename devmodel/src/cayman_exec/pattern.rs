@@ -455,9 +455,13 @@ pub(super) fn copy_bits(
     let es = s.es as usize;
     let n = s.offs.len();
     if s.contiguous && d.contiguous && s.space == d.space {
-        // Partitions are disjoint, so a per-partition move equals read-all-then-write-all.
+        // One move per partition equals read-all-then-write-all when no move overwrites a
+        // source partition still to be read: with the destination shifted to higher
+        // partitions than the source, move the last partition first.
         let bytes = mem.bytes_mut(s.space);
-        for p in 0..channels {
+        let rev = d.base > s.base;
+        for i in 0..channels {
+            let p = if rev { channels - 1 - i } else { i };
             let from = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
             let to = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
             bytes.copy_within(from..from + n * es, to);
@@ -500,6 +504,41 @@ pub(super) fn copy_bits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A same-space bit copy onto partitions shifted from its source's reads every source
+    /// partition before any is overwritten (gather-then-scatter semantics), whichever way
+    /// the shift goes.
+    #[test]
+    fn partition_shifted_copies_read_before_they_write() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let stride = mem.sbuf_stride;
+        let row = |addr: u32| AccessPattern {
+            addr,
+            dims: 1,
+            step: [1, 0, 0, 0],
+            num: [4, 0, 0, 0],
+        };
+        for (from, to) in [(0usize, 1usize), (1, 0), (0, 2), (3, 1)] {
+            for p in 0..8 {
+                for j in 0..4 {
+                    mem.sbuf[p * stride / 4 + j] = (p * 10 + j) as f32;
+                }
+            }
+            let src = row((from * stride) as u32);
+            let dst = row((to * stride) as u32);
+            let mut tmp = Vec::new();
+            copy_bits(&mut mem, &src, &dst, Dtype::F32, 4, &mut tmp).expect("copy");
+            for p in 0..4 {
+                for j in 0..4 {
+                    assert_eq!(
+                        mem.sbuf[(to + p) * stride / 4 + j],
+                        ((from + p) * 10 + j) as f32,
+                        "{from}->{to}: partition {p} element {j}"
+                    );
+                }
+            }
+        }
+    }
 
     /// The offsets' range from steps and counts is the walked offsets' min and max, for
     /// ascending, descending and mixed steps and zero counts.
