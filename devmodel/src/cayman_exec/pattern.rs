@@ -512,12 +512,7 @@ mod tests {
     fn partition_shifted_copies_read_before_they_write() {
         let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
         let stride = mem.sbuf_stride;
-        let row = |addr: u32| AccessPattern {
-            addr,
-            dims: 1,
-            step: [1, 0, 0, 0],
-            num: [4, 0, 0, 0],
-        };
+        let row = |addr: u32| ap(addr, 1, 4);
         for (from, to) in [(0usize, 1usize), (1, 0), (0, 2), (3, 1)] {
             for p in 0..8 {
                 for j in 0..4 {

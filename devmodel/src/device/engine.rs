@@ -41,7 +41,7 @@ pub(super) struct Inflight {
     pub(super) notify: Option<u16>,
     /// The word ran on the core's lane: its result (and fault) is taken at completion, with
     /// the word's opcode byte for the fault record.
-    pub(super) lane: Option<(super::exec::LaneWord, u8)>,
+    pub(super) lane: Option<(super::lane::LaneWord, u8)>,
 }
 
 #[derive(Debug)]
@@ -377,7 +377,7 @@ impl Device {
 
     /// Take a lane word's result: its PE state for the cost model, its multiply-adds, or its
     /// fault.
-    fn take_lane_result(&mut self, nc: usize, w: super::exec::LaneWord) -> Result<(), OpFault> {
+    fn take_lane_result(&mut self, nc: usize, w: super::lane::LaneWord) -> Result<(), OpFault> {
         let out = self.cores[nc].lane.take(w.id);
         if w.pe_word {
             self.cores[nc].pe_timing = out.pe;

@@ -22,37 +22,9 @@ fn needs_ucode(op: Opcode) -> bool {
     )
 }
 
-/// Whether a word may run on its core's lane (`lane`): data-path words that neither start a
-/// DMA nor write the engine's registers.
-fn lane_opcode(op: Opcode) -> bool {
-    !matches!(
-        op,
-        Opcode::DmaDirect2d | Opcode::RegisterMove | Opcode::RegisterAlu
-    )
-}
-
-/// A word sent to its core's lane: the completion takes its result.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct LaneWord {
-    pub(super) id: u64,
-    /// The word's operand type (its math is counted by type).
-    pub(super) src_dtype: Option<neuron_isa::Dtype>,
-    /// A PE word: its result carries the PE state the next MATMUL's cost reads.
-    pub(super) pe_word: bool,
-    /// The streamed elements the cost was charged for (checked against the result in debug
-    /// builds).
-    pub(super) elems: Option<u64>,
-}
-
-/// Whether a word changes the PE state the cost model reads (`lane::PeTiming`): only the PE
-/// words do. Another engine's word completing later must not bring back an older state.
-fn sets_pe_timing(op: Opcode) -> bool {
-    matches!(op, Opcode::Ldweights | Opcode::Matmul)
-}
-
 /// What issuing a word gave: its cost in engine cycles, the time from issue to its
 /// completion signal (a calibrated class), and the lane word whose result is pending.
-pub(super) type Issued = (u64, Option<Ps>, Option<LaneWord>);
+pub(super) type Issued = (u64, Option<Ps>, Option<super::lane::LaneWord>);
 
 impl Device {
     /// Run one real trn2 word (or send it to its core's lane); returns its cost in engine
@@ -178,21 +150,23 @@ impl Device {
                 }
                 // A word whose cost is known before it runs goes to the lane; its completion
                 // takes the result (`lane`).
-                if self.lanes_on() && lane_opcode(ci.opcode) {
+                if self.lanes_on() && super::lane::lane_opcode(ci.opcode) {
                     let known = crate::cayman_exec::static_elems(ci);
                     if let Some((c, l)) = self.word_cost(e, ci, known, false, false, pe) {
                         let threaded = self.lane_thread_for(nc);
                         let core = &mut self.cores[nc];
                         let regs = &mut core.engines[e].regs;
+                        // Ordering words stream nothing: they do not keep a core `working`.
+                        let working = known != Some(0);
                         let id = if threaded {
                             self.stats.lane_thread_words += 1;
-                            core.lane.send(ci, regs)
+                            core.lane.send(ci, regs, working)
                         } else {
-                            core.lane.run_inline(ci, regs)
+                            core.lane.run_inline(ci, regs, working)
                         };
                         let src_dtype = ci.dtype("src_dtype");
-                        let pe_word = sets_pe_timing(ci.opcode);
-                        let w = LaneWord {
+                        let pe_word = super::lane::sets_pe_timing(ci.opcode);
+                        let w = super::lane::LaneWord {
                             id,
                             src_dtype,
                             pe_word,
@@ -203,7 +177,7 @@ impl Device {
                 }
                 let core = &mut self.cores[nc];
                 let out = core.lane.get().run(ci, &mut core.engines[e].regs);
-                if sets_pe_timing(ci.opcode) {
+                if super::lane::sets_pe_timing(ci.opcode) {
                     core.pe_timing = out.pe;
                 }
                 let r = out.result?;

@@ -8,9 +8,37 @@
 use crate::cayman_exec::{Exec, PeState};
 use crate::core::{CoreMem, Scratch};
 use crate::fault::OpFault;
-use neuron_isa::cayman::CaymanInstr;
+use neuron_isa::cayman::{CaymanInstr, Opcode};
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
+
+/// Whether a word may run on its core's lane: data-path words that neither start a
+/// DMA nor write the engine's registers.
+pub(super) fn lane_opcode(op: Opcode) -> bool {
+    !matches!(
+        op,
+        Opcode::DmaDirect2d | Opcode::RegisterMove | Opcode::RegisterAlu
+    )
+}
+
+/// A word sent to its core's lane: the completion takes its result.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LaneWord {
+    pub(super) id: u64,
+    /// The word's operand type (its math is counted by type).
+    pub(super) src_dtype: Option<neuron_isa::Dtype>,
+    /// A PE word: its result carries the PE state the next MATMUL's cost reads.
+    pub(super) pe_word: bool,
+    /// The streamed elements the cost was charged for (checked against the result in debug
+    /// builds).
+    pub(super) elems: Option<u64>,
+}
+
+/// Whether a word changes the PE state the cost model reads (`lane::PeTiming`): only the PE
+/// words do. Another engine's word completing later must not bring back an older state.
+pub(super) fn sets_pe_timing(op: Opcode) -> bool {
+    matches!(op, Opcode::Ldweights | Opcode::Matmul)
+}
 
 /// What a lane owns: the core's memories and the data path's state.
 #[derive(Debug)]
@@ -200,32 +228,38 @@ impl LaneSlot {
         }
     }
 
-    fn id(&mut self, ci: &CaymanInstr) -> u64 {
+    fn id(&mut self, working: bool) -> u64 {
         let id = self.next;
         self.next += 1;
-        if crate::cayman_exec::static_elems(ci) != Some(0) {
+        if working {
             self.working.insert(id);
         }
         id
     }
 
     /// Run a word now, on the device thread; its result is taken with [`Self::take`].
-    pub(super) fn run_inline(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> u64 {
+    /// `working`: it has data to move or compute (not an ordering word).
+    pub(super) fn run_inline(
+        &mut self,
+        ci: &CaymanInstr,
+        regs: &mut [u32; 256],
+        working: bool,
+    ) -> u64 {
         let out = self.get().run(ci, regs);
-        let id = self.id(ci);
+        let id = self.id(working);
         self.ready.insert(id, out);
         id
     }
 
     /// Send a word to the lane's thread (started on first use; where no thread can be
     /// started the word runs inline); its result is taken with [`Self::take`].
-    pub(super) fn send(&mut self, ci: &CaymanInstr, regs: &[u32; 256]) -> u64 {
+    pub(super) fn send(&mut self, ci: &CaymanInstr, regs: &[u32; 256], working: bool) -> u64 {
         if self.worker.is_none() {
             self.worker = spawn();
         }
         let Some(w) = self.worker.as_ref() else {
             let mut regs = Box::new(*regs);
-            return self.run_inline(ci, &mut regs);
+            return self.run_inline(ci, &mut regs, working);
         };
         if let Some(l) = self.home.take() {
             if let Err(e) = w.tx.send(ToLane::Take(l)) {
@@ -238,12 +272,12 @@ impl LaneSlot {
             ci: Box::new(ci.clone()),
             regs: Box::new(*regs),
         };
-        let id = self.next;
-        self.next += 1;
-        if crate::cayman_exec::static_elems(ci) != Some(0) {
-            self.working.insert(id);
-        }
-        if let Err(e) = w.tx.send(ToLane::Job(id, job)) {
+        let id = self.id(working);
+        let sent = match self.worker.as_ref() {
+            Some(w) => w.tx.send(ToLane::Job(id, job)),
+            None => Err(std::sync::mpsc::SendError(ToLane::Job(id, job))),
+        };
+        if let Err(e) = sent {
             if let ToLane::Job(_, mut job) = e.0 {
                 let out = self.get().run(&job.ci, &mut job.regs);
                 self.ready.insert(id, out);
