@@ -160,8 +160,9 @@ fn print_header(repeat: u32) {
     );
     println!("AMX: {}", amx_line());
     println!(
-        "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread)",
-        neuron_devmodel::device::ThreadMode::from_env()
+        "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread); {} data-path helper thread(s) share large steps (a GEMM by column ranges, ACTIVATE and TENSOR_REDUCE by partitions; off with NEURON_EMU_THREADS=1): steps shared and pieces run by helpers in each NEFF's line",
+        neuron_devmodel::device::ThreadMode::from_env(),
+        neuron_devmodel::fanout::helpers()
     );
     println!(
         "ACTIVATE loops: {} (chosen at run time; the same bits either way)",
@@ -240,6 +241,7 @@ fn bench_one(
         emu.set_host_profiling(0, true);
     }
     let before = emu.stats(0).unwrap_or_default();
+    let fan0 = neuron_devmodel::fanout::counts();
     let t = Instant::now();
     let (mut dev_ps, mut fastest) = (0, f64::INFINITY);
     for _ in 0..repeat {
@@ -249,6 +251,7 @@ fn bench_one(
     }
     let wall = t.elapsed().as_secs_f64() / repeat as f64;
     let after = emu.stats(0).unwrap_or_default();
+    let fan1 = neuron_devmodel::fanout::counts();
     // The host profile is of the timed executions only.
     let hp = if host_profile {
         emu.host_profile(0)
@@ -320,12 +323,15 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s); {} lane words{}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
         words as f64 / wall / 1e6,
         after.lane_thread_words - before.lane_thread_words,
+        fan1.steps - fan0.steps,
+        fan1.helper_pieces - fan0.helper_pieces,
+        fan1.pieces - fan0.pieces,
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
             ""

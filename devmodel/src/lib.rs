@@ -8,6 +8,7 @@ pub mod cayman_exec;
 pub mod core;
 pub mod device;
 pub mod ecc;
+pub mod fanout;
 pub mod fastmath;
 pub mod fault;
 pub mod firmware;

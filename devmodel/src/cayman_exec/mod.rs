@@ -315,9 +315,17 @@ pub fn execute(
             } else {
                 vec![f32::from_bits(scale_bits); ch]
             };
-            for p in 0..ch {
-                func.apply(&mut a[p * n..(p + 1) * n], scales[p], b[p]);
-            }
+            // Function evaluation costs about as much per element as 64 multiply-adds: a
+            // large ACTIVATE is shared out by partitions (`fanout`).
+            let work = (ch * n) as u64 * 64;
+            let rows = crate::fanout::rows_per_piece(ch, work);
+            let bias = &b[..];
+            crate::fanout::for_each_mut(&mut a[..ch * n], rows * n.max(1), work, |i, piece| {
+                for (j, row) in piece.chunks_mut(n.max(1)).enumerate() {
+                    let p = i * rows + j;
+                    func.apply(row, scales[p], bias[p]);
+                }
+            });
             scatter(mem, &dst, ddt, ch, a)?;
             done(n)
         }
@@ -348,12 +356,18 @@ pub fn execute(
             let inner = (src.num[0].max(1) as usize).min(n.max(1));
             let groups = n / inner.max(1);
             b.clear();
-            for p in 0..ch {
-                for g in 0..groups {
-                    let acc = alu_reduce(op, &a[p * n + g * inner..p * n + (g + 1) * inner]);
-                    b.push(if neg { -acc } else { acc });
+            b.resize(ch * groups, 0.0);
+            let work = (ch * n) as u64 * 32;
+            let rows = crate::fanout::rows_per_piece(ch, work);
+            let src = &a[..];
+            crate::fanout::for_each_mut(&mut b[..], rows * groups.max(1), work, |i, piece| {
+                for (j, out) in piece.iter_mut().enumerate() {
+                    let (p, g) = (i * rows + j / groups.max(1), j % groups.max(1));
+                    let at = p * n + g * inner;
+                    let acc = alu_reduce(op, &src[at..at + inner]);
+                    *out = if neg { -acc } else { acc };
                 }
-            }
+            });
             scatter(mem, &dst, u.ddt, ch, b)?;
             done(n)
         }

@@ -289,3 +289,102 @@ fn activate_functions_scale_pointers_and_start_partitions() {
     let e = run(&act, &mut m, &mut regs).expect_err("past partition 127");
     assert_eq!(e.kind, crate::fault::FaultKind::OutOfBounds);
 }
+
+/// Large ACTIVATE and TENSOR_REDUCE words are shared out by partitions (`fanout`): the
+/// results are the same bits as on one thread, and the reduction's groups are those of
+/// plain Rust sums of the same rows.
+#[test]
+fn shared_out_activate_and_reduce_match_one_thread() {
+    let (ch, n, inner) = (128usize, 1024usize, 64usize);
+    let ap4 = |addr: u32, steps: [i16; 4], nums: [u16; 4]| {
+        let mut v = addr.to_le_bytes().to_vec();
+        steps
+            .iter()
+            .for_each(|s| v.extend_from_slice(&s.to_le_bytes()));
+        nums.iter()
+            .for_each(|x| v.extend_from_slice(&x.to_le_bytes()));
+        v
+    };
+    let ap2 = |addr: u32, num: u16| {
+        let mut v = addr.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0]);
+        v.extend_from_slice(&num.to_le_bytes());
+        v.extend_from_slice(&[1, 0]);
+        v
+    };
+    // SiLU of every element (src 0x0, dst 0x1000), then a sum over each run of 64 (dst 0x2000).
+    let act = word(
+        0x21,
+        &[
+            (12, &[1, 1, 0, 1]),
+            (16, &ap2(0, n as u16)),
+            (32, &[0xaa, 0x0a, ch as u8, 36]),
+            (40, &0.0f32.to_bits().to_le_bytes()),
+            (48, &ap2(0x1000, n as u16)),
+        ],
+    );
+    let groups = (n / inner) as u16;
+    let reduce = word(
+        0x42,
+        &[
+            (
+                12,
+                &ap4(
+                    0x1000,
+                    [1, inner as i16, 1, 1],
+                    [inner as u16, groups, 1, 1],
+                ),
+            ),
+            (32, &[0x0a, 0x0a, ch as u8, 0, 4, 2]),
+            (44, &ap4(0x2000, [1, 1, 1, 1], [groups, 1, 1, 1])),
+        ],
+    );
+    let outputs = |fan: bool| {
+        let mut m = mem();
+        let mut regs = [0u32; 256];
+        for p in 0..ch {
+            for i in 0..n {
+                put_f32(
+                    &mut m,
+                    p,
+                    4 * i,
+                    ((p * 7919 + i * 104729) % 2001) as f32 / 250.0 - 4.0,
+                );
+            }
+        }
+        crate::fanout::with(fan, || {
+            // Both words are cut into pieces where the host has a helper (whether a helper
+            // is free to take some varies; the bits must not).
+            if fan && crate::fanout::workers() > 1 {
+                assert!(crate::fanout::rows_per_piece(ch, (ch * n) as u64 * 32) < ch);
+            }
+            run(&act, &mut m, &mut regs).expect("activate");
+            run(&reduce, &mut m, &mut regs).expect("reduce");
+        });
+        let silu: Vec<u32> = (0..ch * n)
+            .map(|j| get_f32(&m, j / n, 0x1000 + 4 * (j % n)).to_bits())
+            .collect();
+        let sums: Vec<f32> = (0..ch * groups as usize)
+            .map(|j| get_f32(&m, j / groups as usize, 0x2000 + 4 * (j % groups as usize)))
+            .collect();
+        (silu, sums, m)
+    };
+    let (silu1, sums1, m) = outputs(false);
+    let (silu2, sums2, _) = outputs(true);
+    assert_eq!(silu1, silu2, "ACTIVATE bits differ when shared out");
+    assert_eq!(
+        sums1.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        sums2.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        "TENSOR_REDUCE bits differ when shared out"
+    );
+    for (j, got) in sums1.iter().enumerate() {
+        let (p, g) = (j / groups as usize, j % groups as usize);
+        let want: f64 = (0..inner)
+            .map(|i| get_f32(&m, p, 0x1000 + 4 * (g * inner + i)) as f64)
+            .sum();
+        assert!(
+            (*got as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
+            "p{p} g{g}: {got} vs {want}"
+        );
+    }
+}

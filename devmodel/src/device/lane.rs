@@ -46,6 +46,9 @@ pub(super) struct Lane {
     pub(super) mem: CoreMem,
     pub(super) pe: PeState,
     pub(super) scratch: Scratch,
+    /// Large steps may be shared with the data-path helpers (`fanout`; off with
+    /// `NEURON_EMU_THREADS=1`).
+    pub(super) fanout: bool,
 }
 
 impl Lane {
@@ -54,7 +57,15 @@ impl Lane {
     /// ran, rather than losing the core's memories with a thread.
     pub(super) fn run(&mut self, ci: &CaymanInstr, regs: &mut [u32; 256]) -> Outcome {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::cayman_exec::execute(ci, &mut self.mem, &mut self.pe, &mut self.scratch, regs)
+            crate::fanout::with(self.fanout, || {
+                crate::cayman_exec::execute(
+                    ci,
+                    &mut self.mem,
+                    &mut self.pe,
+                    &mut self.scratch,
+                    regs,
+                )
+            })
         }))
         .unwrap_or_else(|_| {
             Err(OpFault::bad(format!(

@@ -123,6 +123,7 @@ impl Core {
             mem: CoreMem::with_memory(profile, memory),
             pe: Default::default(),
             scratch: Scratch::default(),
+            fanout: ThreadMode::from_env() != ThreadMode::Off,
         };
         Core {
             lane: lane::LaneSlot::new(data),
@@ -318,6 +319,9 @@ impl Device {
     /// in every mode (`lane`). The default comes from `NEURON_EMU_THREADS`.
     pub fn set_threads(&mut self, mode: ThreadMode) {
         self.threads = mode;
+        for c in &mut self.cores {
+            c.lane.get().fanout = mode != ThreadMode::Off;
+        }
     }
 
     /// Where the cores' data paths run.

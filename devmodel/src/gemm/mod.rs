@@ -114,27 +114,72 @@ pub fn sgemm(
     if (m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0) {
         return false;
     }
-    // SAFETY: every index the kernel touches was bounds-checked above against the slices'
-    // lengths; A/B are shared borrows and C is a distinct exclusive borrow, so no aliasing.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.as_ptr().add(av.off),
-            rsa,
-            csa,
-            b.as_ptr().add(bv.off),
-            rsb,
-            csb,
-            beta,
-            c.as_mut_ptr().add(cv.off),
-            rsc,
-            csc,
-        );
+    // (`wrapping_add`: with k == 0 the offsets need not lie inside A and B, unread.)
+    let (a, b, c) = (
+        a.as_ptr().wrapping_add(av.off),
+        b.as_ptr().wrapping_add(bv.off),
+        c.as_mut_ptr().wrapping_add(cv.off),
+    );
+    // Large products are cut into column ranges for the data-path helpers (`fanout`): each
+    // element's sum runs in the same order whichever range holds it, so the bits are the same.
+    let cols = column_piece(m, k, n);
+    let pieces = n.div_ceil(cols);
+    let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr(b as *mut f32), Ptr(c));
+    let piece = |i: usize| {
+        let (c0, w) = (i * cols, cols.min(n - i * cols));
+        // SAFETY: every index the kernel touches was bounds-checked above against the
+        // slices' lengths; A/B are shared borrows and C is a distinct exclusive borrow, so
+        // no aliasing; pieces write disjoint columns of C.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                w,
+                1.0,
+                ap.get(),
+                rsa,
+                csa,
+                bp.get().add(c0 * bv.cs),
+                rsb,
+                csb,
+                beta,
+                cp.get().add(c0 * cv.cs),
+                rsc,
+                csc,
+            );
+        }
+    };
+    if pieces <= 1 {
+        piece(0);
+    } else {
+        crate::fanout::run(pieces, &piece);
     }
     true
+}
+
+/// A pointer the GEMM's pieces share across threads.
+#[derive(Clone, Copy)]
+struct Ptr(*mut f32);
+// SAFETY: the pieces only read A and B and write disjoint columns of C (`sgemm`).
+unsafe impl Send for Ptr {}
+unsafe impl Sync for Ptr {}
+impl Ptr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// The columns of one piece of an `m x k x n` product: all `n` where it stays on one
+/// thread, else about two pieces per worker, in multiples of 16 (the kernel's tile) and
+/// at least 64 wide (each piece packs the whole A again: 128 x 128 of it costs about a
+/// tenth of a 128 x 128 x 64 product).
+fn column_piece(m: usize, k: usize, n: usize) -> usize {
+    let work = (m as u64) * (k as u64) * (n as u64);
+    let w = crate::fanout::workers();
+    if w <= 1 || work < crate::fanout::MIN_WORK || n < 128 {
+        return n.max(1);
+    }
+    n.div_ceil(2 * w).next_multiple_of(16).clamp(64, n)
 }
 
 /// `C = beta·C + P` for a dense product `P` (`m x n` in rows of `pitch`), into the strided
@@ -240,5 +285,73 @@ mod tests {
                 cs: 1
             }
         ));
+    }
+    /// Cutting a product into column pieces for the helpers gives the same bits as one
+    /// piece, for edge widths and strided views alike (reference: the same product with
+    /// fan-out off).
+    #[test]
+    fn fanned_out_products_are_bit_identical() {
+        let mut seed = 0x9e37_79b9_u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            (seed >> 8) as f32 / (1 << 23) as f32 - 0.5
+        };
+        for (m, k, n) in [
+            (128, 128, 512),
+            (128, 128, 100),
+            (77, 128, 517),
+            (128, 96, 400),
+        ] {
+            let a: Vec<f32> = (0..k * m).map(|_| next()).collect();
+            // B rows and C rows strided as partitions are (row pitch above the width).
+            let (bp, cp) = (n + 40, n + 24);
+            let b: Vec<f32> = (0..k * bp).map(|_| next()).collect();
+            let c0: Vec<f32> = (0..m * cp).map(|_| next()).collect();
+            let views = (
+                View {
+                    off: 0,
+                    rs: 1,
+                    cs: m,
+                },
+                View {
+                    off: 3,
+                    rs: bp,
+                    cs: 1,
+                },
+                View {
+                    off: 5,
+                    rs: cp,
+                    cs: 1,
+                },
+            );
+            for beta in [0.0, 1.0] {
+                let run = |fan: bool| {
+                    let mut c = c0.clone();
+                    let mut cc = c.clone();
+                    crate::fanout::with(fan, || {
+                        assert!(sgemm(
+                            m,
+                            k,
+                            n - 5,
+                            &a,
+                            views.0,
+                            &b,
+                            views.1,
+                            beta,
+                            &mut cc,
+                            views.2
+                        ));
+                        if fan && crate::fanout::workers() > 1 && n - 5 >= 128 {
+                            assert!(column_piece(m, k, n - 5) < n - 5, "{m}x{k}x{n} was not cut");
+                        }
+                    });
+                    c.copy_from_slice(&cc);
+                    c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(run(true), run(false), "{m}x{k}x{n} beta {beta}");
+            }
+        }
     }
 }

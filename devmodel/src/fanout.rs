@@ -1,0 +1,360 @@
+//! Helper threads that share one large data-path step (a MATMUL's GEMM, an ACTIVATE's
+//! function, a reduction) with the thread running it. The step is cut into chunks whose
+//! results do not depend on who computes them; the caller claims chunks itself, and a helper
+//! that is free claims some too. Nobody ever waits for a busy helper: if none joins, the
+//! caller does every chunk, so results, fork children and one-CPU hosts all behave the same.
+//!
+//! Whether a thread may fan out is its own setting ([`with`]), set by the core's lane for
+//! each word from `NEURON_EMU_THREADS` (`1` keeps every step on one thread).
+#![allow(unsafe_code)]
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+/// Steps smaller than this many multiply-adds (or element operations weighted alike) stay
+/// on one thread: a helper's first touch of the caller's operands and the caller's wait for
+/// the last piece cost more than a 128 x 128 x 128 product saves (measured on a 2-CPU VM,
+/// `docs/performance.md`); 128 x 128 x 256 and larger gain.
+pub const MIN_WORK: u64 = 1 << 21;
+
+/// How long an idle helper spins before it sleeps: a kernel's large steps come every few
+/// tens of microseconds, and waking a sleeping thread costs about as much as a step.
+const SPIN: Duration = Duration::from_micros(300);
+
+thread_local! {
+    static ALLOWED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with fan-out allowed or not on this thread (restored afterwards).
+pub fn with<R>(allowed: bool, f: impl FnOnce() -> R) -> R {
+    let old = ALLOWED.with(|a| a.replace(allowed));
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALLOWED.with(|a| a.set(self.0));
+        }
+    }
+    let _restore = Restore(old);
+    f()
+}
+
+/// Threads that would share a step on this thread now: 1 where fan-out is off or the host
+/// has one CPU, else the caller plus the pool's helpers.
+pub fn workers() -> usize {
+    if ALLOWED.with(Cell::get) {
+        pool()
+            .and_then(|p| p.helpers.get())
+            .map_or(1, |h| h.len() + 1)
+    } else {
+        1
+    }
+}
+
+/// A posted step: `n` chunks of `f`, claimed through `next`.
+struct Job {
+    f: *const (dyn Fn(usize) + Sync),
+    n: usize,
+    next: AtomicUsize,
+    /// Helpers inside `f`'s chunks: the caller returns only once this is zero.
+    active: AtomicUsize,
+    panicked: AtomicBool,
+}
+
+/// A pointer to the caller's stack frame, valid while the job is posted and `active` > 0.
+#[derive(Clone, Copy)]
+struct JobPtr(*const Job);
+// SAFETY: a `Job` is only reached through this pointer between its posting and its
+// retraction (under `Pool::slot`) or while its `active` count, which the caller waits on,
+// holds it; its closure is `Sync`.
+unsafe impl Send for JobPtr {}
+
+struct Pool {
+    slot: Mutex<Option<JobPtr>>,
+    /// Bumped at each post, so a helper joins each job once.
+    seq: AtomicU64,
+    posted: AtomicBool,
+    sleeping: AtomicUsize,
+    helpers: OnceLock<Vec<Thread>>,
+}
+
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+/// Steps shared out, and their pieces run by helpers (for `bench`).
+static SHARED_STEPS: AtomicU64 = AtomicU64::new(0);
+static HELPER_PIECES: AtomicU64 = AtomicU64::new(0);
+static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts since the process started: steps posted to the helpers, their pieces, and the
+/// pieces helpers ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub steps: u64,
+    pub pieces: u64,
+    pub helper_pieces: u64,
+}
+
+pub fn counts() -> Counts {
+    Counts {
+        steps: SHARED_STEPS.load(Ordering::Relaxed),
+        pieces: ALL_PIECES.load(Ordering::Relaxed),
+        helper_pieces: HELPER_PIECES.load(Ordering::Relaxed),
+    }
+}
+
+/// The helper threads this process has (0 on a one-CPU host).
+pub fn helpers() -> usize {
+    pool().and_then(|p| p.helpers.get()).map_or(0, Vec::len)
+}
+
+/// The process's pool: one helper per CPU beyond the first (at most 7), started on first
+/// use; None on a one-CPU host or where no helper could start.
+fn pool() -> Option<&'static Pool> {
+    let p = POOL.get_or_init(|| Pool {
+        slot: Mutex::new(None),
+        seq: AtomicU64::new(0),
+        posted: AtomicBool::new(false),
+        sleeping: AtomicUsize::new(0),
+        helpers: OnceLock::new(),
+    });
+    let helpers = p.helpers.get_or_init(|| start_helpers(p));
+    (!helpers.is_empty()).then_some(p)
+}
+
+/// Start the helper threads (a failed spawn leaves fewer).
+fn start_helpers(p: &'static Pool) -> Vec<Thread> {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    let want = cpus.saturating_sub(1).min(7);
+    let mut threads = Vec::new();
+    for i in 0..want {
+        match thread::Builder::new()
+            .name(format!("neuron-fanout{i}"))
+            .spawn(move || helper(p))
+        {
+            Ok(h) => threads.push(h.thread().clone()),
+            Err(_) => break,
+        }
+    }
+    threads
+}
+
+fn helper(p: &'static Pool) {
+    let mut seen = 0u64;
+    loop {
+        let idle = Instant::now();
+        let mut spins = 0u32;
+        while !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
+            spins = spins.wrapping_add(1);
+            // Every 64 spins the clock is read and the CPU offered to anything else that
+            // waits for it (on a busy host, the thread this helper would help).
+            if !spins.is_multiple_of(64) {
+                std::hint::spin_loop();
+                continue;
+            }
+            if idle.elapsed() < SPIN {
+                thread::yield_now();
+                continue;
+            }
+            p.sleeping.fetch_add(1, Ordering::SeqCst);
+            if !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
+                thread::park_timeout(Duration::from_millis(100));
+            }
+            p.sleeping.fetch_sub(1, Ordering::SeqCst);
+        }
+        let job = {
+            let Ok(slot) = p.slot.lock() else { return };
+            seen = p.seq.load(Ordering::SeqCst);
+            match *slot {
+                Some(j) => {
+                    // SAFETY: the job is posted (we hold the slot), so its frame is alive.
+                    unsafe { (*j.0).active.fetch_add(1, Ordering::SeqCst) };
+                    j
+                }
+                None => continue,
+            }
+        };
+        // SAFETY: `active` counts us, so the caller keeps the job (and `f`) alive.
+        let j = unsafe { &*job.0 };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let ran = claim(j);
+            HELPER_PIECES.fetch_add(ran, Ordering::Relaxed);
+        }));
+        if r.is_err() {
+            j.panicked.store(true, Ordering::SeqCst);
+        }
+        j.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Claim and run chunks until none are left; returns how many this thread ran.
+fn claim(j: &Job) -> u64 {
+    let mut ran = 0;
+    loop {
+        let i = j.next.fetch_add(1, Ordering::Relaxed);
+        if i >= j.n {
+            return ran;
+        }
+        ran += 1;
+        // SAFETY: `f` outlives the job (see `JobPtr`).
+        unsafe { (*j.f)(i) };
+    }
+}
+
+/// Run `f(0..n)`, each index once, on this thread and on free helpers where fan-out is
+/// allowed; returns when every chunk is done. A panic in a helper's chunk is raised here.
+pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let serial = || (0..n).for_each(f);
+    if n <= 1 || workers() <= 1 {
+        return serial();
+    }
+    let Some(p) = pool() else { return serial() };
+    // SAFETY: only the lifetime is erased; the job is retracted and every helper has left
+    // `f` before this function returns (or unwinds: `Retract` runs on the way out).
+    let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
+    let job = Job {
+        f: f_static,
+        n,
+        next: AtomicUsize::new(0),
+        active: AtomicUsize::new(0),
+        panicked: AtomicBool::new(false),
+    };
+    {
+        let Ok(mut slot) = p.slot.try_lock() else {
+            return serial();
+        };
+        if slot.is_some() {
+            return serial(); // another core's step holds the helpers
+        }
+        *slot = Some(JobPtr(&job));
+        p.seq.fetch_add(1, Ordering::SeqCst);
+        p.posted.store(true, Ordering::SeqCst);
+    }
+    if p.sleeping.load(Ordering::SeqCst) > 0 {
+        p.helpers
+            .get()
+            .into_iter()
+            .flatten()
+            .for_each(Thread::unpark);
+    }
+    struct Retract<'a>(&'a Pool, &'a Job);
+    impl Drop for Retract<'_> {
+        fn drop(&mut self) {
+            if let Ok(mut slot) = self.0.slot.lock() {
+                *slot = None;
+                self.0.posted.store(false, Ordering::SeqCst);
+            }
+            // A helper still in a piece: spin a little, then give it the CPU (on a busy
+            // host it may be waiting for one).
+            let mut spins = 0u32;
+            while self.1.active.load(Ordering::SeqCst) != 0 {
+                spins = spins.saturating_add(1);
+                if spins < 2048 {
+                    std::hint::spin_loop();
+                } else {
+                    thread::yield_now();
+                }
+            }
+        }
+    }
+    SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
+    ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
+    {
+        let _retract = Retract(p, &job);
+        claim(&job);
+    }
+    if job.panicked.load(Ordering::SeqCst) {
+        panic!("a data-path step panicked on a helper thread");
+    }
+}
+
+/// Split `data` into pieces of `piece` elements (the last may be shorter) and run
+/// `f(index, piece)` on each, fanned out where `work` (element operations) is large enough.
+pub fn for_each_mut<T: Send>(
+    data: &mut [T],
+    piece: usize,
+    work: u64,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let piece = piece.max(1);
+    if work < MIN_WORK || data.len() <= piece || workers() <= 1 {
+        data.chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+        return;
+    }
+    let pieces: Vec<Mutex<&mut [T]>> = data.chunks_mut(piece).map(Mutex::new).collect();
+    run(pieces.len(), &|i| {
+        if let Ok(mut c) = pieces[i].lock() {
+            f(i, &mut c);
+        }
+    });
+}
+
+/// How many pieces of whole partitions (`rows` of `row_len` elements) a step of `work`
+/// element operations is cut into: about two per worker, never more than `rows`.
+pub fn rows_per_piece(rows: usize, work: u64) -> usize {
+    let w = workers();
+    if w <= 1 || work < MIN_WORK || rows <= 1 {
+        return rows.max(1);
+    }
+    rows.div_ceil((2 * w).min(rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn every_chunk_runs_once_with_or_without_helpers() {
+        for allowed in [false, true] {
+            with(allowed, || {
+                for n in [0usize, 1, 2, 7, 64, 1000] {
+                    let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+                    run(n, &|i| {
+                        hits[i].fetch_add(1, Ordering::Relaxed);
+                    });
+                    assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn pieces_cover_the_slice_and_the_setting_is_restored() {
+        let mut v = vec![0u32; 10_000];
+        with(true, || {
+            for_each_mut(&mut v, 333, u64::MAX, |i, c| {
+                c.iter_mut().for_each(|x| *x += i as u32 + 1)
+            });
+            assert!(with(false, workers) == 1);
+        });
+        assert_eq!(workers(), 1);
+        for (j, x) in v.iter().enumerate() {
+            assert_eq!(*x, (j / 333) as u32 + 1);
+        }
+    }
+
+    #[test]
+    fn a_panicking_chunk_panics_the_caller_and_the_pool_stays_usable() {
+        let r = std::panic::catch_unwind(|| {
+            with(true, || {
+                run(64, &|i| {
+                    if i == 37 {
+                        panic!("chunk 37");
+                    }
+                })
+            })
+        });
+        assert!(r.is_err());
+        let count = AtomicU32::new(0);
+        with(true, || {
+            run(64, &|_| {
+                count.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 64);
+    }
+}
