@@ -292,14 +292,31 @@ pub fn for_each_mut<T: Send>(
     });
 }
 
-/// How many pieces of whole partitions (`rows` of `row_len` elements) a step of `work`
-/// element operations is cut into: about two per worker, never more than `rows`.
+/// How many rows (partitions) one piece of a `rows`-row step of `work` element operations
+/// holds: about two pieces per worker, all rows where the step stays on one thread.
 pub fn rows_per_piece(rows: usize, work: u64) -> usize {
     let w = workers();
     if w <= 1 || work < MIN_WORK || rows <= 1 {
         return rows.max(1);
     }
     rows.div_ceil((2 * w).min(rows))
+}
+
+/// Run `f(row, elements)` on each row of `row_len` elements of `data` (a step's per-partition
+/// results), in pieces of whole rows shared out where `work` is large enough.
+pub fn for_rows<T: Send>(
+    data: &mut [T],
+    row_len: usize,
+    work: u64,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let row_len = row_len.max(1);
+    let rows = rows_per_piece(data.len() / row_len, work);
+    for_each_mut(data, rows * row_len, work, |i, piece| {
+        for (j, row) in piece.chunks_mut(row_len).enumerate() {
+            f(i * rows + j, row);
+        }
+    });
 }
 
 #[cfg(test)]

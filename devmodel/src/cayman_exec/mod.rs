@@ -317,14 +317,9 @@ pub fn execute(
             };
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`fanout`).
-            let work = (ch * n) as u64 * 64;
-            let rows = crate::fanout::rows_per_piece(ch, work);
             let bias = &b[..];
-            crate::fanout::for_each_mut(&mut a[..ch * n], rows * n.max(1), work, |i, piece| {
-                for (j, row) in piece.chunks_mut(n.max(1)).enumerate() {
-                    let p = i * rows + j;
-                    func.apply(row, scales[p], bias[p]);
-                }
+            crate::fanout::for_rows(&mut a[..ch * n], n, (ch * n) as u64 * 64, |p, row| {
+                func.apply(row, scales[p], bias[p])
             });
             scatter(mem, &dst, ddt, ch, a)?;
             done(n)
@@ -357,12 +352,10 @@ pub fn execute(
             let groups = n / inner.max(1);
             b.clear();
             b.resize(ch * groups, 0.0);
-            let work = (ch * n) as u64 * 32;
-            let rows = crate::fanout::rows_per_piece(ch, work);
+            // A partition's groups are its row of results; shared out by partitions.
             let src = &a[..];
-            crate::fanout::for_each_mut(&mut b[..], rows * groups.max(1), work, |i, piece| {
-                for (j, out) in piece.iter_mut().enumerate() {
-                    let (p, g) = (i * rows + j / groups.max(1), j % groups.max(1));
+            crate::fanout::for_rows(&mut b[..], groups, (ch * n) as u64 * 32, |p, row| {
+                for (g, out) in row.iter_mut().enumerate() {
                     let at = p * n + g * inner;
                     let acc = alu_reduce(op, &src[at..at + inner]);
                     *out = if neg { -acc } else { acc };

@@ -35,6 +35,22 @@ fn put_f32(m: &mut CoreMem, p: usize, off: usize, v: f32) {
     m.bytes_mut(Space::Sbuf)[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
+/// `v(p, i)` at `off + 4i` of partitions `first..first + ch`, `n` per partition.
+fn fill_f32(
+    m: &mut CoreMem,
+    first: usize,
+    ch: usize,
+    n: usize,
+    off: usize,
+    v: impl Fn(usize, usize) -> f32,
+) {
+    for p in 0..ch {
+        for i in 0..n {
+            put_f32(m, first + p, off + 4 * i, v(p, i));
+        }
+    }
+}
+
 fn get_f32(m: &CoreMem, p: usize, off: usize) -> f32 {
     let at = p * m.sbuf_stride + off;
     let b = &m.bytes(Space::Sbuf)[at..at + 4];
@@ -233,17 +249,10 @@ fn activate_functions_scale_pointers_and_start_partitions() {
     for (func, f) in refs {
         let mut m = mem();
         let mut regs = [0u32; 256];
-        for p in 0..ch {
-            for i in 0..n {
-                put_f32(
-                    &mut m,
-                    first + p,
-                    0x100 + 4 * i,
-                    0.25 + (p * n + i) as f32 * 0.5,
-                );
-            }
-            put_f32(&mut m, first + p, 0x800, 0.5 + p as f32); // scale
-        }
+        fill_f32(&mut m, first, ch, n, 0x100, |p, i| {
+            0.25 + (p * n + i) as f32 * 0.5
+        });
+        fill_f32(&mut m, first, ch, 1, 0x800, |p, _| 0.5 + p as f32); // scale
         let ap = |off: u32| {
             let mut v = (base + off).to_le_bytes().to_vec();
             v.extend_from_slice(&[1, 0, 1, 0, 1, 0, n as u8, 0, 1, 0, 1, 0]);
@@ -342,16 +351,9 @@ fn shared_out_activate_and_reduce_match_one_thread() {
     let outputs = |fan: bool| {
         let mut m = mem();
         let mut regs = [0u32; 256];
-        for p in 0..ch {
-            for i in 0..n {
-                put_f32(
-                    &mut m,
-                    p,
-                    4 * i,
-                    ((p * 7919 + i * 104729) % 2001) as f32 / 250.0 - 4.0,
-                );
-            }
-        }
+        fill_f32(&mut m, 0, ch, n, 0, |p, i| {
+            ((p * 7919 + i * 104729) % 2001) as f32 / 250.0 - 4.0
+        });
         crate::fanout::with(fan, || {
             // Both words are cut into pieces where the host has a helper (whether a helper
             // is free to take some varies; the bits must not).

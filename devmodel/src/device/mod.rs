@@ -118,12 +118,12 @@ struct Core {
 }
 
 impl Core {
-    fn new(profile: &ArchProfile, memory: crate::hostmem::MemSource) -> Core {
+    fn new(profile: &ArchProfile, memory: crate::hostmem::MemSource, threads: ThreadMode) -> Core {
         let data = lane::Lane {
             mem: CoreMem::with_memory(profile, memory),
             pe: Default::default(),
             scratch: Scratch::default(),
-            fanout: ThreadMode::from_env() != ThreadMode::Off,
+            fanout: threads != ThreadMode::Off,
         };
         Core {
             lane: lane::LaneSlot::new(data),
@@ -230,7 +230,10 @@ impl Device {
     /// may map; the heap where it gives none).
     pub fn with_memory(profile: ArchProfile, memory: crate::hostmem::MemSource) -> Device {
         let cores_n = profile.nc_count;
-        let cores = (0..cores_n).map(|_| Core::new(&profile, memory)).collect();
+        let threads = ThreadMode::from_env();
+        let cores = (0..cores_n)
+            .map(|_| Core::new(&profile, memory, threads))
+            .collect();
         let dma = (0..profile.dma_engines)
             .map(|_| (0..DMA_QUEUES).map(|_| dma::DmaQueue::default()).collect())
             .collect();
@@ -254,7 +257,7 @@ impl Device {
             mem_watch: false,
             ecc: crate::ecc::EccCounters::default(),
             fw: Firmware::default(),
-            threads: ThreadMode::from_env(),
+            threads,
         }
     }
 
