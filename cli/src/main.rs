@@ -46,8 +46,10 @@ use std::time::Instant;
                                   (these two are read when a core's PE state is created or reset)
   NEURON_EMU_THREADS=auto|1|always  where the cores' data paths run: auto (the default) gives a
                                   core its own host thread while another core runs too, 1 keeps
-                                  all on the device thread, always threads every core; results
-                                  and device times are bit-identical in every mode
+                                  all on the device thread (and turns off the helper threads
+                                  that share large GEMM/ACTIVATE/TENSOR_REDUCE steps), always
+                                  threads every core; results and device times are
+                                  bit-identical in every mode
   NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)
   NEURON_RT_*                     the runtime's settings, as libnrt reads them (docs/runtime-api.md)"
 )]
