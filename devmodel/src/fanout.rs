@@ -241,10 +241,12 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     struct Retract<'a>(&'a Pool, &'a Job);
     impl Drop for Retract<'_> {
         fn drop(&mut self) {
-            if let Ok(mut slot) = self.0.slot.lock() {
-                *slot = None;
-                self.0.posted.store(false, Ordering::SeqCst);
-            }
+            // Retracted even from a poisoned slot: a job left posted would point into a
+            // frame that is about to go.
+            let mut slot = self.0.slot.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = None;
+            self.0.posted.store(false, Ordering::SeqCst);
+            drop(slot);
             // A helper still in a piece: spin a little, then give it the CPU (on a busy
             // host it may be waiting for one).
             let mut spins = 0u32;
