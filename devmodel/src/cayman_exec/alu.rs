@@ -84,6 +84,33 @@ pub(super) fn alu_reduce(op: Alu, row: &[f32]) -> f32 {
 
 /// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source, in 8 x 8 blocks.
 pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    transpose_into(src, rows, cols, dst, 0, rows, false);
+}
+
+/// `dst[off + j * pitch + c] = src[c * cols + j]` (`+=` when `accumulate`) for a
+/// `rows x cols` source, in 8 x 8 blocks: a transpose written straight into strided rows (a
+/// PE transpose into PSUM). False, and nothing written, if `src` is short or a row would
+/// leave `dst`.
+pub(super) fn transpose_into(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = (cols - 1)
+        .checked_mul(pitch)
+        .and_then(|x| x.checked_add(off))
+        .and_then(|x| x.checked_add(rows));
+    if src.len() < rows * cols || pitch < rows || last.is_none_or(|l| l > dst.len()) {
+        return false;
+    }
+    let put = |d: &mut f32, v: f32| *d = if accumulate { *d + v } else { v };
     const B: usize = 8;
     let (rb, cb) = (rows - rows % B, cols - cols % B);
     for c0 in (0..rb).step_by(B) {
@@ -93,9 +120,9 @@ pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
                 r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
             }
             for j in 0..B {
-                let d = &mut dst[(j0 + j) * rows + c0..][..B];
+                let d = &mut dst[off + (j0 + j) * pitch + c0..][..B];
                 for i in 0..B {
-                    d[i] = t[i][j];
+                    put(&mut d[i], t[i][j]);
                 }
             }
         }
@@ -104,14 +131,15 @@ pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) 
     // rows, then every column of the last rows.
     for c in 0..rb {
         for j in cb..cols {
-            dst[j * rows + c] = src[c * cols + j];
+            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
         }
     }
     for c in rb..rows {
         for j in 0..cols {
-            dst[j * rows + c] = src[c * cols + j];
+            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
         }
     }
+    true
 }
 
 /// Whether the `n x n` matrix at `view` in `m` is the identity (a transpose's moving tensor).
@@ -158,6 +186,57 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn transpose_into_writes_strided_rows_and_accumulates() {
+        for (rows, cols) in [(128, 128), (16, 8), (13, 21), (1, 9), (8, 3)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5).collect();
+            let (off, pitch) = (3, rows + 5);
+            let len = off + (cols - 1) * pitch + rows;
+            let old: Vec<f32> = (0..len + 2).map(|i| i as f32).collect();
+            for accumulate in [false, true] {
+                let mut dst = old.clone();
+                assert!(transpose_into(
+                    &src, rows, cols, &mut dst, off, pitch, accumulate
+                ));
+                let mut want = old.clone();
+                for c in 0..rows {
+                    for j in 0..cols {
+                        let at = off + j * pitch + c;
+                        let v = src[c * cols + j];
+                        want[at] = if accumulate { old[at] + v } else { v };
+                    }
+                }
+                assert_eq!(dst, want, "{rows}x{cols} accumulate {accumulate}");
+            }
+            // A destination one element short, a pitch under a row, or a short source:
+            // refused, nothing written.
+            let mut short = old[..len - 1].to_vec();
+            assert!(!transpose_into(
+                &src, rows, cols, &mut short, off, pitch, false
+            ));
+            assert_eq!(short, old[..len - 1].to_vec());
+            let mut dst = old.clone();
+            assert!(!transpose_into(
+                &src,
+                rows,
+                cols,
+                &mut dst,
+                off,
+                rows - 1,
+                false
+            ));
+            assert!(!transpose_into(
+                &src[1..],
+                rows,
+                cols,
+                &mut dst,
+                off,
+                pitch,
+                false
+            ));
         }
     }
 

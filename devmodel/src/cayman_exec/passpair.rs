@@ -43,11 +43,10 @@ pub struct Pending {
     k: usize,
     m: usize,
     nmov: usize,
-    /// The moving tensor as the LOW pass read it, dense `k × nmov`.
+    /// The moving tensor as the LOW pass read it, dense `k × nmov`. The unsplit weights stay
+    /// in `PeState::full`: only a LOW LDWEIGHTS replaces them, and any LDWEIGHTS but the
+    /// matched HIGH one settles the pair first.
     moving: Vec<f32>,
-    /// The unsplit weights, and `hi(w)` (what the HIGH pass must load), in the array's layout.
-    full: Vec<f32>,
-    hi: Vec<f32>,
 }
 
 /// What the word after a fused LOW pass does.
@@ -103,7 +102,34 @@ fn moving(
     }
 }
 
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
+/// Whether a MATMUL's moving tensor still holds `snap` (`k × n`, dense): compared where it
+/// lies when it is an fp32 view, else gathered into `scratch` first.
+fn moving_is(
+    mem: &CoreMem,
+    src: &AccessPattern,
+    k: usize,
+    n: usize,
+    snap: &[f32],
+    scratch: &mut Vec<f32>,
+) -> Result<bool, OpFault> {
+    match f32_view(mem, src, k)? {
+        Some((sp, v, got)) if v.cs == 1 => {
+            let s = mem.f32s(sp);
+            Ok(got == n
+                && snap.len() == k * n
+                && (0..k).all(|kk| {
+                    let row = v.off + kk * v.rs;
+                    same_bits(&s[row..row + n], &snap[kk * n..(kk + 1) * n])
+                }))
+        }
+        _ => {
+            let got = moving(mem, src, k, scratch)?;
+            Ok(got == n && same_bits(scratch, snap))
+        }
+    }
+}
+
+pub(super) fn same_bits(a: &[f32], b: &[f32]) -> bool {
     // As bytes: one memcmp instead of an element loop (the same bits either way).
     use zerocopy::IntoBytes;
     a.as_bytes() == b.as_bytes()
@@ -131,11 +157,9 @@ pub(super) fn start(
     if !pe.fuse || ci.header.update_op != 0 || pe.full.len() != k * m {
         return Ok(false);
     }
-    let mut mv = Vec::new();
+    let mut mv = std::mem::take(&mut pe.snapshot);
     let nmov = moving(mem, &src, k, &mut mv)?;
     let dext = extent(mem, &dst, Dtype::F32, m)?;
-    let full = pe.full.clone();
-    let hi = full.iter().map(|v| hi_part(*v)).collect();
     pe.pair = Some(Pending {
         high_loaded: false,
         ldw,
@@ -149,8 +173,6 @@ pub(super) fn start(
         m,
         nmov,
         moving: mv,
-        full,
-        hi,
     });
     Ok(true)
 }
@@ -176,12 +198,14 @@ fn product(p: &Pending, w: &[f32], mem: &mut CoreMem) -> Result<(), OpFault> {
 }
 
 /// Run the deferred LOW pass as it was issued: the two-pass state, bit for bit.
-fn settle(p: &Pending, mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault> {
+fn settle(p: Pending, mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault> {
     pe.settled += 1;
     tracing::debug!(target: "devmodel", "pass pair: LOW pass run alone ({} so far)", pe.settled);
     // The array's LOW weights, exactly as LDWEIGHTS mode 1 computes them.
-    let lo: Vec<f32> = p.full.iter().zip(&p.hi).map(|(v, h)| v - h).collect();
-    product(p, &lo, mem)
+    let lo: Vec<f32> = pe.full.iter().map(|v| v - hi_part(*v)).collect();
+    let r = product(&p, &lo, mem);
+    pe.snapshot = p.moving;
+    r
 }
 
 /// Before any word while a LOW pass is deferred.
@@ -220,9 +244,10 @@ pub(super) fn resume(
                 && pe.m == p.m
                 && !pe.transpose =>
         {
-            let n = moving(mem, &p.src, p.k, scratch)?;
-            if n == p.nmov && same_bits(scratch, &p.moving) {
-                product(&p, &p.full, mem)?;
+            if moving_is(mem, &p.src, p.k, p.nmov, &p.moving, scratch)? {
+                let r = product(&p, &pe.full, mem);
+                pe.snapshot = p.moving;
+                r?;
                 pe.fresh = false;
                 pe.fused_pairs += 1;
                 tracing::trace!(target: "devmodel", "pass pair fused ({} so far)", pe.fused_pairs);
@@ -233,12 +258,12 @@ pub(super) fn resume(
                     math_macs: (p.m * p.k * p.nmov) as u64,
                 }));
             }
-            settle(&p, mem, pe)?;
+            settle(p, mem, pe)?;
             Ok(Resume::Run)
         }
         // PE words outside the pair, and DMAs (their targets are resolved later), end it.
         Opcode::Ldweights | Opcode::Matmul | Opcode::DmaDirect2d => {
-            settle(&p, mem, pe)?;
+            settle(p, mem, pe)?;
             Ok(Resume::Run)
         }
         _ => {
@@ -247,7 +272,7 @@ pub(super) fn resume(
                 .iter()
                 .any(|o| o.space == sp && o.lo < hi && lo < o.hi);
             if touches {
-                settle(&p, mem, pe)?;
+                settle(p, mem, pe)?;
             } else {
                 pe.pair = Some(p);
             }
@@ -257,17 +282,32 @@ pub(super) fn resume(
 }
 
 /// After a HIGH LDWEIGHTS that `resume` let through: keep the pair only if the array now
-/// holds exactly the `hi(w)` of the LOW pass's values.
-pub(super) fn high_loaded(mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault> {
+/// holds exactly the `hi(w)` of the LOW pass's values (`same_values`: it loaded the LOW
+/// pass's very values, so it does).
+pub(super) fn high_loaded(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    same_values: bool,
+) -> Result<(), OpFault> {
     let Some(mut p) = pe.pair.take() else {
         return Ok(());
     };
-    if same_bits(&pe.w, &p.hi) {
+    if !same_values {
+        pe.materialize();
+    }
+    let hi_matches = same_values
+        || (pe.w.len() == pe.full.len()
+            && pe
+                .w
+                .iter()
+                .zip(&pe.full)
+                .all(|(w, v)| w.to_bits() == hi_part(*v).to_bits()));
+    if hi_matches {
         p.high_loaded = true;
         pe.pair = Some(p);
         Ok(())
     } else {
-        settle(&p, mem, pe)
+        settle(p, mem, pe)
     }
 }
 
@@ -462,7 +502,10 @@ mod tests {
         let (a, b) = (dest(&one.mem, D), dest(&two.mem, D));
         assert_close(&a, &b, &bound(&one));
         // The weights left in the array are the HIGH pass's, as without fusion.
-        assert_eq!(one.pe.w, two.pe.w);
+        let (mut one_pe, mut two_pe) = (one.pe.clone(), two.pe.clone());
+        one_pe.materialize();
+        two_pe.materialize();
+        assert_eq!(one_pe.w, two_pe.w);
     }
 
     /// The kernel's math counts a pass pair once (K·M·N), fused or not, and interrupted

@@ -3,7 +3,7 @@
 //! portable SGEMM or AMX tiles), with transposes done as data movement and fp32 pass pairs
 //! handed to `passpair`.
 
-use super::alu::{hi_part, is_identity, transpose};
+use super::alu::{hi_part, is_identity, transpose, transpose_into};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
@@ -33,6 +33,9 @@ pub struct PeState {
     /// pass (`Exec::Done::math_macs`).
     pub low_pass: bool,
     pub full: Vec<f32>,
+    /// `w` is not computed yet: it is this part of `full` (an fp32 pass pair's weights are
+    /// split only when a pass must run alone; [`PeState::materialize`]).
+    pub w_from_full: Option<Split>,
     /// The weights' dtype (of the last LDWEIGHTS): whether they are bf16 parts (`gemm::amx`).
     pub w_dt: Option<Dtype>,
     /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
@@ -41,6 +44,8 @@ pub struct PeState {
     pub wpack: amx::PackedA,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
+    /// A deferred pass's moving-tensor snapshot buffer, kept between pairs.
+    pub snapshot: Vec<f32>,
     /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
     pub fused_pairs: u64,
     pub settled: u64,
@@ -59,12 +64,34 @@ impl Default for PeState {
             low_src: None,
             low_pass: false,
             full: Vec::new(),
+            w_from_full: None,
             w_dt: None,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             pair: None,
+            snapshot: Vec::new(),
             fused_pairs: 0,
             settled: 0,
+        }
+    }
+}
+
+/// Which part of an fp32 value a pass's weights are: `w − hi(w)` or `hi(w)` (`alu::hi_part`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Lo,
+    Hi,
+}
+
+impl PeState {
+    /// Compute `w` if it is still a deferred part of `full`.
+    pub fn materialize(&mut self) {
+        if let Some(part) = self.w_from_full.take() {
+            self.w.clear();
+            match part {
+                Split::Lo => self.w.extend(self.full.iter().map(|v| v - hi_part(*v))),
+                Split::Hi => self.w.extend(self.full.iter().map(|v| hi_part(*v))),
+            }
         }
     }
 }
@@ -103,13 +130,23 @@ pub(super) fn ldweights(
     pe.m = n;
     pe.low_src = None;
     pe.low_pass = !transpose && mode == 1;
+    pe.w_from_full = None;
     // The gathered rows become the array's contents by swapping buffers, not copying.
     a.truncate(rows * n);
+    // The HIGH load of a pending pair (`passpair::resume` let only that through) that
+    // loads the LOW pass's very values: `hi(w)` is computed only if a pass runs alone.
+    let same_as_low = pe.pair.is_some()
+        && !transpose
+        && mode == 2
+        && dt == Dtype::F32
+        && passpair::same_bits(a, &pe.full);
     if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
+        // Split only if the LOW pass must run alone.
         std::mem::swap(&mut pe.full, a);
         pe.low_src = Some((ap, dt, rows));
-        pe.w.clear();
-        pe.w.extend(pe.full.iter().map(|v| v - hi_part(*v)));
+        pe.w_from_full = Some(Split::Lo);
+    } else if same_as_low {
+        pe.w_from_full = Some(Split::Hi);
     } else {
         match (transpose, mode) {
             (false, 1) => {
@@ -129,7 +166,7 @@ pub(super) fn ldweights(
     pe.transpose = transpose;
     pe.fresh = true;
     if pe.pair.is_some() {
-        passpair::high_loaded(mem, pe)?;
+        passpair::high_loaded(mem, pe, same_as_low)?;
     }
     Ok(Exec::Done {
         elems: n as u64,
@@ -178,6 +215,12 @@ pub(super) fn matmul(
         Dtype::F32 => f32_view(mem, &dst, m)?,
         _ => None,
     };
+    // Deferred weights are needed unless this is a LOW pass `passpair` may defer (an fp32
+    // product into an in-place fp32 destination).
+    let may_defer = pe.low_src.is_some() && dt == Dtype::F32 && !pe.transpose && dv.is_some();
+    if !may_defer {
+        pe.materialize();
+    }
     if let (Some(b_), Some(c_)) = (&mv, &dv) {
         if b_.0 == c_.0 {
             mv = None; // same memory: read through a copy
@@ -274,16 +317,18 @@ pub(super) fn matmul(
             scatter(mem, &dst, out_dt, m, out)?;
         }
     } else if ident {
-        // out[j][c] = w[c][j]
-        b.clear();
-        b.resize(m * nmov, 0.0);
-        transpose(&pe.w[..nmov * m], nmov, m, b);
-        if let Some((dspace, cv, _)) = dv {
+        // out[j][c] = w[c][j]: straight into an fp32 destination's unit-stride, disjoint
+        // rows; any other destination is staged.
+        if let Some((dspace, cv, _)) = dv.filter(|(_, v, _)| v.cs == 1 && v.rs >= nmov) {
             let csl = mem.f32s_mut(dspace);
-            if !crate::gemm::add_into(m, nmov, b, nmov, beta, csl, cv) {
+            let w = &pe.w[..nmov * m];
+            if !transpose_into(w, nmov, m, csl, cv.off, cv.rs, beta != 0.0) {
                 return Err(OpFault::bad("MATMUL operand shapes do not fit"));
             }
         } else {
+            b.clear();
+            b.resize(m * nmov, 0.0);
+            transpose(&pe.w[..nmov * m], nmov, m, b);
             if acc & 1 == 0 {
                 let old = c;
                 gather(mem, &dst, out_dt, m, old)?;
@@ -295,10 +340,10 @@ pub(super) fn matmul(
         }
     } else if let Some((dspace, cv, _)) = dv {
         // An fp32 LOW pass may be computed together with its HIGH pass (`passpair`).
-        let fused = pe.low_src.is_some()
-            && dt == Dtype::F32
-            && !pe.transpose
-            && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
+        let fused = may_defer && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
+        if !fused {
+            pe.materialize();
+        }
         let CoreMem { sbuf, psum, .. } = mem;
         let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
             (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
