@@ -2,31 +2,45 @@
 //! (`neuron_isa::cayman::layout::ACT_FUNCS`), computed in f32. The hardware interpolates
 //! tables; these are the functions the tables approximate (`docs/isa/cayman.md` §9).
 //!
-//! The loops are compiled twice: for the build's baseline (SSE2 on x86-64) and, chosen at run
-//! time, for AVX-512F. Every operation is an IEEE elementwise one (no contraction into FMA),
-//! so both give the same bits, only 4 or 16 lanes at a time (`tests::avx512_and_portable_agree`).
+//! The loops are compiled three times: for the build's baseline (SSE2 on x86-64) and, chosen
+//! at run time, for AVX2 and for AVX-512F. Every operation is an IEEE elementwise one (no
+//! contraction into FMA), so all give the same bits, only 4, 8 or 16 lanes at a time
+//! (`tests::wide_loops_and_portable_agree`).
 #![allow(unsafe_code)]
 
 use super::OpFault;
 
-/// The loop kind [`Func::apply`] runs on this host: `avx512` or `portable`.
+/// The widest loop kind this host runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Simd {
+    Portable,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx512,
+}
+
+/// The loop kind [`Func::apply`] runs on this host: `avx512`, `avx2` or `portable`.
 pub fn simd_path() -> &'static str {
-    if avx512() {
-        "avx512"
-    } else {
-        "portable"
+    match simd() {
+        Simd::Avx512 => "avx512",
+        Simd::Avx2 => "avx2",
+        Simd::Portable => "portable",
     }
 }
 
-fn avx512() -> bool {
+fn simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx512f")
+        // std caches the CPUID reads.
+        if std::is_x86_feature_detected!("avx512f") {
+            return Simd::Avx512;
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            return Simd::Avx2;
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Simd::Portable
 }
 
 /// The functions this model computes.
@@ -71,12 +85,24 @@ impl Func {
 
     /// `row[i] = f(row[i]·scale + bias)`. One loop per function so each vectorises.
     pub(super) fn apply(self, row: &mut [f32], scale: f32, bias: f32) {
-        #[cfg(target_arch = "x86_64")]
-        if avx512() {
+        match simd() {
             // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
-            unsafe { self.apply_avx512(row, scale, bias) };
-            return;
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => unsafe { self.apply_avx512(row, scale, bias) },
+            // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => unsafe { self.apply_avx2(row, scale, bias) },
+            _ => self.body(row, scale, bias),
         }
+    }
+
+    /// [`Func::body`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_avx2(self, row: &mut [f32], scale: f32, bias: f32) {
         self.body(row, scale, bias)
     }
 
@@ -125,15 +151,42 @@ impl Func {
 mod tests {
     use super::*;
 
-    /// The AVX-512 loops give the portable loops' bits, for every function, on ordinary
-    /// values, the edges of exp's range, ±0, ±inf, NaN and subnormals.
+    /// The AVX2 and AVX-512 loops give the portable loops' bits, for every function, on
+    /// ordinary values, the edges of exp's range, ±0, ±inf, NaN and subnormals.
     #[test]
-    fn avx512_and_portable_agree() {
-        if !avx512() {
-            eprintln!("SKIPPED: no AVX-512F on this host; only the portable loops ran");
-            return;
+    fn wide_loops_and_portable_agree() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            /// A loop compiled for a CPU feature.
+            type Wide = unsafe fn(Func, &mut [f32], f32, f32);
+            let kinds: [(&str, bool, Wide); 2] = [
+                (
+                    "AVX2",
+                    std::is_x86_feature_detected!("avx2"),
+                    Func::apply_avx2,
+                ),
+                (
+                    "AVX-512F",
+                    std::is_x86_feature_detected!("avx512f"),
+                    Func::apply_avx512,
+                ),
+            ];
+            for (name, present, wide) in kinds {
+                if !present {
+                    eprintln!("SKIPPED: no {name} on this host; its loops did not run");
+                    continue;
+                }
+                eprintln!("{name} present: comparing its loops with the portable ones");
+                // SAFETY: the feature was detected just above.
+                compare(|f, row, scale, bias| unsafe { wide(f, row, scale, bias) });
+            }
         }
-        eprintln!("AVX-512F present: comparing its loops with the portable ones");
+        #[cfg(not(target_arch = "x86_64"))]
+        eprintln!("SKIPPED: not x86-64; only the portable loops exist");
+    }
+
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn compare(wide: impl Fn(Func, &mut [f32], f32, f32)) {
         let mut xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.0371).collect();
         xs.extend([
             0.0,
@@ -151,8 +204,7 @@ mod tests {
                 let mut a = xs.clone();
                 let mut b = xs.clone();
                 f.body(&mut a, scale, bias);
-                // SAFETY: AVX-512F checked above.
-                unsafe { f.apply_avx512(&mut b, scale, bias) };
+                wide(f, &mut b, scale, bias);
                 for (i, (x, y)) in a.iter().zip(&b).enumerate() {
                     assert_eq!(
                         x.to_bits(),
