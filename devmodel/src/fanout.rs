@@ -202,11 +202,34 @@ fn claim(j: &Job) -> u64 {
     }
 }
 
+/// Lane threads (`device::lane`) running a word now: when they alone fill the host's CPUs
+/// (an LNC=2 model's two cores on a 2-CPU host), a helper would only take CPU time from
+/// them, so steps stay on their thread.
+static LANES_BUSY: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks a lane thread as running a word while it lives ([`LANES_BUSY`]).
+#[derive(Debug)]
+pub struct LaneBusy(());
+
+impl LaneBusy {
+    pub fn enter() -> LaneBusy {
+        LANES_BUSY.fetch_add(1, Ordering::SeqCst);
+        LaneBusy(())
+    }
+}
+
+impl Drop for LaneBusy {
+    fn drop(&mut self) {
+        LANES_BUSY.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Run `f(0..n)`, each index once, on this thread and on free helpers where fan-out is
 /// allowed; returns when every chunk is done. A panic in a helper's chunk is raised here.
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
-    if n <= 1 || workers() <= 1 {
+    let workers = workers();
+    if n <= 1 || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) >= workers {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
@@ -354,6 +377,27 @@ mod tests {
         for (j, x) in v.iter().enumerate() {
             assert_eq!(*x, (j / 333) as u32 + 1);
         }
+    }
+
+    /// While lane threads fill every worker's CPU, a step runs whole on its caller.
+    #[test]
+    fn busy_lanes_keep_a_step_on_its_caller() {
+        with(true, || {
+            let guards: Vec<LaneBusy> = (0..workers()).map(|_| LaneBusy::enter()).collect();
+            let me = thread::current().id();
+            let others = AtomicU32::new(0);
+            let hits: Vec<AtomicU32> = (0..256).map(|_| AtomicU32::new(0)).collect();
+            run(256, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+                if thread::current().id() != me {
+                    others.fetch_add(1, Ordering::Relaxed);
+                }
+                std::hint::black_box((0..200).sum::<u64>());
+            });
+            drop(guards);
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            assert_eq!(others.load(Ordering::Relaxed), 0);
+        });
     }
 
     #[test]

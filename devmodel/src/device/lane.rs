@@ -159,7 +159,10 @@ fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
             }
             ToLane::Job(id, mut job) => {
                 let out = match lane.as_mut() {
-                    Some(l) => l.run(&job.ci, &mut job.regs),
+                    Some(l) => {
+                        let _busy = crate::fanout::LaneBusy::enter();
+                        l.run(&job.ci, &mut job.regs)
+                    }
                     None => Outcome {
                         result: Err(OpFault::bad("internal error: lane word without the lane")),
                         pe: PeTiming::default(),
