@@ -23,6 +23,7 @@ struct Run {
     sgemm_macs: u64,
     amx_macs: u64,
     math_macs: [u64; 16],
+    onchip_bytes: u64,
     /// Words that ran on lane threads (not compared: it is what differs).
     lane_words: u64,
 }
@@ -57,13 +58,14 @@ fn run(stem: &str, mode: &str) -> Run {
         sgemm_macs: st.sgemm_macs - st0.sgemm_macs,
         amx_macs: st.amx_macs - st0.amx_macs,
         math_macs,
+        onchip_bytes: st.onchip_bytes - st0.onchip_bytes,
         lane_words: st.lane_thread_words - st0.lane_thread_words,
     }
 }
 
 impl Run {
     /// What must not depend on the mode.
-    fn same(&self) -> (&Outputs, u64, u64, u64, [u64; 16]) {
+    fn same(&self) -> (&Outputs, u64, u64, u64, [u64; 16], u64) {
         let r = self;
         (
             &r.outputs,
@@ -71,6 +73,7 @@ impl Run {
             r.sgemm_macs,
             r.amx_macs,
             r.math_macs,
+            r.onchip_bytes,
         )
     }
 }

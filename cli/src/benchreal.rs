@@ -3,7 +3,8 @@
 //! at the best rates this host reaches for them, measured in the same process.
 
 use crate::floor::{
-    per_execution, Floor, HostRates, CACHE_RESIDENT, COPY_CACHE, COPY_MEMORY, ROUNDS,
+    onchip_seconds, per_execution, Floor, HostRates, PerExecution, CACHE_RESIDENT, COPY_CACHE,
+    COPY_MEMORY, ROUNDS,
 };
 use crate::{open_emulated, usage, Failure};
 use neuron_abi::arch::Arch;
@@ -262,9 +263,14 @@ fn bench_one(
     let functional = functional_wall(&emu, &mut model, repeat)
         .map_err(|e| fail(format!("functional mode: {e}")))?;
     let peak = peak_rss();
-    let (math, dma) = per_execution(&before, &after, repeat);
+    let PerExecution {
+        math,
+        dma_bytes: dma,
+        onchip_bytes,
+    } = per_execution(&before, &after, repeat);
     let (memcpy, copy_kind) = rates.memcpy_for(io);
     let floor = Floor::of(&math, &rates.flops_by_dtype(), dma, memcpy);
+    let onchip = onchip_seconds(onchip_bytes, rates.memcpy_cache);
     let prof_dir = profiles.map(Path::to_path_buf).unwrap_or_else(|| {
         path.parent()
             .unwrap_or(Path::new("."))
@@ -338,6 +344,13 @@ fn bench_one(
         } else {
             "; peak RSS since the process started (VmHWM reset refused)"
         }
+    );
+    println!(
+        "    on-chip: operands {:.2} MB read + written (SBUF/PSUM, each once) = {:.3} ms of memcpy in cache; floor with them {:.3} ms, fastest execution {:.2}x that",
+        onchip_bytes as f64 / 1e6,
+        onchip * 1e3,
+        (floor.total() + onchip) * 1e3,
+        fastest / (floor.total() + onchip).max(1e-12)
     );
     let shapes: Vec<String> = rates
         .sgemm

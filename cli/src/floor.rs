@@ -167,6 +167,14 @@ pub(crate) struct Floor {
     pub(crate) bytes: f64,
 }
 
+/// Seconds to move `onchip` operand bytes (`Stats::onchip_bytes`: reads and writes counted
+/// apart) at `memcpy` bytes/s, where a copy of n bytes reads n and writes n: the on-chip
+/// traffic the floor leaves out, at the rate of copies within the host's cache (a
+/// lower bound: a core's SBUF is 24 MiB).
+pub(crate) fn onchip_seconds(onchip: u64, memcpy: f64) -> f64 {
+    onchip as f64 / 2.0 / memcpy.max(1.0)
+}
+
 impl Floor {
     /// `math_macs`: the kernel's multiply-adds by moving dtype code (`Stats::math_macs`, a
     /// pass pair once); `flops`: FLOP/s by the same code; `bytes` moved at `memcpy` bytes/s.
@@ -189,13 +197,24 @@ impl Floor {
 }
 
 /// What the timed executions did (stats after minus before), per execution.
-pub(crate) fn per_execution(before: &Stats, after: &Stats, repeat: u32) -> ([u64; 16], u64) {
+pub(crate) struct PerExecution {
+    /// Multiply-adds by moving dtype code.
+    pub(crate) math: [u64; 16],
+    pub(crate) dma_bytes: u64,
+    pub(crate) onchip_bytes: u64,
+}
+
+pub(crate) fn per_execution(before: &Stats, after: &Stats, repeat: u32) -> PerExecution {
     let r = u64::from(repeat.max(1));
     let mut math = [0u64; 16];
     for (i, m) in math.iter_mut().enumerate() {
         *m = after.math_macs[i].saturating_sub(before.math_macs[i]) / r;
     }
-    (math, after.dma_bytes.saturating_sub(before.dma_bytes) / r)
+    PerExecution {
+        math,
+        dma_bytes: after.dma_bytes.saturating_sub(before.dma_bytes) / r,
+        onchip_bytes: after.onchip_bytes.saturating_sub(before.onchip_bytes) / r,
+    }
 }
 
 #[cfg(test)]
@@ -243,10 +262,22 @@ mod tests {
         after.math_macs[Dtype::F32 as usize] = 3 * 128 * 128 * 512;
         after.sgemm_macs = 3 * 2 * 128 * 128 * 512; // as if unfused: not what the floor uses
         after.dma_bytes = 3 * 4096;
-        let (math, dma) = per_execution(&before, &after, 3);
-        assert_eq!(math[Dtype::F32 as usize], 8_388_608);
-        assert_eq!(dma, 4096);
-        let f = Floor::of(&math, &[100e9; 16], 0, 1e9);
+        after.onchip_bytes = 3 * 1000;
+        let pe = per_execution(&before, &after, 3);
+        assert_eq!(pe.math[Dtype::F32 as usize], 8_388_608);
+        assert_eq!(pe.dma_bytes, 4096);
+        assert_eq!(pe.onchip_bytes, 1000);
+        let f = Floor::of(&pe.math, &[100e9; 16], 0, 1e9);
         assert!((f.math - 0.16777216e-3).abs() < 1e-15, "{f:?}");
+    }
+
+    /// On-chip bytes count reads and writes apart; a memcpy of n bytes moves 2n of them:
+    /// 2e9 operand bytes at 10 GB/s of memcpy are 100 ms.
+    #[test]
+    fn onchip_bytes_are_half_a_copy_each() {
+        assert!((onchip_seconds(2_000_000_000, 10e9) - 0.1).abs() < 1e-12);
+        assert_eq!(onchip_seconds(0, 10e9), 0.0);
+        // A zero rate (never measured) does not divide by zero.
+        assert!(onchip_seconds(10, 0.0).is_finite());
     }
 }

@@ -112,6 +112,17 @@ fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
         detail.contains("bfloat16 ") && detail.contains("float32 ") && detail.contains("DMA "),
         "{detail}"
     );
+    // The on-chip operand bytes: some, and a floor with them above the floor alone.
+    let onchip = out
+        .lines()
+        .find(|l| l.starts_with("    on-chip: operands "))
+        .expect("an on-chip line");
+    let mb: f64 = onchip
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .expect("on-chip MB");
+    assert!(mb > 0.0, "{onchip}");
 }
 
 #[test]

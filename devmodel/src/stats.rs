@@ -27,6 +27,10 @@ pub struct Stats {
     /// LOW/HIGH pass pair counts once whether or not it was fused; transposes done as data
     /// movement not at all. The compute part of `bench real`'s floor.
     pub math_macs: [u64; 16],
+    /// SBUF/PSUM bytes the data-path words' operands read and write as the kernel needs them
+    /// (`cayman_exec::operand_bytes`: each operand once, an fp32 pass pair once): the
+    /// on-chip part of `bench real`'s on-chip floor.
+    pub onchip_bytes: u64,
 }
 
 /// Host wall time the model spent issuing each kind of instruction (data path included):

@@ -62,6 +62,9 @@ pub enum Exec {
         /// Multiply-adds run on AMX tiles instead (the unpadded `m·k·n`).
         amx_macs: u64,
         math_macs: u64,
+        /// SBUF/PSUM bytes the word's operands read and write, as the kernel needs them
+        /// ([`operand_bytes`]; `Stats::onchip_bytes`).
+        onchip_bytes: u64,
     },
     /// Start a DMA.
     Dma(Dma2d),
@@ -132,10 +135,12 @@ pub fn static_elems(ci: &CaymanInstr) -> Option<u64> {
     }
 }
 
-/// The SBUF/PSUM operands a data-path word reads and writes, as its fields name them (bias
-/// and scalar-pointer operands left out). Operands that do not decode or lie outside their
-/// memory are left out too: the word faults when it executes.
-pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
+/// One operand a data-path word names: (field, dtype, partitions, written).
+type Field = (&'static str, Option<Dtype>, Option<usize>, bool);
+
+/// The SBUF/PSUM operands a data-path word's fields name (bias and scalar-pointer operands
+/// left out), for [`operands`] and [`operand_bytes`].
+fn operand_fields(ci: &CaymanInstr, pe: &PeState) -> Vec<Field> {
     let pair = ci.u("dtype_pair").unwrap_or(0) as u8;
     let nibble = |n: u8| Dtype::from_code(n);
     let ch = ci.u("channels").map(|c| c as usize);
@@ -143,8 +148,7 @@ pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
         Some(d) if pe.transpose && d.size() == 2 => Some(d),
         _ => Some(Dtype::F32),
     };
-    // (field, dtype, partitions, written)
-    let list: Vec<(&str, Option<Dtype>, Option<usize>, bool)> = match ci.opcode {
+    match ci.opcode {
         Opcode::Ldweights => vec![(
             "src",
             ci.dtype("src_dtype"),
@@ -178,8 +182,15 @@ pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
             ("dst", nibble(pair & 0xf), ch, true),
         ],
         _ => Vec::new(),
-    };
-    list.into_iter()
+    }
+}
+
+/// The SBUF/PSUM operands a data-path word reads and writes, as its fields name them (bias
+/// and scalar-pointer operands left out). Operands that do not decode or lie outside their
+/// memory are left out too: the word faults when it executes.
+pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
+    operand_fields(ci, pe)
+        .into_iter()
         .filter_map(|(field, dt, channels, write)| {
             let (ap, dt, channels) = (ci.ap(field)?, dt?, channels?);
             let (space, lo, hi) = extent(mem, &ap, dt, channels).ok()?;
@@ -192,6 +203,35 @@ pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
             })
         })
         .collect()
+}
+
+/// The SBUF/PSUM bytes a data-path word's operands read and write, as the kernel needs
+/// them: each operand's elements once (an accumulating destination is not counted twice),
+/// partitions × elements × dtype size; bias and scale vectors left out. The LOW pass of an
+/// fp32 pass pair (its LDWEIGHTS and MATMUL) counts nothing, as in `Stats::math_macs`: the
+/// HIGH pass reads the same operands and writes the same result. The on-chip traffic any
+/// emulation must move, whatever it copies besides (`bench real`'s on-chip floor).
+pub fn operand_bytes(ci: &CaymanInstr, pe: &PeState) -> u64 {
+    let low = match ci.opcode {
+        Opcode::Ldweights => {
+            ci.u("transpose").unwrap_or(0) != 1
+                && ci.u("fp32_mode").unwrap_or(0) == 1
+                && ci.dtype("src_dtype") == Some(Dtype::F32)
+        }
+        Opcode::Matmul => pe.low_pass,
+        _ => false,
+    };
+    if low {
+        return 0;
+    }
+    operand_fields(ci, pe)
+        .into_iter()
+        .filter_map(|(field, dt, channels, _)| {
+            let n = pattern::elem_count(&ci.ap(field)?).ok()?;
+            n.checked_mul(dt?.size() as u64)?
+                .checked_mul(channels? as u64)
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// A register number field (256 registers per engine).
@@ -243,6 +283,22 @@ pub fn execute(
     scratch: &mut Scratch,
     regs: &mut [u32; 256],
 ) -> Result<Exec, OpFault> {
+    // Read before the word runs: a MATMUL's operands are the weights loaded before it.
+    let onchip = operand_bytes(ci, pe);
+    let mut r = execute_op(ci, mem, pe, scratch, regs)?;
+    if let Exec::Done { onchip_bytes, .. } = &mut r {
+        *onchip_bytes = onchip;
+    }
+    Ok(r)
+}
+
+fn execute_op(
+    ci: &CaymanInstr,
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    scratch: &mut Scratch,
+    regs: &mut [u32; 256],
+) -> Result<Exec, OpFault> {
     if pe.pair.is_some() {
         if let passpair::Resume::Done(r) = passpair::resume(ci, mem, pe, &mut scratch.a)? {
             return Ok(r);
@@ -263,6 +319,7 @@ pub fn execute(
             sgemm_macs: 0,
             amx_macs: 0,
             math_macs: 0,
+            onchip_bytes: 0,
         })
     };
     match ci.opcode {

@@ -256,6 +256,7 @@ pub(super) fn resume(
                     sgemm_macs: 0,
                     amx_macs: 0,
                     math_macs: (p.m * p.k * p.nmov) as u64,
+                    onchip_bytes: 0,
                 }));
             }
             settle(p, mem, pe)?;
@@ -428,6 +429,8 @@ mod tests {
         pe: PeState,
         /// `Exec::Done::math_macs` summed over the words.
         math: u64,
+        /// `Exec::Done::onchip_bytes` summed over the words.
+        onchip: u64,
     }
 
     /// Fill weights, moving data and the destination, then run `words` with fusion on or off.
@@ -440,15 +443,24 @@ mod tests {
             fuse,
             ..PeState::default()
         };
-        let (mut scratch, mut regs, mut math) = (Scratch::default(), [0u32; 256], 0);
+        let (mut scratch, mut regs, mut math, mut onchip) = (Scratch::default(), [0u32; 256], 0, 0);
         for w in words {
-            if let Exec::Done { math_macs, .. } =
-                execute(w, &mut mem, &mut pe, &mut scratch, &mut regs).expect("word runs")
+            if let Exec::Done {
+                math_macs,
+                onchip_bytes,
+                ..
+            } = execute(w, &mut mem, &mut pe, &mut scratch, &mut regs).expect("word runs")
             {
                 math += math_macs;
+                onchip += onchip_bytes;
             }
         }
-        Run { mem, pe, math }
+        Run {
+            mem,
+            pe,
+            math,
+            onchip,
+        }
     }
 
     fn pair() -> Vec<CaymanInstr> {
@@ -522,6 +534,25 @@ mod tests {
         }
         let plain = [ldw(0), matmul(1, D, false)];
         assert_eq!(run(SEED, true, &plain).math, once);
+    }
+
+    /// The on-chip bytes of a pass pair are its HIGH pass's, fused or not: the weights
+    /// (K partitions x M fp32), the moving tensor (K x N) and the destination (M x N), each
+    /// once; a plain fp32 product the same; a MEMSET its destination's bytes.
+    #[test]
+    fn a_pass_pair_counts_its_operand_bytes_once() {
+        let once = (4 * (K * M + K * N + M * N)) as u64;
+        for fuse in [true, false] {
+            assert_eq!(run(SEED, fuse, &pair()).onchip, once, "fuse {fuse}");
+        }
+        let plain = [ldw(0), matmul(1, D, false)];
+        assert_eq!(run(SEED, true, &plain).onchip, once);
+        // 3 partitions x 10 fp32.
+        assert_eq!(run(SEED, true, &[memset(D, 3, 10)]).onchip, 3 * 10 * 4);
+        // Interrupted by that MEMSET: the pair's bytes and the MEMSET's.
+        let mut split = pair();
+        split.insert(2, memset(D, 1, 1));
+        assert_eq!(run(SEED, true, &split).onchip, once + 4);
     }
 
     #[test]

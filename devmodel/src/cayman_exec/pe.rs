@@ -173,6 +173,7 @@ pub(super) fn ldweights(
         sgemm_macs: 0,
         amx_macs: 0,
         math_macs: 0,
+        onchip_bytes: 0,
     })
 }
 
@@ -383,5 +384,6 @@ pub(super) fn matmul(
         } else {
             (m * k * nmov) as u64
         },
+        onchip_bytes: 0,
     })
 }

@@ -51,15 +51,17 @@ impl Device {
         Ok((c, l, job))
     }
 
-    /// Count a finished data-path word's multiply-adds.
+    /// Count a finished data-path word's multiply-adds and on-chip operand bytes.
     pub(super) fn account(&mut self, r: &crate::cayman_exec::Exec, dt: Option<neuron_isa::Dtype>) {
         if let crate::cayman_exec::Exec::Done {
             sgemm_macs,
             amx_macs,
             math_macs,
+            onchip_bytes,
             ..
         } = *r
         {
+            self.stats.onchip_bytes += onchip_bytes;
             self.stats.sgemm_macs += sgemm_macs;
             self.stats.amx_macs += amx_macs;
             if let (1.., Some(dt)) = (math_macs, dt) {
