@@ -176,3 +176,47 @@ fn progress_goes_to_stderr_and_changes_no_result() {
     assert_eq!(strip(&plain), strip(&shown));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Under `ulimit -v` (here 24 GiB of address space, less than the arena's default 516 GiB
+/// reservation) the device arena takes the room there is: the run works and gives the
+/// output it gives without the limit. Before, every user mapping failed with ENODEV and the
+/// load stopped at "mmap(notification queue) failed: ENODEV".
+#[test]
+#[allow(unsafe_code)]
+fn a_run_under_a_limited_address_space_works() {
+    use std::os::unix::process::CommandExt;
+    let d = tmpdir("aslimit");
+    let neff = padded_neff(&d, 4, 4);
+    let free = bin()
+        .args(["run", neff.to_str().expect("utf8")])
+        .output()
+        .expect("spawn");
+    assert!(free.status.success(), "{}", text(&free));
+    let mut c = bin();
+    c.args(["run", neff.to_str().expect("utf8")]);
+    // SAFETY: setrlimit only, between fork and exec (async-signal-safe).
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 24 << 30,
+                rlim_max: 24 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let limited = c.output().expect("spawn");
+    assert!(limited.status.success(), "{}", text(&limited));
+    let checksums = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("output "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(!checksums(&free).is_empty(), "{}", text(&free));
+    assert_eq!(checksums(&limited), checksums(&free));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 
 /// Arena offsets below this are host bus addresses.
 const DEV_START: u64 = 1 << 32;
-/// Room for device-chunk backings (sparse).
+/// Room for device-chunk backings (sparse): address space only, no memory.
 const DEV_LEN: u64 = 512 << 30;
+/// The least room tried where the address space is limited (`ulimit -v`, valgrind): the
+/// arena halves its device part from [`DEV_LEN`] down to this until the mapping succeeds.
+const DEV_LEN_MIN: u64 = 1 << 30;
 
 #[derive(Debug)]
 struct Inner {
@@ -86,6 +89,14 @@ impl Arena {
     /// Create the arena; `None` if the OS refuses (no memfd, no address space), in which case
     /// the emulator falls back to heap memory and cannot make read-only aliases.
     pub fn new(index: usize) -> Option<Arena> {
+        Self::sized(index, DEV_LEN)
+    }
+
+    /// [`Arena::new`] with at most `dev_len` bytes of room for device chunks, halved until the
+    /// address space takes it: a process under `ulimit -v` (or valgrind, whose address space
+    /// is smaller than 512 GiB) gets a smaller arena, and a device chunk beyond it is refused
+    /// with ENOMEM when it is mapped, not every mapping with ENODEV.
+    fn sized(index: usize, dev_len: u64) -> Option<Arena> {
         let name = std::ffi::CString::new(format!("neuron{index}-arena")).ok()?;
         // SAFETY: plain syscalls on a fresh fd; every result is checked.
         unsafe {
@@ -93,32 +104,41 @@ impl Arena {
             if fd < 0 {
                 return None;
             }
-            let size = DEV_START + DEV_LEN;
-            if libc::ftruncate(fd, size as libc::off_t) != 0 {
-                libc::close(fd);
-                return None;
+            let mut dev_len = dev_len.max(DEV_LEN_MIN);
+            loop {
+                let size = DEV_START + dev_len;
+                if libc::ftruncate(fd, size as libc::off_t) == 0 {
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        size as usize,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_SHARED | libc::MAP_NORESERVE,
+                        fd,
+                        0,
+                    );
+                    if p != libc::MAP_FAILED {
+                        if dev_len < DEV_LEN {
+                            tracing::info!(target: "KDRV",
+                                "neuron{index}: address space limited, arena room for device chunks {} MiB",
+                                dev_len >> 20);
+                        }
+                        return Some(Arena {
+                            inner: Arc::new(Inner {
+                                pid: std::process::id(),
+                                fd,
+                                base: p as usize,
+                                size,
+                                dev: Mutex::new(RangeAlloc::new(DEV_START, dev_len)),
+                            }),
+                        });
+                    }
+                }
+                if dev_len <= DEV_LEN_MIN {
+                    libc::close(fd);
+                    return None;
+                }
+                dev_len /= 2;
             }
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                fd,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                libc::close(fd);
-                return None;
-            }
-            Some(Arena {
-                inner: Arc::new(Inner {
-                    pid: std::process::id(),
-                    fd,
-                    base: p as usize,
-                    size,
-                    dev: Mutex::new(RangeAlloc::new(DEV_START, DEV_LEN)),
-                }),
-            })
         }
     }
 
@@ -254,5 +274,26 @@ mod tests {
         let mut b = [9u8];
         assert!(d2.read(0, &mut b));
         assert_eq!(b[0], 0, "freed ranges are punched out");
+    }
+
+    /// An arena with less room gives device regions up to it and refuses beyond, instead of
+    /// failing as a whole.
+    #[test]
+    fn a_small_arena_gives_what_fits() {
+        let Some(a) = Arena::sized(98, DEV_LEN_MIN) else {
+            eprintln!("no memfd here; skipping");
+            return;
+        };
+        assert_eq!(a.inner.size, DEV_START + DEV_LEN_MIN);
+        let d = a.device_region(DEV_LEN_MIN / 2).expect("half the room");
+        assert!(a.device_region(DEV_LEN_MIN).is_none(), "beyond the room");
+        drop(d);
+        assert!(
+            a.device_region(DEV_LEN_MIN).is_some(),
+            "the whole room once freed"
+        );
+        // Asked below the least room: the least room.
+        let b = Arena::sized(97, 4096).expect("arena");
+        assert_eq!(b.inner.size, DEV_START + DEV_LEN_MIN);
     }
 }
