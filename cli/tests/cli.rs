@@ -272,6 +272,43 @@ fn bench_real_host_profile_lists_instruction_kinds() {
 
 /// A file of `../shared/fixtures` (beside the repository), or a failure saying that folder is
 /// missing: these tests need it and must fail, not skip, without it.
+/// With store traps off (`NEURON_EMU_STORE_TRAPS=0`: register views writable, stores in the
+/// mailboxes, as under valgrind) a real kernel runs to the same outputs and device time.
+#[test]
+fn store_traps_off_gives_the_same_run() {
+    let neff = shared_fixture("real-neff/akc-fused_bf16_s512.neff");
+    let run = |traps: Option<&str>| {
+        let mut c = bin();
+        c.args(["run", "-vv", &neff]);
+        match traps {
+            Some(v) => c.env("NEURON_EMU_STORE_TRAPS", v),
+            None => c.env_remove("NEURON_EMU_STORE_TRAPS"),
+        };
+        let o = c.output().expect("spawn");
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "traps {traps:?}: {out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        let want = if traps.is_some() {
+            "stores to the mailboxes"
+        } else {
+            "stores trapped"
+        };
+        assert!(err.contains(want), "traps {traps:?}: no '{want}' in {err}");
+        // The output lines and the device time (host wall differs).
+        out.lines()
+            .filter(|l| l.starts_with("output ") || l.starts_with("device time "))
+            .map(|l| l.split(", host wall").next().unwrap_or(l).to_string())
+            .collect::<Vec<_>>()
+    };
+    let trapped = run(None);
+    assert_eq!(trapped.len(), 2, "{trapped:?}");
+    assert_eq!(run(Some("0")), trapped);
+}
+
 fn shared_fixture(rel: &str) -> String {
     let dir = repo().join("../shared/fixtures");
     assert!(

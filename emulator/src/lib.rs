@@ -666,7 +666,8 @@ impl DeviceFile for EmuFile {
                         }
                     }
                 }
-                tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x})", w.block_id);
+                tracing::debug!(target: "KDRV", "mmap TPB {} semaphore page (offset 0x{offset:x}, stores {})",
+                    w.block_id, if trapped { "trapped" } else { "to the mailboxes" });
                 if !trapped && vprot & PROT_WRITE != 0 {
                     g.untrapped_views = true;
                 }

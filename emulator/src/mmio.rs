@@ -15,7 +15,7 @@
 use neuron_devmodel::regs::{RegPage, PAGE_BYTES};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Whether stores can be trapped on this target.
 pub const SUPPORTED: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
@@ -57,11 +57,23 @@ pub fn posted() -> u64 {
     POSTED.load(SeqCst)
 }
 
-/// Whether stores can be trapped here: the target supports it and the handler is installed
-/// (installing it on first use). Where not, register views are mapped writable and stores land
-/// in the page's mailbox words.
+/// Whether stores can be trapped here: the target supports it, [`TRAPS_ENV`] does not turn
+/// traps off, and the handler is installed (installing it on first use). Where not, register
+/// views are mapped writable and stores land in the page's mailbox words.
 pub fn available() -> bool {
-    SUPPORTED && install()
+    SUPPORTED && !traps_off() && install()
+}
+
+/// `NEURON_EMU_STORE_TRAPS=0` (or `off`): map register views writable with no SIGSEGV trap, as
+/// for a daemon's callers, e.g. under valgrind, which does not return from a handler that
+/// steps over the faulting store. Read once per process.
+pub const TRAPS_ENV: &str = "NEURON_EMU_STORE_TRAPS";
+
+fn traps_off() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    *OFF.get_or_init(|| {
+        std::env::var(TRAPS_ENV).is_ok_and(|v| matches!(v.trim(), "0" | "off" | "no"))
+    })
 }
 
 /// A registered trap; unregistered on drop.
