@@ -39,6 +39,7 @@ fn bits(out: &neuron_runtime::ExecOutput) -> Outputs {
 /// `NEURON_EMU_THREADS=mode`.
 fn run(stem: &str, mode: &str) -> Run {
     std::env::set_var(neuron_devmodel::device::THREADS_ENV, mode);
+    neuron_devmodel::cayman_exec::count_onchip(true);
     let bytes = real_neff(stem);
     let s = setup(Duration::from_secs(120));
     let mut m =

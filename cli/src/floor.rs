@@ -201,7 +201,6 @@ pub(crate) struct PerExecution {
     /// Multiply-adds by moving dtype code.
     pub(crate) math: [u64; 16],
     pub(crate) dma_bytes: u64,
-    pub(crate) onchip_bytes: u64,
 }
 
 pub(crate) fn per_execution(before: &Stats, after: &Stats, repeat: u32) -> PerExecution {
@@ -213,7 +212,6 @@ pub(crate) fn per_execution(before: &Stats, after: &Stats, repeat: u32) -> PerEx
     PerExecution {
         math,
         dma_bytes: after.dma_bytes.saturating_sub(before.dma_bytes) / r,
-        onchip_bytes: after.onchip_bytes.saturating_sub(before.onchip_bytes) / r,
     }
 }
 
@@ -262,11 +260,9 @@ mod tests {
         after.math_macs[Dtype::F32 as usize] = 3 * 128 * 128 * 512;
         after.sgemm_macs = 3 * 2 * 128 * 128 * 512; // as if unfused: not what the floor uses
         after.dma_bytes = 3 * 4096;
-        after.onchip_bytes = 3 * 1000;
         let pe = per_execution(&before, &after, 3);
         assert_eq!(pe.math[Dtype::F32 as usize], 8_388_608);
         assert_eq!(pe.dma_bytes, 4096);
-        assert_eq!(pe.onchip_bytes, 1000);
         let f = Floor::of(&pe.math, &[100e9; 16], 0, 1e9);
         assert!((f.math - 0.16777216e-3).abs() < 1e-15, "{f:?}");
     }

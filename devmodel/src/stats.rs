@@ -29,7 +29,8 @@ pub struct Stats {
     pub math_macs: [u64; 16],
     /// SBUF/PSUM bytes the data-path words' operands read and write as the kernel needs them
     /// (`cayman_exec::operand_bytes`: each operand once, an fp32 pass pair once): the
-    /// on-chip part of `bench real`'s on-chip floor.
+    /// on-chip part of `bench real`'s on-chip floor. Counted only while
+    /// `cayman_exec::count_onchip` is on (else 0).
     pub onchip_bytes: u64,
 }
 

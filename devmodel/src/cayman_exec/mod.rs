@@ -139,8 +139,25 @@ pub fn static_elems(ci: &CaymanInstr) -> Option<u64> {
 type Field = (&'static str, Option<Dtype>, Option<usize>, bool);
 
 /// The SBUF/PSUM operands a data-path word's fields name (bias and scalar-pointer operands
-/// left out), for [`operands`] and [`operand_bytes`].
-fn operand_fields(ci: &CaymanInstr, pe: &PeState) -> Vec<Field> {
+/// left out), for [`operands`] and [`operand_bytes`]; no allocation, as every word asks.
+fn operand_fields(ci: &CaymanInstr, pe: &PeState) -> [Option<Field>; 3] {
+    use Opcode::*;
+    if !matches!(
+        ci.opcode,
+        Ldweights
+            | Matmul
+            | Activate
+            | Copy
+            | Cast
+            | Reciprocal
+            | TensorReduce
+            | TensorScalar
+            | TensorTensor
+            | Memset
+            | AffineSelect
+    ) {
+        return [None; 3];
+    }
     let pair = ci.u("dtype_pair").unwrap_or(0) as u8;
     let nibble = |n: u8| Dtype::from_code(n);
     let ch = ci.u("channels").map(|c| c as usize);
@@ -148,40 +165,43 @@ fn operand_fields(ci: &CaymanInstr, pe: &PeState) -> Vec<Field> {
         Some(d) if pe.transpose && d.size() == 2 => Some(d),
         _ => Some(Dtype::F32),
     };
+    let src_dst = |src: Option<Dtype>, dst: Option<Dtype>| {
+        [
+            Some(("src", src, ch, false)),
+            Some(("dst", dst, ch, true)),
+            None,
+        ]
+    };
     match ci.opcode {
-        Opcode::Ldweights => vec![(
-            "src",
-            ci.dtype("src_dtype"),
-            ci.u("rows").map(|r| r as usize),
-            false,
-        )],
-        Opcode::Matmul => vec![
-            ("src", ci.dtype("src_dtype"), Some(pe.k), false),
-            ("dst", out_dt(ci.dtype("src_dtype")), Some(pe.m), true),
+        Opcode::Ldweights => [
+            Some((
+                "src",
+                ci.dtype("src_dtype"),
+                ci.u("rows").map(|r| r as usize),
+                false,
+            )),
+            None,
+            None,
         ],
-        Opcode::Activate => vec![
-            ("src", nibble(pair & 0xf), ch, false),
-            ("dst", ci.dtype("dst_dtype"), ch, true),
+        Opcode::Matmul => [
+            Some(("src", ci.dtype("src_dtype"), Some(pe.k), false)),
+            Some(("dst", out_dt(ci.dtype("src_dtype")), Some(pe.m), true)),
+            None,
         ],
+        Opcode::Activate => src_dst(nibble(pair & 0xf), ci.dtype("dst_dtype")),
         Opcode::Copy
         | Opcode::Cast
         | Opcode::Reciprocal
         | Opcode::TensorReduce
-        | Opcode::TensorScalar => vec![
-            ("src", ci.dtype("src_dtype"), ch, false),
-            ("dst", ci.dtype("dst_dtype"), ch, true),
+        | Opcode::TensorScalar => src_dst(ci.dtype("src_dtype"), ci.dtype("dst_dtype")),
+        Opcode::TensorTensor => [
+            Some(("src0", nibble(pair >> 4), ch, false)),
+            Some(("src1", nibble(pair & 0xf), ch, false)),
+            Some(("dst", ci.dtype("dst_dtype"), ch, true)),
         ],
-        Opcode::TensorTensor => vec![
-            ("src0", nibble(pair >> 4), ch, false),
-            ("src1", nibble(pair & 0xf), ch, false),
-            ("dst", ci.dtype("dst_dtype"), ch, true),
-        ],
-        Opcode::Memset => vec![("dst", ci.dtype("dtype"), ch, true)],
-        Opcode::AffineSelect => vec![
-            ("src", nibble(pair >> 4), ch, false),
-            ("dst", nibble(pair & 0xf), ch, true),
-        ],
-        _ => Vec::new(),
+        Opcode::Memset => [Some(("dst", ci.dtype("dtype"), ch, true)), None, None],
+        Opcode::AffineSelect => src_dst(nibble(pair >> 4), nibble(pair & 0xf)),
+        _ => [None, None, None],
     }
 }
 
@@ -191,6 +211,7 @@ fn operand_fields(ci: &CaymanInstr, pe: &PeState) -> Vec<Field> {
 pub fn operands(ci: &CaymanInstr, mem: &CoreMem, pe: &PeState) -> Vec<Operand> {
     operand_fields(ci, pe)
         .into_iter()
+        .flatten()
         .filter_map(|(field, dt, channels, write)| {
             let (ap, dt, channels) = (ci.ap(field)?, dt?, channels?);
             let (space, lo, hi) = extent(mem, &ap, dt, channels).ok()?;
@@ -226,6 +247,7 @@ pub fn operand_bytes(ci: &CaymanInstr, pe: &PeState) -> u64 {
     }
     operand_fields(ci, pe)
         .into_iter()
+        .flatten()
         .filter_map(|(field, dt, channels, _)| {
             let n = pattern::elem_count(&ci.ap(field)?).ok()?;
             n.checked_mul(dt?.size() as u64)?
@@ -275,6 +297,16 @@ fn resolve_reg_addr(a: DmaAddr, ci: &CaymanInstr, regs: &[u32; 256]) -> Result<D
     Ok(DmaAddr::Table { offset, index, pad })
 }
 
+/// Whether [`execute`] counts each word's [`operand_bytes`] (`Stats::onchip_bytes`): off
+/// unless a benchmark asks ([`count_onchip`]), as reading the fields costs a few hundred
+/// host instructions a word (~2% of a decode-step kernel's data path).
+static COUNT_ONCHIP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Count on-chip operand bytes from now on (`on`) or not, in every device of the process.
+pub fn count_onchip(on: bool) {
+    COUNT_ONCHIP.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Execute one loaded word on a core; `regs` are the issuing engine's registers.
 pub fn execute(
     ci: &CaymanInstr,
@@ -284,7 +316,11 @@ pub fn execute(
     regs: &mut [u32; 256],
 ) -> Result<Exec, OpFault> {
     // Read before the word runs: a MATMUL's operands are the weights loaded before it.
-    let onchip = operand_bytes(ci, pe);
+    let onchip = if COUNT_ONCHIP.load(std::sync::atomic::Ordering::Relaxed) {
+        operand_bytes(ci, pe)
+    } else {
+        0
+    };
     let mut r = execute_op(ci, mem, pe, scratch, regs)?;
     if let Exec::Done { onchip_bytes, .. } = &mut r {
         *onchip_bytes = onchip;

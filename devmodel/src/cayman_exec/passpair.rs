@@ -541,6 +541,7 @@ mod tests {
     /// once; a plain fp32 product the same; a MEMSET its destination's bytes.
     #[test]
     fn a_pass_pair_counts_its_operand_bytes_once() {
+        crate::cayman_exec::count_onchip(true);
         let once = (4 * (K * M + K * N + M * N)) as u64;
         for fuse in [true, false] {
             assert_eq!(run(SEED, fuse, &pair()).onchip, once, "fuse {fuse}");
