@@ -1,5 +1,7 @@
 //! The arithmetic of the data path: ALU codes, elementwise and reducing loops, the blocked
 //! transpose, and the identity test a transposing MATMUL uses.
+// The transposes' AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
+#![allow(unsafe_code)]
 
 use super::{CaymanInstr, OpFault};
 use crate::gemm::View;
@@ -111,21 +113,20 @@ pub(super) fn transpose_into(
         return false;
     }
     let put = |d: &mut f32, v: f32| *d = if accumulate { *d + v } else { v };
-    const B: usize = 8;
     let (rb, cb) = (rows - rows % B, cols - cols % B);
-    for c0 in (0..rb).step_by(B) {
-        for j0 in (0..cb).step_by(B) {
-            let mut t = [[0f32; B]; B];
-            for (i, r) in t.iter_mut().enumerate() {
-                r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
-            }
-            for j in 0..B {
-                let d = &mut dst[off + (j0 + j) * pitch + c0..][..B];
-                for i in 0..B {
-                    put(&mut d[i], t[i][j]);
-                }
-            }
-        }
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::is_x86_feature_detected!("avx");
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
+    if wide {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX detected just above; the bounds were checked above (every block's
+        // source rows lie in `src`, its destination rows in `dst`).
+        unsafe {
+            blocks_avx(src, cols, rb, cb, dst, off, pitch, accumulate)
+        };
+    } else {
+        blocks(src, cols, rb, cb, dst, off, pitch, accumulate);
     }
     // Edges (only when a dimension is not a multiple of 8): the last columns of the blocked
     // rows, then every column of the last rows.
@@ -140,6 +141,102 @@ pub(super) fn transpose_into(
         }
     }
     true
+}
+
+/// The transposes' block size.
+const B: usize = 8;
+
+/// The full 8 x 8 blocks of [`transpose_into`] (`rb`, `cb`: the rows and columns they cover),
+/// element by element. The caller has checked the bounds.
+#[allow(clippy::too_many_arguments)]
+fn blocks(
+    src: &[f32],
+    cols: usize,
+    rb: usize,
+    cb: usize,
+    dst: &mut [f32],
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+) {
+    for c0 in (0..rb).step_by(B) {
+        for j0 in (0..cb).step_by(B) {
+            let mut t = [[0f32; B]; B];
+            for (i, r) in t.iter_mut().enumerate() {
+                r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
+            }
+            for j in 0..B {
+                let d = &mut dst[off + (j0 + j) * pitch + c0..][..B];
+                for i in 0..B {
+                    d[i] = if accumulate { d[i] + t[i][j] } else { t[i][j] };
+                }
+            }
+        }
+    }
+}
+
+/// [`blocks`] with each block transposed in eight AVX registers (unpack, shuffle, lane
+/// permute): the same values moved, and the same single IEEE add when accumulating, so the
+/// same bits (`tests::avx_blocks_equal_the_element_loop`).
+///
+/// # Safety
+/// The CPU must have AVX, and the caller must have checked that `src` holds `rb` rows of
+/// `cols` and that row `j0 + j` of every block, `off + (j0 + j) * pitch + c0 .. + 8`, lies in
+/// `dst` (as [`transpose_into`] does).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn blocks_avx(
+    src: &[f32],
+    cols: usize,
+    rb: usize,
+    cb: usize,
+    dst: &mut [f32],
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(rb == 0 || cb == 0 || (rb - 1) * cols + cb <= src.len());
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    for c0 in (0..rb).step_by(B) {
+        for j0 in (0..cb).step_by(B) {
+            // SAFETY (all loads and stores below): inside the bounds the caller checked.
+            let r = |i: usize| _mm256_loadu_ps(s.add((c0 + i) * cols + j0));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+            let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+            let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+            let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+            // Columns 0-3 of rows 0-3 (and 4-7 in the upper lanes), then of rows 4-7.
+            let a = [
+                _mm256_shuffle_ps::<0x44>(t0, t2),
+                _mm256_shuffle_ps::<0xee>(t0, t2),
+                _mm256_shuffle_ps::<0x44>(t1, t3),
+                _mm256_shuffle_ps::<0xee>(t1, t3),
+            ];
+            let b = [
+                _mm256_shuffle_ps::<0x44>(t4, t6),
+                _mm256_shuffle_ps::<0xee>(t4, t6),
+                _mm256_shuffle_ps::<0x44>(t5, t7),
+                _mm256_shuffle_ps::<0xee>(t5, t7),
+            ];
+            for j in 0..4 {
+                let lo = _mm256_permute2f128_ps::<0x20>(a[j], b[j]);
+                let hi = _mm256_permute2f128_ps::<0x31>(a[j], b[j]);
+                for (col, v) in [(j, lo), (j + 4, hi)] {
+                    let p = d.add(off + (j0 + col) * pitch + c0);
+                    let v = if accumulate {
+                        _mm256_add_ps(_mm256_loadu_ps(p), v)
+                    } else {
+                        v
+                    };
+                    _mm256_storeu_ps(p, v);
+                }
+            }
+        }
+    }
 }
 
 /// Whether the `n x n` matrix at `view` in `m` is the identity (a transpose's moving tensor).
@@ -238,6 +335,44 @@ mod tests {
                 false
             ));
         }
+    }
+
+    /// The AVX blocks move the element loop's bits, overwriting and accumulating (NaN,
+    /// -0, subnormals included), where the host has AVX.
+    #[test]
+    fn avx_blocks_equal_the_element_loop() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !std::is_x86_feature_detected!("avx") {
+                eprintln!("SKIPPED: no AVX on this host; only the element loop ran");
+                return;
+            }
+            eprintln!("AVX present: comparing its blocks with the element loop");
+            let (rows, cols) = (24usize, 40usize);
+            let specials = [f32::NAN, -0.0, 1e-40, f32::INFINITY];
+            let src: Vec<f32> = (0..rows * cols)
+                .map(|i| {
+                    if i % 37 == 0 {
+                        specials[(i / 37) % specials.len()]
+                    } else {
+                        (i as f32 * 0.731).sin()
+                    }
+                })
+                .collect();
+            let (off, pitch) = (5, rows + 3);
+            let len = off + (cols - 1) * pitch + rows;
+            let old: Vec<f32> = (0..len).map(|i| (i as f32 * 0.17).cos()).collect();
+            for accumulate in [false, true] {
+                let (mut a, mut b) = (old.clone(), old.clone());
+                blocks(&src, cols, rows, cols, &mut a, off, pitch, accumulate);
+                // SAFETY: AVX detected; bounds as transpose_into checks them.
+                unsafe { blocks_avx(&src, cols, rows, cols, &mut b, off, pitch, accumulate) };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "accumulate {accumulate}");
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        eprintln!("SKIPPED: not x86-64; only the element loop exists");
     }
 
     #[test]
