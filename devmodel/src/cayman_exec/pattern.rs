@@ -58,16 +58,20 @@ pub(super) fn first_partition(mem: &CoreMem, ap: &AccessPattern) -> usize {
 
 /// Where an access pattern's elements lie, checked against the partition size.
 pub(super) struct Span {
-    /// Offsets are `offs[0], offs[0]+1, ...` (one ascending run per partition).
+    /// The offsets are `0, 1, 2, ...` (one ascending run per partition).
     contiguous: bool,
-    /// Offsets are `offs[0], offs[0]-1, ...` (one descending run: LDWEIGHTS patterns).
+    /// The offsets are `0, -1, -2, ...` (one descending run: LDWEIGHTS patterns).
     descending: bool,
-    /// Offsets come in ascending runs of this many consecutive elements (`offs.len()` when
+    /// Offsets come in ascending runs of this many consecutive elements (`len` when
     /// `contiguous`, the innermost dimension when its step is 1, else 1).
     run: usize,
     space: Space,
     stride: usize,
-    pub(super) offs: Vec<i64>,
+    /// The offset of each run's first element, in pattern order (every offset where `run`
+    /// is 1); built only when the pattern is not one run (a contiguous pattern's is `[0]`).
+    starts: Vec<i64>,
+    /// Elements per partition.
+    pub(super) len: usize,
     es: i64,
     base: i64,
 }
@@ -150,16 +154,38 @@ pub(super) fn span(
         base,
         ..
     } = checked(mem, ap, dt, channels)?;
-    let offs = offsets(ap)?;
-    let contiguous = offs.windows(2).all(|w| w[1] == w[0] + 1);
-    let descending = !contiguous && offs.windows(2).all(|w| w[1] == w[0] - 1);
+    let len = elem_count(ap)? as usize;
+    // One ascending (descending) run iff each dimension that counts steps by the product of
+    // the counts inside it (its negation): the offsets walk the innermost dimension first.
+    let (mut asc, mut desc, mut inner) = (true, true, 1i64);
+    for d in 0..(ap.dims as usize).min(4) {
+        let num = ap.num[d].max(1) as i64;
+        if num > 1 {
+            let step = ap.step[d] as i64;
+            asc &= step == inner;
+            desc &= step == -inner;
+            inner *= num;
+        }
+    }
+    let contiguous = asc;
+    let descending = !asc && desc;
     let run = if contiguous {
-        offs.len()
+        len
     } else if ap.dims > 0 && ap.step[0] == 1 && ap.num[0] > 1 {
         // offsets() walks the innermost dimension first, so each block of num[0] is a run.
         ap.num[0] as usize
     } else {
         1
+    };
+    let starts = if contiguous {
+        vec![0]
+    } else if run > 1 {
+        // The runs start where the pattern without its innermost dimension goes.
+        let mut outer = *ap;
+        outer.num[0] = 1;
+        offsets(&outer)?
+    } else {
+        offsets(ap)?
     };
     Ok(Span {
         contiguous,
@@ -167,7 +193,8 @@ pub(super) fn span(
         run,
         space,
         stride,
-        offs,
+        starts,
+        len,
         es,
         base,
     })
@@ -230,7 +257,7 @@ fn gather_impl(
     let sp = span(mem, ap, dt, channels)?;
     let bytes = mem.bytes(sp.space);
     out.clear();
-    out.reserve(channels * sp.offs.len());
+    out.reserve(channels * sp.len);
     // One loop per common dtype so the conversion is inlined, not dispatched per element.
     let es = sp.es as usize;
     match dt {
@@ -272,7 +299,7 @@ fn gather_impl(
             out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
         }),
     }
-    Ok(sp.offs.len())
+    Ok(sp.len)
 }
 
 /// Walk a checked span partition by partition, handing each run of consecutive elements (as
@@ -288,11 +315,11 @@ pub(super) fn gather_bits16(
 ) -> Result<usize, OpFault> {
     let sp = span(mem, ap, Dtype::Bf16, channels)?;
     out.clear();
-    out.reserve(channels * sp.offs.len());
+    out.reserve(channels * sp.len);
     gather_with(mem.bytes(sp.space), &sp, channels, out, false, |b, out| {
         out.extend(b.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])))
     });
-    Ok(sp.offs.len())
+    Ok(sp.len)
 }
 
 fn gather_with<T>(
@@ -304,14 +331,14 @@ fn gather_with<T>(
     seg: impl Fn(&[u8], &mut Vec<T>),
 ) {
     let es = sp.es as usize;
-    let n = sp.offs.len();
+    let n = sp.len;
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
         let from = out.len();
         if sp.descending {
-            // One descending run: convert it ascending (memory order), then reverse in place
-            // unless the caller wants it reversed.
-            let at = (pb + sp.offs[n - 1] * sp.es) as usize;
+            // One descending run (offsets 0, -1, ..., 1 - n): convert it ascending (memory
+            // order), then reverse in place unless the caller wants it reversed.
+            let at = (pb + (1 - n as i64) * sp.es) as usize;
             seg(&bytes[at..at + n * es], out);
             if !rev {
                 out[from..].reverse();
@@ -319,7 +346,7 @@ fn gather_with<T>(
             continue;
         }
         let r = sp.run;
-        for o in sp.offs.iter().step_by(r) {
+        for o in &sp.starts {
             let at = (pb + o * sp.es) as usize;
             seg(&bytes[at..at + r * es], out);
         }
@@ -351,7 +378,7 @@ pub(super) fn scatter(
     vals: &[f32],
 ) -> Result<(), OpFault> {
     let sp = span(mem, ap, dt, channels)?;
-    if vals.len() < channels * sp.offs.len() {
+    if vals.len() < channels * sp.len {
         return Err(OpFault::bad(
             "shape mismatch between source and destination patterns",
         ));
@@ -408,7 +435,7 @@ fn scatter_with(
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * sp.stride) as i64 + sp.base;
-        for o in sp.offs.iter().step_by(r) {
+        for o in &sp.starts {
             let at = (pb + o * sp.es) as usize;
             seg(&vals[k..k + r], &mut bytes[at..at + r * es]);
             k += r;
@@ -424,7 +451,7 @@ pub(super) fn f32_view(
     channels: usize,
 ) -> Result<Option<(Space, View, usize)>, OpFault> {
     let sp = span(mem, ap, Dtype::F32, channels)?;
-    let start = sp.base + sp.offs[0] * 4;
+    let start = sp.base;
     if !sp.contiguous || start % 4 != 0 || sp.stride % 4 != 0 {
         return Ok(None);
     }
@@ -433,7 +460,7 @@ pub(super) fn f32_view(
         rs: sp.stride / 4,
         cs: 1,
     };
-    Ok(Some((sp.space, v, sp.offs.len())))
+    Ok(Some((sp.space, v, sp.len)))
 }
 
 /// Copy `channels` partitions from one pattern to another without converting the elements.
@@ -447,13 +474,13 @@ pub(super) fn copy_bits(
 ) -> Result<usize, OpFault> {
     let s = span(mem, src, dt, channels)?;
     let d = span(mem, dst, dt, channels)?;
-    if s.offs.len() != d.offs.len() {
+    if s.len != d.len {
         return Err(OpFault::bad(
             "shape mismatch between source and destination patterns",
         ));
     }
     let es = s.es as usize;
-    let n = s.offs.len();
+    let n = s.len;
     if s.contiguous && d.contiguous && s.space == d.space {
         // One move per partition equals read-all-then-write-all when no move overwrites a
         // source partition still to be read: with the destination shifted to higher
@@ -462,8 +489,8 @@ pub(super) fn copy_bits(
         let rev = d.base > s.base;
         for i in 0..channels {
             let p = if rev { channels - 1 - i } else { i };
-            let from = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
-            let to = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
+            let from = ((p * s.stride) as i64 + s.base) as usize;
+            let to = ((p * d.stride) as i64 + d.base) as usize;
             bytes.copy_within(from..from + n * es, to);
         }
         return Ok(n);
@@ -472,8 +499,8 @@ pub(super) fn copy_bits(
         // SBUF <-> PSUM: one copy per partition, no staging buffer.
         let (from, to) = mem.across(s.space);
         for p in 0..channels {
-            let at = ((p * s.stride) as i64 + s.base + s.offs[0] * s.es) as usize;
-            let put = ((p * d.stride) as i64 + d.base + d.offs[0] * d.es) as usize;
+            let at = ((p * s.stride) as i64 + s.base) as usize;
+            let put = ((p * d.stride) as i64 + d.base) as usize;
             to[put..put + n * es].copy_from_slice(&from[at..at + n * es]);
         }
         return Ok(n);
@@ -482,7 +509,7 @@ pub(super) fn copy_bits(
     let from = mem.bytes(s.space);
     for p in 0..channels {
         let pb = (p * s.stride) as i64 + s.base;
-        for o in s.offs.iter().step_by(s.run) {
+        for o in &s.starts {
             let at = (pb + o * s.es) as usize;
             tmp.extend_from_slice(&from[at..at + s.run * es]);
         }
@@ -491,7 +518,7 @@ pub(super) fn copy_bits(
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * d.stride) as i64 + d.base;
-        for o in d.offs.iter().step_by(d.run) {
+        for o in &d.starts {
             let at = (pb + o * d.es) as usize;
             let len = d.run * es;
             to[at..at + len].copy_from_slice(&tmp[k..k + len]);
@@ -504,6 +531,65 @@ pub(super) fn copy_bits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The span's runs, read off the steps and counts, are what the walked offsets give: one
+    /// ascending run, one descending run, or runs of the innermost dimension starting where
+    /// the walk says (every shape of up to 3 dimensions with steps -4..=4 and counts 1..=3,
+    /// and some wider ones).
+    #[test]
+    fn span_runs_match_the_walked_offsets() {
+        let mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut shapes = Vec::new();
+        let steps = -4i16..=4;
+        for dims in 1u8..=3 {
+            for s0 in steps.clone() {
+                for s1 in steps.clone() {
+                    for s2 in [-9i16, -3, 0, 1, 3, 9] {
+                        for n0 in 1u16..=3 {
+                            for n1 in 1u16..=3 {
+                                for n2 in [1u16, 2] {
+                                    shapes.push((dims, [s0, s1, s2, 0], [n0, n1, n2, 1]));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        shapes.push((2, [1, 64, 0, 0], [64, 32, 1, 1]));
+        shapes.push((2, [-1, -64, 0, 0], [64, 32, 1, 1]));
+        shapes.push((3, [1, 8, 256, 0], [8, 32, 4, 1]));
+        shapes.push((4, [1, 0, 4, 0], [4, 1, 5, 0]));
+        for (dims, step, num) in shapes {
+            let ap = AccessPattern {
+                addr: 0x8000,
+                dims,
+                step,
+                num,
+            };
+            let sp = span(&mem, &ap, Dtype::F32, 2).expect("in bounds");
+            let offs = offsets(&ap).expect("small");
+            let asc = offs.windows(2).all(|w| w[1] == w[0] + 1);
+            let desc = !asc && offs.windows(2).all(|w| w[1] == w[0] - 1);
+            let what = format!("{ap:?}");
+            assert_eq!((sp.contiguous, sp.descending), (asc, desc), "{what}");
+            assert_eq!(sp.len, offs.len(), "{what}");
+            if !asc {
+                let starts: Vec<i64> = offs.iter().step_by(sp.run).copied().collect();
+                assert_eq!(sp.starts, starts, "{what}");
+                // Each run is consecutive.
+                for (k, o) in offs.iter().enumerate() {
+                    assert_eq!(*o, starts[k / sp.run] + (k % sp.run) as i64, "{what}");
+                }
+            } else {
+                assert_eq!(
+                    (sp.starts.as_slice(), sp.run),
+                    (&[0i64][..], offs.len()),
+                    "{what}"
+                );
+            }
+        }
+    }
 
     /// A same-space bit copy onto partitions shifted from its source's reads every source
     /// partition before any is overwritten (gather-then-scatter semantics), whichever way

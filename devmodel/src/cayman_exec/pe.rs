@@ -248,7 +248,7 @@ pub(super) fn matmul(
     }
     let ndst = match &dv {
         Some((_, _, n)) => *n,
-        None => span(mem, &dst, out_dt, m)?.offs.len(),
+        None => span(mem, &dst, out_dt, m)?.len,
     };
     if ndst != nmov {
         return Err(OpFault::bad(format!(
