@@ -19,6 +19,7 @@ pub(crate) fn passpair_enabled() -> bool {
 mod pattern;
 mod pe;
 mod select;
+mod transpose;
 
 pub use pe::PeState;
 

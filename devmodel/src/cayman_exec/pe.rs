@@ -3,8 +3,9 @@
 //! portable SGEMM or AMX tiles), with transposes done as data movement and fp32 pass pairs
 //! handed to `passpair`.
 
-use super::alu::{hi_part, is_identity, transpose, transpose_into};
+use super::alu::{hi_part, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
+use super::transpose::{transpose, transpose_into};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;

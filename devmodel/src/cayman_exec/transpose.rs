@@ -1,0 +1,282 @@
+//! Transposes done as data movement (a PE transpose against an identity moving tensor):
+//! 8 x 8 blocks, in AVX registers where the CPU has AVX (chosen at run time), element by
+//! element elsewhere and at the edges; the same bits either way.
+// The AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
+#![allow(unsafe_code)]
+
+/// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source, in 8 x 8 blocks.
+pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    transpose_into(src, rows, cols, dst, 0, rows, false);
+}
+
+/// `dst[off + j * pitch + c] = src[c * cols + j]` (`+=` when `accumulate`) for a
+/// `rows x cols` source, in 8 x 8 blocks: a transpose written straight into strided rows (a
+/// PE transpose into PSUM). False, and nothing written, if `src` is short or a row would
+/// leave `dst`.
+pub(super) fn transpose_into(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = (cols - 1)
+        .checked_mul(pitch)
+        .and_then(|x| x.checked_add(off))
+        .and_then(|x| x.checked_add(rows));
+    if src.len() < rows * cols || pitch < rows || last.is_none_or(|l| l > dst.len()) {
+        return false;
+    }
+    let put = |d: &mut f32, v: f32| *d = if accumulate { *d + v } else { v };
+    let (rb, cb) = (rows - rows % B, cols - cols % B);
+    let g = Blocks {
+        cols,
+        rb,
+        cb,
+        off,
+        pitch,
+        accumulate,
+    };
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::is_x86_feature_detected!("avx");
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
+    if wide {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX detected just above; the bounds were checked above (every block's
+        // source rows lie in `src`, its destination rows in `dst`).
+        unsafe {
+            blocks_avx(&g, src, dst)
+        };
+    } else {
+        blocks(&g, src, dst);
+    }
+    // Edges (only when a dimension is not a multiple of 8): the last columns of the blocked
+    // rows, then every column of the last rows.
+    for c in 0..rb {
+        for j in cb..cols {
+            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
+        }
+    }
+    for c in rb..rows {
+        for j in 0..cols {
+            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
+        }
+    }
+    true
+}
+
+/// The transposes' block size.
+const B: usize = 8;
+
+/// Where [`transpose_into`]'s full 8 x 8 blocks lie: `rb` source rows of `cols` and their
+/// first `cb` columns, written to `dst[off + j * pitch + c]` (added when `accumulate`).
+struct Blocks {
+    cols: usize,
+    rb: usize,
+    cb: usize,
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+}
+
+/// The full blocks, element by element. The caller has checked the bounds.
+fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
+    for c0 in (0..g.rb).step_by(B) {
+        for j0 in (0..g.cb).step_by(B) {
+            let mut t = [[0f32; B]; B];
+            for (i, r) in t.iter_mut().enumerate() {
+                r.copy_from_slice(&src[(c0 + i) * g.cols + j0..][..B]);
+            }
+            for j in 0..B {
+                let d = &mut dst[g.off + (j0 + j) * g.pitch + c0..][..B];
+                for i in 0..B {
+                    d[i] = if g.accumulate {
+                        d[i] + t[i][j]
+                    } else {
+                        t[i][j]
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// [`blocks`] with each block transposed in eight AVX registers (unpack, shuffle, lane
+/// permute): the same values moved, and the same single IEEE add when accumulating, so the
+/// same bits (`tests::avx_blocks_equal_the_element_loop`).
+///
+/// # Safety
+/// The CPU must have AVX, and the caller must have checked that `src` holds `rb` rows of
+/// `cols` and that row `j0 + j` of every block, `off + (j0 + j) * pitch + c0 .. + 8`, lies in
+/// `dst` (as [`transpose_into`] does).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.cols + g.cb <= src.len());
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    for c0 in (0..g.rb).step_by(B) {
+        for j0 in (0..g.cb).step_by(B) {
+            // SAFETY (all loads and stores below): inside the bounds the caller checked.
+            let r = |i: usize| _mm256_loadu_ps(s.add((c0 + i) * g.cols + j0));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+            let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+            let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+            let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+            // Columns 0-3 of rows 0-3 (and 4-7 in the upper lanes), then of rows 4-7.
+            let a = [
+                _mm256_shuffle_ps::<0x44>(t0, t2),
+                _mm256_shuffle_ps::<0xee>(t0, t2),
+                _mm256_shuffle_ps::<0x44>(t1, t3),
+                _mm256_shuffle_ps::<0xee>(t1, t3),
+            ];
+            let b = [
+                _mm256_shuffle_ps::<0x44>(t4, t6),
+                _mm256_shuffle_ps::<0xee>(t4, t6),
+                _mm256_shuffle_ps::<0x44>(t5, t7),
+                _mm256_shuffle_ps::<0xee>(t5, t7),
+            ];
+            for j in 0..4 {
+                let lo = _mm256_permute2f128_ps::<0x20>(a[j], b[j]);
+                let hi = _mm256_permute2f128_ps::<0x31>(a[j], b[j]);
+                for (col, v) in [(j, lo), (j + 4, hi)] {
+                    let p = d.add(g.off + (j0 + col) * g.pitch + c0);
+                    let v = if g.accumulate {
+                        _mm256_add_ps(_mm256_loadu_ps(p), v)
+                    } else {
+                        v
+                    };
+                    _mm256_storeu_ps(p, v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_matches_the_definition_for_any_shape() {
+        for (rows, cols) in [(128, 128), (16, 8), (13, 21), (1, 9), (8, 3)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let mut dst = vec![f32::NAN; rows * cols];
+            transpose(&src, rows, cols, &mut dst);
+            for c in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(
+                        dst[j * rows + c],
+                        src[c * cols + j],
+                        "{rows}x{cols} ({c},{j})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_into_writes_strided_rows_and_accumulates() {
+        for (rows, cols) in [(128, 128), (16, 8), (13, 21), (1, 9), (8, 3)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5).collect();
+            let (off, pitch) = (3, rows + 5);
+            let len = off + (cols - 1) * pitch + rows;
+            let old: Vec<f32> = (0..len + 2).map(|i| i as f32).collect();
+            for accumulate in [false, true] {
+                let mut dst = old.clone();
+                assert!(transpose_into(
+                    &src, rows, cols, &mut dst, off, pitch, accumulate
+                ));
+                let mut want = old.clone();
+                for c in 0..rows {
+                    for j in 0..cols {
+                        let at = off + j * pitch + c;
+                        let v = src[c * cols + j];
+                        want[at] = if accumulate { old[at] + v } else { v };
+                    }
+                }
+                assert_eq!(dst, want, "{rows}x{cols} accumulate {accumulate}");
+            }
+            // A destination one element short, a pitch under a row, or a short source:
+            // refused, nothing written.
+            let mut short = old[..len - 1].to_vec();
+            assert!(!transpose_into(
+                &src, rows, cols, &mut short, off, pitch, false
+            ));
+            assert_eq!(short, old[..len - 1].to_vec());
+            let mut dst = old.clone();
+            assert!(!transpose_into(
+                &src,
+                rows,
+                cols,
+                &mut dst,
+                off,
+                rows - 1,
+                false
+            ));
+            assert!(!transpose_into(
+                &src[1..],
+                rows,
+                cols,
+                &mut dst,
+                off,
+                pitch,
+                false
+            ));
+        }
+    }
+
+    /// The AVX blocks move the element loop's bits, overwriting and accumulating (NaN,
+    /// -0, subnormals included), where the host has AVX.
+    #[test]
+    fn avx_blocks_equal_the_element_loop() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !std::is_x86_feature_detected!("avx") {
+                eprintln!("SKIPPED: no AVX on this host; only the element loop ran");
+                return;
+            }
+            eprintln!("AVX present: comparing its blocks with the element loop");
+            let (rows, cols) = (24usize, 40usize);
+            let specials = [f32::NAN, -0.0, 1e-40, f32::INFINITY];
+            let src: Vec<f32> = (0..rows * cols)
+                .map(|i| {
+                    if i % 37 == 0 {
+                        specials[(i / 37) % specials.len()]
+                    } else {
+                        (i as f32 * 0.731).sin()
+                    }
+                })
+                .collect();
+            let (off, pitch) = (5, rows + 3);
+            let len = off + (cols - 1) * pitch + rows;
+            let old: Vec<f32> = (0..len).map(|i| (i as f32 * 0.17).cos()).collect();
+            for accumulate in [false, true] {
+                let (mut a, mut b) = (old.clone(), old.clone());
+                let g = Blocks {
+                    cols,
+                    rb: rows,
+                    cb: cols,
+                    off,
+                    pitch,
+                    accumulate,
+                };
+                blocks(&g, &src, &mut a);
+                // SAFETY: AVX detected; bounds as transpose_into checks them.
+                unsafe { blocks_avx(&g, &src, &mut b) };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "accumulate {accumulate}");
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        eprintln!("SKIPPED: not x86-64; only the element loop exists");
+    }
+}
