@@ -280,6 +280,8 @@ pub(super) fn matmul(
     };
     // bf16-representable operands on AMX tiles where the host has them (`gemm::amx`;
     // their moving tensor is always gathered, as only fp32 is used in place).
+    // An fp32 destination takes the product block by block (`amx::gemm_into`); any other
+    // is staged through `tiles`.
     let on_amx = match (tile_parts, &mv, nmov >= AMX_MIN_COLUMNS) {
         (Some((pa, pb)), None, true) => {
             (pe.wpack.is_for(pa, pb) || amx::PackedA::pack(&pe.w, m, k, pa, pb, &mut pe.wpack))
@@ -288,7 +290,12 @@ pub(super) fn matmul(
                 } else {
                     amx::PackedB::pack(&a[..], k, nmov, pa, pb, bpack)
                 }
-                && amx::gemm(&pe.wpack, bpack, tiles)
+                && match dv {
+                    Some((dspace, cv, _)) => {
+                        amx::gemm_into(&pe.wpack, bpack, beta, mem.f32s_mut(dspace), cv)
+                    }
+                    None => amx::gemm(&pe.wpack, bpack, tiles),
+                }
         }
         _ => false,
     };
@@ -298,13 +305,9 @@ pub(super) fn matmul(
         a.extend(bits16.iter().map(|b| f32::from_bits(u32::from(*b) << 16)));
     }
     if on_amx {
-        let np = bpack.padded_columns();
-        if let Some((dspace, cv, _)) = dv {
-            let csl = mem.f32s_mut(dspace);
-            if !crate::gemm::add_into(m, nmov, tiles, np, beta, csl, cv) {
-                return Err(OpFault::bad("MATMUL operand shapes do not fit"));
-            }
-        } else {
+        // Already in an fp32 destination.
+        if dv.is_none() {
+            let np = bpack.padded_columns();
             let out = c;
             out.clear();
             for row in tiles.chunks_exact(np).take(m) {

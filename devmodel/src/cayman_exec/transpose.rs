@@ -74,7 +74,10 @@ pub(super) fn transpose_into(
 /// The transposes' block size.
 const B: usize = 8;
 
-/// Where [`transpose_into`]'s full 8 x 8 blocks lie: `rb` source rows of `cols` and their
+/// Where [`transpose_into`]'s full 8 x 8 blocks lie (walked destination rows outer: a PSUM
+/// destination's rows lie 16 KiB apart, on the same L1 sets, so eight rows are finished
+/// before the next eight are touched, instead of every row's lines being evicted and
+/// fetched again for each 32-byte piece): `rb` source rows of `cols` and their
 /// first `cb` columns, written to `dst[off + j * pitch + c]` (added when `accumulate`).
 struct Blocks {
     cols: usize,
@@ -87,8 +90,8 @@ struct Blocks {
 
 /// The full blocks, element by element. The caller has checked the bounds.
 fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
-    for c0 in (0..g.rb).step_by(B) {
-        for j0 in (0..g.cb).step_by(B) {
+    for j0 in (0..g.cb).step_by(B) {
+        for c0 in (0..g.rb).step_by(B) {
             let mut t = [[0f32; B]; B];
             for (i, r) in t.iter_mut().enumerate() {
                 r.copy_from_slice(&src[(c0 + i) * g.cols + j0..][..B]);
@@ -121,8 +124,17 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
     use std::arch::x86_64::*;
     debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.cols + g.cb <= src.len());
     let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    for c0 in (0..g.rb).step_by(B) {
-        for j0 in (0..g.cb).step_by(B) {
+    for j0 in (0..g.cb).step_by(B) {
+        // The next eight destination rows into cache while this eight is written: rows
+        // 16 KiB apart are separate short streams the hardware prefetcher does not follow.
+        let from = if j0 == 0 { 0 } else { j0 + 2 * B };
+        for j in (from..j0 + 3 * B).take_while(|j| *j < g.cb) {
+            let row = d.add(g.off + j * g.pitch);
+            for c in (0..g.rb).step_by(16) {
+                _mm_prefetch::<_MM_HINT_T0>(row.add(c) as *const i8);
+            }
+        }
+        for c0 in (0..g.rb).step_by(B) {
             // SAFETY (all loads and stores below): inside the bounds the caller checked.
             let r = |i: usize| _mm256_loadu_ps(s.add((c0 + i) * g.cols + j0));
             let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));

@@ -269,6 +269,9 @@ impl PackedB {
         if src.len() < k * n {
             return false;
         }
+        if a == Parts::Exact {
+            return into.interleave(src, k, n);
+        }
         let nt = a.count();
         into.fill(k, n, a, Parts::Exact, |q, c0, h| {
             if q / k >= nt {
@@ -326,24 +329,90 @@ impl PackedB {
         true
     }
 
+    /// [`Self::pack_bits`] for one part (bf16/fp8 weights): each pair of source rows goes
+    /// straight into its tile rows, 16 columns at a time, with no per-row staging. The
+    /// padding is zeroed only when the shape changes: every other element is rewritten.
+    fn interleave(&mut self, src: &[u16], k: usize, n: usize) -> bool {
+        let Some(kp) = padded_k(Parts::Exact, Parts::Exact, k).filter(|_| n > 0) else {
+            return false;
+        };
+        let np = round_up(n, TILE_N);
+        let same = self.bits.len() == kp * np
+            && (self.k, self.n) == (k, n)
+            && self.parts == Some((Parts::Exact, Parts::Exact));
+        if !same {
+            self.bits.clear();
+            self.bits.resize(kp * np, 0);
+        }
+        let ktiles = kp / TILE_K;
+        // Column tiles outer: each one's K' tiles are contiguous, so the stores stream,
+        // while the 32-byte pieces of the source rows they read stay in L1 for the next tile.
+        for ct in 0..np / TILE_N {
+            let c0 = ct * TILE_N;
+            let cols = TILE_N.min(n - c0);
+            let tile = &mut self.bits[ct * ktiles * TILE_ELEMS..(ct + 1) * ktiles * TILE_ELEMS];
+            // Tile row q / 2 (of all K' tiles in turn) holds rows q and q + 1 interleaved.
+            for (q, dst) in (0..k).step_by(2).zip(tile.chunks_exact_mut(2 * TILE_N)) {
+                // A whole tile's 16 columns as a fixed-size copy (a variable-length one is a
+                // memcpy call per 32 bytes).
+                let row = |r: usize| -> [u16; TILE_N] {
+                    let at = r * n + c0;
+                    match src.get(at..at + TILE_N) {
+                        Some(s) if r < k && cols == TILE_N => {
+                            let mut h = [0u16; TILE_N];
+                            h.copy_from_slice(s);
+                            h
+                        }
+                        _ => {
+                            let mut h = [0u16; TILE_N];
+                            if r < k {
+                                h[..cols].copy_from_slice(&src[at..at + cols]);
+                            }
+                            h
+                        }
+                    }
+                };
+                let (h0, h1) = (row(q), row(q + 1));
+                for (c, d) in dst.chunks_exact_mut(2).enumerate() {
+                    d[0] = h0[c];
+                    d[1] = h1[c];
+                }
+            }
+        }
+        self.k = k;
+        self.n = n;
+        self.np = np;
+        self.kp = kp;
+        self.parts = Some((Parts::Exact, Parts::Exact));
+        true
+    }
+
     /// The columns of a row of [`gemm`]'s product: `n` rounded up to a tile.
     pub fn padded_columns(&self) -> usize {
         self.np
     }
 }
 
+/// Whether `a` and `b` were packed for one product (same parts and K) this host can run.
+fn runnable(a: &PackedA, b: &PackedB) -> bool {
+    available()
+        && a.parts.is_some()
+        && a.parts == b.parts
+        && a.k == b.k
+        && a.kp == b.kp
+        && a.bits.len() >= a.mp * a.kp
+        && b.bits.len() >= b.kp * b.np
+}
+
 /// `out[mp x np] = A · B` (dense row-major, `np` columns: the caller reads its `m x n`
 /// corner). False, with nothing computed, if the host cannot run the kernel or the operands
 /// were packed for different shapes or parts.
 pub fn gemm(a: &PackedA, b: &PackedB, out: &mut Vec<f32>) -> bool {
-    if !available() || a.parts.is_none() || a.parts != b.parts || a.k != b.k || a.kp != b.kp {
+    if !runnable(a, b) {
         return false;
     }
     let (mp, np, kp) = (a.mp, b.np, a.kp);
     debug_assert!(mp % BLOCK == 0 && np % TILE_N == 0 && kp % TILE_K == 0);
-    if a.bits.len() < mp * kp || b.bits.len() < kp * np {
-        return false;
-    }
     // The kernel stores every element of `out`: no need to clear it.
     if out.len() != mp * np {
         out.clear();
@@ -351,16 +420,114 @@ pub fn gemm(a: &PackedA, b: &PackedB, out: &mut Vec<f32>) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `available()` says the CPU has AMX-BF16 and the OS granted the tile state;
-        // the buffers hold `mp x kp`, `kp x np` and `mp x np` elements, which bounds every
-        // tile row the kernel loads or stores (checked above), and `out` is exclusive.
-        unsafe { kernel(&a.bits, &b.bits, out, mp, kp, np) };
+        // SAFETY: `runnable` says the CPU has AMX-BF16, the OS granted the tile state and
+        // the operands hold `mp x kp` and `kp x np` elements; `out` holds `mp x np`, which
+        // bounds every tile row the kernel loads or stores, and is exclusive.
+        unsafe {
+            kernel(
+                &a.bits,
+                &b.bits,
+                mp,
+                kp,
+                np,
+                Store::<fn(usize, usize, &Block)>::Dense(out),
+            )
+        };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }
+}
+
+/// `C = A · B + C` (`beta` 1) or `C = A · B` (`beta` 0) for the `m x n` product, C at view
+/// `cv` of `c` (a MATMUL's PSUM accumulator): each 32 x 32 block of the product is added as
+/// soon as the tiles hold it, with no product-sized buffer between. The same bits as
+/// [`gemm`] followed by `gemm::add_into` (the same sums, each added to C once). False, with
+/// nothing changed, where [`gemm`] would refuse or C does not fit `c`.
+pub fn gemm_into(a: &PackedA, b: &PackedB, beta: f32, c: &mut [f32], cv: super::View) -> bool {
+    let (m, n) = (a.m, b.n);
+    if !runnable(a, b) || m == 0 || n == 0 || cv.last(m, n).is_none_or(|l| l >= c.len()) {
+        return false;
+    }
+    let (mp, np, kp) = (a.mp, b.np, a.kp);
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The first block's rows of C (the others are fetched a block ahead, below).
+        if cv.cs == 1 {
+            for r in 0..BLOCK.min(m) {
+                prefetch(c.as_ptr().wrapping_add(cv.off + r * cv.rs));
+                prefetch(c.as_ptr().wrapping_add(cv.off + r * cv.rs + 16));
+            }
+        }
+        let add = |i: usize, j: usize, blk: &Block| {
+            // The next block's rows of C into cache while this one is added (C's rows are
+            // a PSUM partition apart: short streams no hardware prefetcher follows).
+            let (ni, nj) = if i + BLOCK < m {
+                (i + BLOCK, j)
+            } else {
+                (0, j + BLOCK)
+            };
+            if cv.cs == 1 && nj < n {
+                for r in ni..(ni + BLOCK).min(m) {
+                    let at = cv.off + r * cv.rs + nj;
+                    prefetch(c.as_ptr().wrapping_add(at));
+                    prefetch(c.as_ptr().wrapping_add(at + 16));
+                }
+            }
+            for r in 0..BLOCK.min(m - i) {
+                let row = &blk.0[r * BLOCK..r * BLOCK + BLOCK.min(n - j)];
+                let base = cv.off + (i + r) * cv.rs + j * cv.cs;
+                if cv.cs == 1 {
+                    let dst = &mut c[base..base + row.len()];
+                    if beta == 0.0 {
+                        dst.copy_from_slice(row);
+                    } else {
+                        dst.iter_mut().zip(row).for_each(|(d, x)| *d += *x);
+                    }
+                } else {
+                    for (col, x) in row.iter().enumerate() {
+                        let at = base + col * cv.cs;
+                        c[at] = if beta == 0.0 { *x } else { c[at] + *x };
+                    }
+                }
+            }
+        };
+        // SAFETY: as in `gemm` for the operands; the kernel stores only into its own block
+        // buffer, and `add` indexes `c` with bounds checks (`cv` fits, checked above).
+        unsafe { kernel(&a.bits, &b.bits, mp, kp, np, Store::Blocks(add)) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (beta, mp, np, kp);
+        false
+    }
+}
+
+/// A hint to bring the cache line holding `p` closer; any address may be named (a
+/// prefetch does not fault).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn prefetch(p: *const f32) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: PREFETCHT0 reads nothing architecturally and never faults, whatever `p` is;
+    // SSE is part of x86-64.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+}
+
+/// One 32 x 32 block of the product (rows of 32 fp32), as the tiles store it.
+#[repr(C, align(64))]
+struct Block([f32; BLOCK * BLOCK]);
+
+/// Where the kernel puts the product.
+enum Store<'a, F: FnMut(usize, usize, &Block)> {
+    /// Every element of a dense `mp x np` row-major matrix.
+    Dense(&'a mut [f32]),
+    /// Each block, once computed, handed over at its (row, column) origin; a last 16-column
+    /// tile fills only the block's first 16 columns.
+    Blocks(F),
 }
 
 /// The tile configuration: palette 1, eight tiles of 16 rows × 64 bytes (C: tmm0-3, A:
@@ -381,15 +548,23 @@ impl TileConfig {
 }
 
 /// # Safety
-/// AMX must be usable (`available()`); `a` holds `mp x kp` bf16s, `b` `kp x np` (in tiles), `c`
-/// `mp x np` f32s, with `mp` a multiple of 32, `np` of 16 and `kp` of 32.
+/// AMX must be usable (`available()`); `a` holds `mp x kp` bf16s, `b` `kp x np` (in tiles), a
+/// dense `out` `mp x np` f32s, with `mp` a multiple of 32, `np` of 16 and `kp` of 32.
 #[cfg(target_arch = "x86_64")]
-unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: usize) {
+unsafe fn kernel<F: FnMut(usize, usize, &Block)>(
+    a: &[u16],
+    b: &[u16],
+    mp: usize,
+    kp: usize,
+    np: usize,
+    mut out: Store<'_, F>,
+) {
     use std::arch::asm;
     let cfg = TileConfig::full();
     asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
-    let (sa, sb, sc) = (64usize, 64usize, np * 4); // row strides in bytes
-    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let (sa, sb) = (64usize, 64usize); // row strides in bytes
+    let (ap, bp) = (a.as_ptr(), b.as_ptr());
+    let mut blk = Block([0.0; BLOCK * BLOCK]);
     let ktiles = kp / TILE_K;
     // Column blocks outer: a block's B tiles (8 KiB at K' = 128) stay in L1 across the rows.
     let mut j = 0;
@@ -427,8 +602,13 @@ unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: 
                     );
                 }
             }
-            let c0 = cp.add(i * np + j);
-            let c2 = c0.add(TILE_N * np);
+            // Into the dense product, or into the block buffer (rows of 32) for the caller.
+            let (c0, pitch) = match &mut out {
+                Store::Dense(c) => (c.as_mut_ptr().add(i * np + j), np),
+                Store::Blocks(_) => (blk.0.as_mut_ptr(), BLOCK),
+            };
+            let c2 = c0.add(TILE_N * pitch);
+            let sc = pitch * 4;
             asm!(
                 "tilestored [{c0} + {sc}*1], tmm0",
                 "tilestored [{c2} + {sc}*1], tmm2",
@@ -441,6 +621,9 @@ unsafe fn kernel(a: &[u16], b: &[u16], c: &mut [f32], mp: usize, kp: usize, np: 
                     "tilestored [{c3} + {sc}*1], tmm3",
                     c1 = in(reg) c1, c3 = in(reg) c3, sc = in(reg) sc, options(nostack)
                 );
+            }
+            if let Store::Blocks(f) = &mut out {
+                f(i, j, &blk);
             }
         }
         j += if two { BLOCK } else { TILE_N };
@@ -566,6 +749,83 @@ mod tests {
             Parts::Exact,
             &mut PackedB::default()
         ));
+    }
+
+    #[test]
+    fn packing_into_a_used_buffer_equals_packing_afresh() {
+        let mut s = 11;
+        let mut reused = PackedB::default();
+        // Shapes and parts in turn, some repeated, so stale padding would show.
+        for (k, n, a) in [
+            (8, 20, Parts::Split),
+            (8, 20, Parts::Exact),
+            (128, 512, Parts::Exact),
+            (128, 512, Parts::Exact),
+            (7, 33, Parts::Exact),
+            (8, 20, Parts::Exact),
+            (7, 33, Parts::Split),
+            (7, 33, Parts::Exact),
+        ] {
+            let bits: Vec<u16> = (0..k * n)
+                .map(|_| (half::bf16::from_f32(lcg(&mut s)).to_bits()) | 1)
+                .collect();
+            let mut fresh = PackedB::default();
+            assert!(PackedB::pack_bits(&bits, k, n, a, &mut fresh));
+            assert!(PackedB::pack_bits(&bits, k, n, a, &mut reused));
+            assert_eq!(fresh.bits, reused.bits, "{k}x{n} {a:?}");
+            assert_eq!(
+                (fresh.kp, fresh.np, fresh.parts),
+                (reused.kp, reused.np, reused.parts)
+            );
+        }
+    }
+
+    /// The product added into a strided view block by block gives the bits of the dense
+    /// product followed by `add_into`, for both `beta`s, unit and other column strides, and
+    /// edge shapes; a view that does not fit is refused with nothing written.
+    #[test]
+    fn products_into_a_view_equal_the_dense_product_added() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no usable AMX-BF16 (path tested: none)");
+            return;
+        }
+        eprintln!("AMX-BF16 present: testing the tile kernel into views");
+        let mut s = 5;
+        for (m, k, n) in [(128, 128, 512), (17, 33, 15), (128, 128, 48), (40, 64, 16)] {
+            let bf = |s: &mut u64| half::bf16::from_f32(lcg(s)).to_f32();
+            let w: Vec<f32> = (0..m * k).map(|_| bf(&mut s)).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| bf(&mut s)).collect();
+            let (mut ap, mut bp, mut dense) = (PackedA::default(), PackedB::default(), vec![]);
+            assert!(PackedA::pack(&w, m, k, Parts::Exact, Parts::Exact, &mut ap));
+            assert!(PackedB::pack(&b, k, n, Parts::Exact, Parts::Exact, &mut bp));
+            assert!(gemm(&ap, &bp, &mut dense));
+            for (cs, beta) in [(1, 0.0), (1, 1.0), (3, 1.0), (2, 0.0)] {
+                let cv = super::super::View {
+                    off: 5,
+                    rs: n * cs + 7,
+                    cs,
+                };
+                let len = 5 + (m - 1) * cv.rs + (n - 1) * cs + 1;
+                let old: Vec<f32> = (0..len).map(|_| lcg(&mut s)).collect();
+                let mut want = old.clone();
+                assert!(super::super::add_into(
+                    m,
+                    n,
+                    &dense,
+                    bp.padded_columns(),
+                    beta,
+                    &mut want,
+                    cv
+                ));
+                let mut got = old.clone();
+                assert!(gemm_into(&ap, &bp, beta, &mut got, cv));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} cs {cs} beta {beta}");
+                let mut short = old[..len - 1].to_vec();
+                assert!(!gemm_into(&ap, &bp, beta, &mut short, cv));
+                assert_eq!(bits(&short), bits(&old[..len - 1]), "nothing written");
+            }
+        }
     }
 
     #[test]
