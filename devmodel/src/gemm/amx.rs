@@ -673,13 +673,21 @@ mod tests {
         assert!(f32::from_bits((part(f32::NAN, 0) as u32) << 16).is_nan());
     }
 
+    /// Whether the host can run the tiles; says which way the test goes.
+    fn amx_or_skip(what: &str) -> bool {
+        if available() {
+            eprintln!("AMX-BF16 present: testing {what}");
+        } else {
+            eprintln!("SKIPPED: this host has no usable AMX-BF16 (path tested: none)");
+        }
+        available()
+    }
+
     #[test]
     fn tiles_match_exact_products_for_every_part_combination_and_edge_shape() {
-        if !available() {
-            eprintln!("SKIPPED: this host has no usable AMX-BF16 (path tested: none)");
+        if !amx_or_skip("the tile kernel") {
             return;
         }
-        eprintln!("AMX-BF16 present: testing the tile kernel");
         let mut s = 1;
         for (m, k, n) in [
             (128, 128, 512),
@@ -785,11 +793,9 @@ mod tests {
     /// edge shapes; a view that does not fit is refused with nothing written.
     #[test]
     fn products_into_a_view_equal_the_dense_product_added() {
-        if !available() {
-            eprintln!("SKIPPED: this host has no usable AMX-BF16 (path tested: none)");
+        if !amx_or_skip("the tile kernel into views") {
             return;
         }
-        eprintln!("AMX-BF16 present: testing the tile kernel into views");
         let mut s = 5;
         for (m, k, n) in [(128, 128, 512), (17, 33, 15), (128, 128, 48), (40, 64, 16)] {
             let bf = |s: &mut u64| half::bf16::from_f32(lcg(s)).to_f32();
