@@ -16,6 +16,7 @@ pub mod gemm;
 pub mod hbm;
 pub mod hooks;
 pub mod hostmem;
+pub mod prefetch;
 pub mod regs;
 pub mod sched;
 pub mod stats;

@@ -129,9 +129,9 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
         // 16 KiB apart are separate short streams the hardware prefetcher does not follow.
         let from = if j0 == 0 { 0 } else { j0 + 2 * B };
         for j in (from..j0 + 3 * B).take_while(|j| *j < g.cb) {
-            let row = d.add(g.off + j * g.pitch);
+            let row = d.wrapping_add(g.off + j * g.pitch);
             for c in (0..g.rb).step_by(16) {
-                _mm_prefetch::<_MM_HINT_T0>(row.add(c) as *const i8);
+                crate::prefetch::line(row.wrapping_add(c));
             }
         }
         for c0 in (0..g.rb).step_by(B) {

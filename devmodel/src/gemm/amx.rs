@@ -457,8 +457,8 @@ pub fn gemm_into(a: &PackedA, b: &PackedB, beta: f32, c: &mut [f32], cv: super::
         // The first block's rows of C (the others are fetched a block ahead, below).
         if cv.cs == 1 {
             for r in 0..BLOCK.min(m) {
-                prefetch(c.as_ptr().wrapping_add(cv.off + r * cv.rs));
-                prefetch(c.as_ptr().wrapping_add(cv.off + r * cv.rs + 16));
+                crate::prefetch::line(c.as_ptr().wrapping_add(cv.off + r * cv.rs));
+                crate::prefetch::line(c.as_ptr().wrapping_add(cv.off + r * cv.rs + 16));
             }
         }
         let add = |i: usize, j: usize, blk: &Block| {
@@ -472,8 +472,8 @@ pub fn gemm_into(a: &PackedA, b: &PackedB, beta: f32, c: &mut [f32], cv: super::
             if cv.cs == 1 && nj < n {
                 for r in ni..(ni + BLOCK).min(m) {
                     let at = cv.off + r * cv.rs + nj;
-                    prefetch(c.as_ptr().wrapping_add(at));
-                    prefetch(c.as_ptr().wrapping_add(at + 16));
+                    crate::prefetch::line(c.as_ptr().wrapping_add(at));
+                    crate::prefetch::line(c.as_ptr().wrapping_add(at + 16));
                 }
             }
             for r in 0..BLOCK.min(m - i) {
@@ -504,17 +504,6 @@ pub fn gemm_into(a: &PackedA, b: &PackedB, beta: f32, c: &mut [f32], cv: super::
         let _ = (beta, mp, np, kp);
         false
     }
-}
-
-/// A hint to bring the cache line holding `p` closer; any address may be named (a
-/// prefetch does not fault).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-fn prefetch(p: *const f32) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    // SAFETY: PREFETCHT0 reads nothing architecturally and never faults, whatever `p` is;
-    // SSE is part of x86-64.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
 }
 
 /// One 32 x 32 block of the product (rows of 32 fp32), as the tiles store it.
