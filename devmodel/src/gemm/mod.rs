@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod amx;
+pub mod narrow;
 
 /// The environment variable that chooses the GEMM path: `portable` forces the SGEMM for every
 /// MATMUL; `auto` or `amx` (or unset) uses AMX tiles for bf16 and fp8 operands where the host
@@ -113,6 +114,20 @@ pub fn sgemm(
     // C's rows/cols must not alias each other for a write (rs or cs of 0 with >1 extent).
     if (m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0) {
         return false;
+    }
+    // A matrix-vector product: directly, with the SGEMM's bits (`narrow`).
+    let p = narrow::Product {
+        m,
+        k,
+        n,
+        a,
+        av,
+        b,
+        bv,
+        beta,
+    };
+    if narrow::product(&p, c, cv) {
+        return true;
     }
     // (`wrapping_add`: with k == 0 the offsets need not lie inside A and B, unread.)
     let (a, b, c) = (

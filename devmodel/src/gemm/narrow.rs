@@ -1,0 +1,252 @@
+//! Narrow products (a decode step's matrix-vector MATMULs: `n` of 1 to 8 moving columns)
+//! computed directly, where the host has FMA. The blocked SGEMM packs all of A for every call,
+//! which for a 128 × 128 × 1 product costs several times the product's 16 Ki multiply-adds.
+//!
+//! Same bits as the SGEMM: `matrixmultiply`'s FMA kernels (AVX-512F, FMA) sum each element of
+//! A·B as one fused multiply-add chain in `k` order from +0 over each block of [`SGEMM_KC`]
+//! rows of B, then write `1·ab` (β = 0) or `fma(1, ab, β·c)`, with β = 1 for every block after
+//! the first; this loop does the same operations in the same order
+//! (`tests::narrow_products_equal_the_sgemm_bit_for_bit`, which also catches a change of the
+//! crate's block size). Hosts without FMA keep the SGEMM, whose kernels there round the
+//! product and the sum separately.
+
+use super::View;
+
+/// The widest product computed here.
+pub const MAX_N: usize = 8;
+
+/// Rows of C accumulated at a time (the PE array's 128 columns fit one chunk).
+const ROWS: usize = 128;
+
+/// `matrixmultiply`'s K block for f32 (`archparam_defaults::S_KC`, unless its build was given
+/// `MATMUL_SGEMM_KC`): the sum is rounded into C after each block.
+const SGEMM_KC: usize = 256;
+
+/// Whether this host runs the narrow loop: where `matrixmultiply` picks one of its FMA
+/// kernels (AVX-512F, or FMA with AVX2). Their epilogues differ only for a −0 product, which
+/// a chain started at +0 never gives.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma")
+            && (std::is_x86_feature_detected!("avx512f") || std::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The operands of `C = A·B + β·C`: `m x k` A, `k x n` B (views into their slices).
+#[derive(Clone, Copy)]
+pub(super) struct Product<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub a: &'a [f32],
+    pub av: View,
+    pub b: &'a [f32],
+    pub bv: View,
+    pub beta: f32,
+}
+
+/// `C = A·B + β·C` for `n <= MAX_N`, the views already checked to fit their slices (by
+/// `gemm::sgemm`). False, with nothing written, where this path does not apply.
+pub(super) fn product(p: &Product<'_>, c: &mut [f32], cv: View) -> bool {
+    if p.n > MAX_N || p.k == 0 || !available() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `available` detected FMA and AVX2 (or AVX-512F, which includes it) just
+        // above; the function only indexes slices (bounds checked): the features are its one
+        // requirement.
+        unsafe { product_fma(p, c, cv) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (c, cv);
+        false
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2 and FMA (every host `available` accepts: AVX-512F implies AVX2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
+    let Product {
+        m,
+        k,
+        n,
+        a,
+        av,
+        b,
+        bv,
+        beta,
+    } = *p;
+    let mut acc = [0f32; ROWS];
+    for col in 0..n {
+        for r0 in (0..m).step_by(ROWS) {
+            let rows = ROWS.min(m - r0);
+            let acc = &mut acc[..rows];
+            for k0 in (0..k).step_by(SGEMM_KC) {
+                acc.fill(0.0);
+                for kk in k0..(k0 + SGEMM_KC).min(k) {
+                    let bk = b[bv.off + kk * bv.rs + col * bv.cs];
+                    let at = av.off + r0 * av.rs + kk * av.cs;
+                    if av.rs == 1 {
+                        // The PE's stationary layout: a column of A is contiguous.
+                        for (x, w) in acc.iter_mut().zip(&a[at..at + rows]) {
+                            *x = w.mul_add(bk, *x);
+                        }
+                    } else {
+                        for (j, x) in acc.iter_mut().enumerate() {
+                            *x = a[at + j * av.rs].mul_add(bk, *x);
+                        }
+                    }
+                }
+                let beta = if k0 == 0 { beta } else { 1.0 };
+                for (j, x) in acc.iter().enumerate() {
+                    let at = cv.off + (r0 + j) * cv.rs + col * cv.cs;
+                    c[at] = if beta == 0.0 {
+                        *x
+                    } else {
+                        1f32.mul_add(*x, c[at] * beta)
+                    };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> f32 {
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    /// The blocked SGEMM itself on the same operands (no narrow path).
+    fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
+        let i = |x: usize| x as isize;
+        // SAFETY: the test's views lie inside its buffers (checked by construction).
+        unsafe {
+            matrixmultiply::sgemm(
+                p.m,
+                p.k,
+                p.n,
+                1.0,
+                p.a.as_ptr().add(p.av.off),
+                i(p.av.rs),
+                i(p.av.cs),
+                p.b.as_ptr().add(p.bv.off),
+                i(p.bv.rs),
+                i(p.bv.cs),
+                p.beta,
+                c.as_mut_ptr().add(cv.off),
+                i(cv.rs),
+                i(cv.cs),
+            )
+        }
+    }
+
+    #[test]
+    fn narrow_products_equal_the_sgemm_bit_for_bit() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no FMA: the narrow path is off (SGEMM only)");
+            return;
+        }
+        eprintln!("FMA present: testing the narrow path against the SGEMM");
+        let mut s = 9;
+        for (m, k, n) in [
+            (128, 128, 1),
+            (128, 128, 2),
+            (2, 128, 8),
+            (130, 7, 3),
+            (1, 1, 1),
+            (64, 300, 5),
+        ] {
+            for (beta, pitch) in [(0.0, 0), (1.0, 0), (1.0, 3)] {
+                // A in the PE layout (rs 1) and, every other case, row-major.
+                for a_rows in [false, true] {
+                    let a: Vec<f32> = (0..m * k).map(|_| lcg(&mut s)).collect();
+                    let av = if a_rows {
+                        View {
+                            off: 0,
+                            rs: k,
+                            cs: 1,
+                        }
+                    } else {
+                        View {
+                            off: 0,
+                            rs: 1,
+                            cs: m,
+                        }
+                    };
+                    let b: Vec<f32> = (0..k * n + 1).map(|_| lcg(&mut s) * 4.0).collect();
+                    let bv = View {
+                        off: 1,
+                        rs: n,
+                        cs: 1,
+                    };
+                    let cv = View {
+                        off: 2,
+                        rs: n + pitch,
+                        cs: 1,
+                    };
+                    let len = 2 + m * (n + pitch);
+                    let old: Vec<f32> = (0..len).map(|_| lcg(&mut s)).collect();
+                    let (mut want, mut got) = (old.clone(), old.clone());
+                    let p = Product {
+                        m,
+                        k,
+                        n,
+                        a: &a,
+                        av,
+                        b: &b,
+                        bv,
+                        beta,
+                    };
+                    blocked(&p, &mut want, cv);
+                    assert!(product(&p, &mut got, cv));
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{m}x{k}x{n} beta {beta} rows-major A {a_rows}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wide_or_empty_products_are_left_to_the_sgemm() {
+        let mut c = [1.0f32; 4];
+        let v = View {
+            off: 0,
+            rs: 1,
+            cs: 1,
+        };
+        let ones = [1.0f32; 16];
+        let p = |k, n| Product {
+            m: 1,
+            k,
+            n,
+            a: &ones,
+            av: v,
+            b: &ones,
+            bv: v,
+            beta: 0.0,
+        };
+        assert!(!product(&p(1, MAX_N + 1), &mut c, v));
+        assert!(!product(&p(0, 1), &mut c, v));
+        assert_eq!(c, [1.0; 4]);
+    }
+}
