@@ -10,6 +10,7 @@
 
 use neuron_abi::addr::DevAddr;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What answers a range of device addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,6 +90,22 @@ struct Range {
 #[derive(Debug, Clone, Default)]
 pub struct AddrMap {
     ranges: Vec<Range>,
+    hints: Hints,
+}
+
+/// The indices of the two ranges resolved last, tried before the binary search: a DMA
+/// alternates between its source and destination, run after run (a decode step's attention
+/// layer resolves ~88 k addresses per execution). A hint is only a place to look: a range
+/// that holds the address is the one range that does, so stale indices cost nothing but the
+/// search.
+#[derive(Debug, Default)]
+struct Hints([AtomicUsize; 2]);
+
+impl Clone for Hints {
+    fn clone(&self) -> Self {
+        let h = |i: usize| AtomicUsize::new(self.0[i].load(Ordering::Relaxed));
+        Hints([h(0), h(1)])
+    }
 }
 
 impl AddrMap {
@@ -152,12 +169,26 @@ impl AddrMap {
     #[inline]
     pub fn resolve(&self, addr: DevAddr, len: u64) -> Result<(Target, u64), Unresolved> {
         let a = addr.raw();
-        let i = self.ranges.partition_point(|r| r.start <= a);
-        let r = i
-            .checked_sub(1)
-            .and_then(|i| self.ranges.get(i))
-            .filter(|r| a < r.end)
-            .ok_or(Unresolved::Unmapped)?;
+        let holds = |i: usize| self.ranges.get(i).filter(|r| r.start <= a && a < r.end);
+        let [h0, h1] = &self.hints.0;
+        let (i0, i1) = (h0.load(Ordering::Relaxed), h1.load(Ordering::Relaxed));
+        let r = if let Some(r) = holds(i0) {
+            r
+        } else if let Some(r) = holds(i1) {
+            h0.store(i1, Ordering::Relaxed);
+            h1.store(i0, Ordering::Relaxed);
+            r
+        } else {
+            let i = self.ranges.partition_point(|r| r.start <= a);
+            let r = i
+                .checked_sub(1)
+                .and_then(|i| self.ranges.get(i))
+                .filter(|r| a < r.end)
+                .ok_or(Unresolved::Unmapped)?;
+            h1.store(i0, Ordering::Relaxed);
+            h0.store(i - 1, Ordering::Relaxed);
+            r
+        };
         match a.checked_add(len) {
             Some(e) if e <= r.end => Ok((r.target, a - r.start)),
             _ => Err(Unresolved::Straddles(r.target)),
@@ -191,6 +222,57 @@ mod tests {
         m.insert(DevAddr(0x3000), 0x100, Target::Regs(0))
             .expect("second");
         m
+    }
+
+    /// The binary search alone: what every lookup must give, hints or not.
+    fn searched(m: &AddrMap, a: u64, len: u64) -> Result<(Target, u64), Unresolved> {
+        let i = m.ranges.partition_point(|r| r.start <= a);
+        let r = i
+            .checked_sub(1)
+            .and_then(|i| m.ranges.get(i))
+            .filter(|r| a < r.end)
+            .ok_or(Unresolved::Unmapped)?;
+        match a.checked_add(len) {
+            Some(e) if e <= r.end => Ok((r.target, a - r.start)),
+            _ => Err(Unresolved::Straddles(r.target)),
+        }
+    }
+
+    #[test]
+    fn lookups_through_the_hints_equal_the_search_as_ranges_come_and_go() {
+        let mut m = map();
+        let mut s = 3u64;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s >> 33
+        };
+        for round in 0..6u64 {
+            for _ in 0..2000 {
+                // Mostly inside the ranges (alternating, as a DMA's runs do), sometimes not.
+                let a = match next() % 4 {
+                    0 => 0x1000 + next() % 0x1000,
+                    1 => 0x3000 + next() % 0x200,
+                    2 => 0x8000 + next() % 0x4000,
+                    _ => next() % 0x10000,
+                };
+                let len = next() % 0x300;
+                assert_eq!(
+                    m.resolve(DevAddr(a), len),
+                    searched(&m, a, len),
+                    "{a:#x}+{len:#x}"
+                );
+            }
+            // Shift the indices the hints hold: a range added before them, or removed.
+            if round % 2 == 0 {
+                m.insert(DevAddr(0x100 * (round + 1)), 0x80, Target::Sbuf(0))
+                    .expect("free");
+            } else {
+                m.remove(DevAddr(0x100 * round)).expect("added last round");
+            }
+            let _ = m.insert(DevAddr(0x8000), 0x4000, Target::Hbm(1));
+        }
     }
 
     #[test]

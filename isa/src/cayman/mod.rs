@@ -539,18 +539,21 @@ impl CaymanInstr {
             });
             covered[off..off + s.kind.size()].fill(true);
         }
+        // Each run of uncovered bytes copied once (not grown a byte at a time: every word of
+        // every execution is decoded).
         let mut unknown: Vec<RawRange> = Vec::new();
-        for (i, c) in covered.iter().enumerate() {
-            if *c {
+        let mut i = 12;
+        while i < WORD {
+            if covered[i] {
+                i += 1;
                 continue;
             }
-            match unknown.last_mut() {
-                Some(r) if r.off as usize + r.bytes.len() == i => r.bytes.push(w[i]),
-                _ => unknown.push(RawRange {
-                    off: i as u8,
-                    bytes: vec![w[i]],
-                }),
-            }
+            let end = covered[i..].iter().position(|c| *c).map_or(WORD, |n| i + n);
+            unknown.push(RawRange {
+                off: i as u8,
+                bytes: w[i..end].to_vec(),
+            });
+            i = end;
         }
         CaymanInstr {
             ns,
