@@ -125,8 +125,9 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
     debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.cols + g.cb <= src.len());
     let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     for j0 in (0..g.cb).step_by(B) {
-        // The next eight destination rows into cache while this eight is written: rows
-        // 16 KiB apart are separate short streams the hardware prefetcher does not follow.
+        // Destination rows two blocks ahead into cache while these eight are written (the
+        // first three blocks' at the start): rows 16 KiB apart are separate short streams
+        // the hardware prefetcher does not follow.
         let from = if j0 == 0 { 0 } else { j0 + 2 * B };
         for j in (from..j0 + 3 * B).take_while(|j| *j < g.cb) {
             let row = d.wrapping_add(g.off + j * g.pitch);
