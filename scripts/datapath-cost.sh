@@ -3,19 +3,30 @@
 # simulated cache misses inside `cayman_exec::execute` (every data-path word, inclusive) of
 # `neuron-emu run NEFF`, counted by callgrind. The same binary and NEFF give the same counts
 # whatever else the host is doing, so two builds can be compared where wall time is too noisy
-# (docs/performance.md, "Deterministic host cost").
+# (docs/performance.md, "Deterministic host cost"). Instructions are not time: cache misses
+# are simulated, not timed, and each iteration of a `rep movs`/`rep stos` counts as one.
 #
-# usage: scripts/datapath-cost.sh [--bin PATH] [--ll SIZE,ASSOC,LINE] NEFF...
-#   --bin   the neuron-emu binary (default: target/release/neuron-emu)
-#   --ll    the simulated last-level cache (default 524288,8,64: one core's 512 KiB L2)
+# usage: scripts/datapath-cost.sh [--bin PATH] [--ll SIZE,ASSOC,LINE] [--scope data|device] NEFF...
+#   --bin    the neuron-emu binary (default: target/release/neuron-emu)
+#   --ll     the simulated last-level cache (default 524288,8,64: one core's 512 KiB L2)
+#   --scope  data (default): inside `cayman_exec::execute`; device: the whole device thread
+#            (`Device::run`: the data path plus DMA, decode, scheduling, semaphores)
 set -euo pipefail
 bin=target/release/neuron-emu
 ll=524288,8,64
+scope='neuron_devmodel::cayman_exec::execute'
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --bin) bin=$2; shift 2 ;;
         --ll) ll=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --scope)
+            case "${2:-}" in
+                data) scope='neuron_devmodel::cayman_exec::execute' ;;
+                device) scope='neuron_devmodel::device::Device::run' ;;
+                *) echo "datapath-cost: --scope takes data or device" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; break ;;
         -*) echo "datapath-cost: unknown option $1" >&2; exit 2 ;;
         *) break ;;
@@ -36,7 +47,7 @@ for neff in "$@"; do
     # do not depend on it), a long execution timeout (valgrind is ~50x slower).
     if ! NEURON_EMU_STORE_TRAPS=0 NEURON_EMU_THREADS=1 NEURON_RT_EXEC_TIMEOUT=3000 \
         valgrind --tool=callgrind --cache-sim=yes --LL="$ll" --callgrind-out-file="$out" \
-        --toggle-collect='neuron_devmodel::cayman_exec::execute' \
+        --toggle-collect="$scope" \
         "$bin" run "$neff" >"$tmp/log" 2>&1; then
         echo "datapath-cost: $neff failed:" >&2
         grep -v '^==' "$tmp/log" | tail -5 >&2
