@@ -20,6 +20,7 @@ mod pattern;
 mod pe;
 mod select;
 mod transpose;
+mod widen;
 
 pub use pe::PeState;
 

@@ -272,12 +272,7 @@ fn gather_impl(
                 ),
             }
         }),
-        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, rev, |b, out| {
-            out.extend(
-                b.chunks_exact(2)
-                    .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
-            )
-        }),
+        Dtype::Bf16 => gather_with(bytes, &sp, channels, out, rev, super::widen::bf16_into),
         Dtype::F16 => gather_with(bytes, &sp, channels, out, rev, |b, out| {
             use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
             use zerocopy::FromBytes;

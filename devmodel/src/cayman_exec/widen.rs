@@ -1,0 +1,104 @@
+//! bf16 → f32 widening of gathered elements: an LDWEIGHTS of bf16 weights widens 16 Ki of
+//! them per word, and a decode step's layers issue hundreds of those. Compiled for AVX2 where
+//! the CPU has it (chosen at run time: zero-extend eight at a time, shift into the top half),
+//! a scalar loop elsewhere; the same bits either way, as a bf16 is the top half of its f32
+//! (`tests::avx2_and_portable_widen_alike`).
+#![allow(unsafe_code)]
+
+/// Runs shorter than this many bytes widen inline: a matrix-vector product gathers one
+/// element per partition, where a call and a feature check would cost more than the element.
+const SHORT: usize = 32;
+
+/// Append the bf16 values of `src` (little-endian byte pairs; a trailing odd byte is
+/// ignored) to `out` as f32.
+#[inline]
+pub(super) fn bf16_into(src: &[u8], out: &mut Vec<f32>) {
+    if src.len() < SHORT {
+        return portable(src, out);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        unsafe { bf16_into_avx2(src, out) };
+        return;
+    }
+    portable(src, out);
+}
+
+/// The widening path this host runs: `avx2` or `portable`.
+#[cfg(test)]
+fn path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        return "avx2";
+    }
+    "portable"
+}
+
+fn widen(lo: u8, hi: u8) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([lo, hi])) << 16)
+}
+
+#[inline]
+fn portable(src: &[u8], out: &mut Vec<f32>) {
+    out.extend(src.chunks_exact(2).map(|b| widen(b[0], b[1])));
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn bf16_into_avx2(src: &[u8], out: &mut Vec<f32>) {
+    use std::arch::x86_64::*;
+    let n = src.len() / 2;
+    let start = out.len();
+    out.reserve(n);
+    let vectors = n / 8;
+    // SAFETY: `reserve` made room for `n` more elements past `start`; vector `v` reads bytes
+    // `16v .. 16v + 16` of `src` (inside it: `16 * vectors <= 2n <= src.len()`) and writes
+    // elements `start + 8v .. + 8` (inside the reserved room); `set_len` follows only once
+    // every element up to `start + n` is written.
+    unsafe {
+        let dst = out.as_mut_ptr().add(start);
+        for v in 0..vectors {
+            let bits = _mm_loadu_si128(src.as_ptr().add(16 * v).cast());
+            let words = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(bits));
+            _mm256_storeu_si256(dst.add(8 * v).cast(), words);
+        }
+        for i in 8 * vectors..n {
+            dst.add(i).write(widen(src[2 * i], src[2 * i + 1]));
+        }
+        out.set_len(start + n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avx2_and_portable_widen_alike() {
+        eprintln!("widening path on this host: {}", path());
+        let mut s = 5u64;
+        for len in (0..70).chain([256, 4097]) {
+            let src: Vec<u8> = (0..len)
+                .map(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (s >> 56) as u8
+                })
+                .collect();
+            let mut want = vec![1.5f32];
+            portable(&src, &mut want);
+            let mut got = vec![1.5f32];
+            bf16_into(&src, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{len} bytes");
+            assert_eq!(got.len(), 1 + len / 2);
+        }
+        // NaN and infinity bit patterns pass through as bits.
+        let mut out = Vec::new();
+        bf16_into(&[0xc1, 0x7f, 0x80, 0xff], &mut out);
+        assert_eq!(out[0].to_bits(), 0x7fc1_0000);
+        assert_eq!(out[1], f32::NEG_INFINITY);
+    }
+}
