@@ -61,9 +61,9 @@ pub struct TraceEvent {
     pub pc: u32,
     pub start: Ps,
     pub dur: Ps,
-    /// An engine word: the word as it issued (its operands, for profiles). Moved here from
-    /// the sequencer, so recording it costs no copy.
-    pub word: Option<Box<neuron_isa::cayman::CaymanInstr>>,
+    /// An engine word: the word as it issued (its operands, for profiles), shared with the
+    /// device's decode cache, so recording it costs no copy.
+    pub word: Option<std::sync::Arc<neuron_isa::cayman::CaymanInstr>>,
     /// An engine word: the semaphore/event conditions it waited for (header, body).
     pub waits: [Option<neuron_isa::SemWait>; 2],
     /// A DMA descriptor: bytes moved.

@@ -9,6 +9,9 @@ use crate::regs::RegPage;
 use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
 use neuron_isa::{Engine, SemOp, SemUpdate, SemWait, Sync, WaitCond};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum EngStatus {
@@ -27,8 +30,8 @@ pub(super) struct Pending {
     pub(super) opcode: u8,
     /// The second wait an EVENT_SEMAPHORE body names, decoded once here.
     pub(super) ext_wait: Option<SemWait>,
-    /// The decoded word (taken when it issues).
-    pub(super) word: Option<Box<CaymanInstr>>,
+    /// The decoded word (taken when it issues), shared with the decode cache.
+    pub(super) word: Option<Arc<CaymanInstr>>,
     /// A DRAIN: also waits for the engine's outstanding completion signals.
     pub(super) drain: bool,
 }
@@ -135,7 +138,7 @@ impl Device {
             }
         }
         let opcode = word[0];
-        match decode_real(&word) {
+        match self.decoded.get(&word) {
             Ok((sync, ci)) => {
                 let st = &mut self.cores[nc].engines[e];
                 st.pending = Some(Pending {
@@ -422,7 +425,67 @@ impl Device {
 
 /// Decode a real trn2 word (loaded namespace) for execution: its sync header (the body's
 /// update of an EVENT_SEMAPHORE folded in) and the word itself.
-pub(super) fn decode_real(w: &[u8; WORD]) -> Result<(Sync, Box<CaymanInstr>), String> {
+/// Decoded words by their 64 bytes: a program's loop decodes the same words every execution
+/// (a decode step's attention layer: ~1.5 k instructions a word, 8% of its device thread).
+/// A word decodes the same whatever its pc or engine, so the bytes alone are the key; a
+/// hook that rewrites a word before issue gives other bytes, and so another entry.
+#[derive(Debug, Default)]
+pub(super) struct DecodeCache {
+    words: HashMap<[u8; WORD], Decoded, BuildHasherDefault<WordHasher>>,
+}
+
+/// A word's decoding: its sync header and the word, or why it cannot run.
+type Decoded = Result<(Sync, Arc<CaymanInstr>), String>;
+
+/// Distinct words the cache holds before it starts afresh (a bound for programs that
+/// generate words; real programs have a few thousand).
+const DECODE_CACHE_WORDS: usize = 1 << 16;
+
+impl DecodeCache {
+    /// The decoding of `w`, from the cache or decoded now.
+    pub(super) fn get(&mut self, w: &[u8; WORD]) -> Decoded {
+        if let Some(d) = self.words.get(w) {
+            return d.clone();
+        }
+        if self.words.len() >= DECODE_CACHE_WORDS {
+            self.words.clear();
+        }
+        let d = decode_real(w).map(|(sync, ci)| (sync, Arc::new(ci)));
+        self.words.insert(*w, d.clone());
+        d
+    }
+}
+
+/// Hashes a 64-byte word eight bytes at a time (multiply-rotate, then splitmix64's
+/// finaliser): SipHash of 64 bytes would cost a good part of the decode it saves.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+        for b in chunks.remainder() {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+pub(super) fn decode_real(w: &[u8; WORD]) -> Result<(Sync, CaymanInstr), String> {
     let ci = CaymanInstr::decode(Namespace::Loaded, w);
     if !ci.opcode.is_known() {
         return Err(format!("unknown opcode 0x{:02x}", w[0]));
@@ -453,7 +516,7 @@ pub(super) fn decode_real(w: &[u8; WORD]) -> Result<(Sync, Box<CaymanInstr>), St
             });
         }
     }
-    Ok((sync, Box::new(ci)))
+    Ok((sync, ci))
 }
 
 /// The second wait an EVENT_SEMAPHORE word carries in its body, if any.
@@ -472,6 +535,28 @@ fn ext_wait_of(ci: &CaymanInstr) -> Option<SemWait> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decode_cache_gives_the_decoding_and_stays_bounded() {
+        let mut c = DecodeCache::default();
+        let w = word(&format!("{:0<128}", "41"));
+        let direct = decode_real(&w);
+        for _ in 0..3 {
+            let cached = c.get(&w).map(|(s, ci)| (s, (*ci).clone()));
+            assert_eq!(cached, direct);
+        }
+        // An undecodable word is cached as its error.
+        let mut bad = w;
+        bad[0] = 0xff;
+        assert_eq!(c.get(&bad).err(), decode_real(&bad).err());
+        // Past the bound the cache starts afresh rather than growing.
+        for i in 0..(DECODE_CACHE_WORDS as u32 + 10) {
+            let mut v = w;
+            v[60..64].copy_from_slice(&i.to_le_bytes());
+            let _ = c.get(&v);
+        }
+        assert!(c.words.len() <= DECODE_CACHE_WORDS);
+    }
 
     pub(crate) fn word(hex: &str) -> [u8; WORD] {
         let v: Vec<u8> = (0..hex.len())

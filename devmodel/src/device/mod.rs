@@ -154,6 +154,8 @@ pub struct Device {
     stats: Stats,
     trace: Option<crate::stats::Trace>,
     host_profile: Option<HostProfile>,
+    /// Decoded words by their bytes (`engine::DecodeCache`).
+    decoded: engine::DecodeCache,
     copybuf: Vec<u8>,
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
     dma2d_free: Vec<Ps>,
@@ -250,6 +252,7 @@ impl Device {
             stats: Stats::default(),
             trace: None,
             host_profile: None,
+            decoded: Default::default(),
             copybuf: Vec::new(),
             dma2d_free: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
