@@ -437,7 +437,7 @@ pub(super) struct DecodeCache {
 /// A word's decoding: its sync header and the word, or why it cannot run.
 type Decoded = Result<(Sync, Arc<CaymanInstr>), String>;
 
-/// Distinct words the cache holds before it starts afresh: a bound (~10 MiB) for programs
+/// Distinct words the cache holds before it starts afresh: a bound (~15 MiB) for programs
 /// that generate words or hooks that flip their bits; the real model layers have ~2-3.3 k.
 const DECODE_CACHE_WORDS: usize = 1 << 14;
 
