@@ -9,37 +9,11 @@
 
 use crate::hostmem::HostRegion;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 
 pub const PAGE: u64 = 64 * 1024;
 
-/// Page numbers hashed by a multiply and a mixing finaliser: every DMA run looks a page up,
-/// and SipHash cost more than the copy it found (a decode step's attention layer: ~140
-/// instructions per lookup, 6 M per execution; `docs/performance.md`). The finaliser spreads
-/// every bit, so pages a power of two apart do not share buckets.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PageHasher(u64);
-
-impl Hasher for PageHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        // splitmix64's finaliser: every key bit reaches the bucket (low) and tag (high) bits.
-        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-type Pages = HashMap<u64, Box<[u8]>, BuildHasherDefault<PageHasher>>;
+/// Pages by number (`fasthash`: every DMA run looks a page up).
+type Pages = HashMap<u64, Box<[u8]>, crate::fasthash::Build>;
 
 #[derive(Debug, Default)]
 pub struct SparseMem {
@@ -341,24 +315,6 @@ impl SparseMem {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Pages a power of two apart (a strided layout) spread over a table's buckets as random
-    /// keys would (1024 keys into 1024 buckets fill ~632) instead of sharing low bits.
-    #[test]
-    fn page_numbers_a_power_of_two_apart_spread_over_buckets() {
-        use std::hash::BuildHasher;
-        let b = BuildHasherDefault::<PageHasher>::default();
-        for shift in [0, 4, 10, 16, 20] {
-            let buckets: std::collections::HashSet<u64> = (0..1024u64)
-                .map(|i| b.hash_one(i << shift) & 1023)
-                .collect();
-            assert!(
-                buckets.len() > 590,
-                "stride 2^{shift}: {} of 1024 buckets",
-                buckets.len()
-            );
-        }
-    }
 
     #[test]
     fn sparse_read_write_across_pages() {

@@ -9,6 +9,7 @@ pub mod core;
 pub mod device;
 pub mod ecc;
 pub mod fanout;
+pub mod fasthash;
 pub mod fastmath;
 pub mod fault;
 pub mod firmware;

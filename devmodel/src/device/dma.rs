@@ -378,8 +378,10 @@ impl Device {
         let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
         let src_dense = d.src_step[0] == d.src_elem;
         let dst_dense = d.dst_step[0] == d.dst_elem;
-        let mut bytes = 0u64;
-        let mut k = 0u64;
+        let (mut bytes, mut k) = (0u64, 0u64);
+        if convert.is_none() && !self.mem_watch {
+            (k, bytes) = self.window_runs(src, dst, d, sn);
+        }
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
             let (j0, j1) = (k % n0d, k / n0d);
@@ -424,6 +426,85 @@ impl Device {
 }
 
 impl Device {
+    /// The runs of a DMA_DIRECT2D between one HBM range and one core's SBUF/PSUM window, each
+    /// side resolved once for the whole transfer instead of once per run (a KV-cache load is
+    /// 128 runs of one 256-byte element, each to another partition). Moves runs from the first until one would leave its
+    /// partition (or none, where the sides are not such a pair): returns the elements and
+    /// bytes moved, and [`Self::dma2d_runs`] moves the rest run by run, errors included.
+    fn window_runs(
+        &mut self,
+        src: u64,
+        dst: u64,
+        d: &crate::cayman_exec::Dma2d,
+        sn: u64,
+    ) -> (u64, u64) {
+        let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
+        let dense = d.src_step[0] == d.src_elem && d.dst_step[0] == d.dst_elem;
+        // The bytes each side spans (None if a step wraps or the sum overflows).
+        let span = |n: [u64; 2], step: [u64; 2], elem: u64| {
+            let inner = (n[0].max(1) - 1).checked_mul(step[0])?;
+            let outer = (n[1].max(1) - 1).checked_mul(step[1])?;
+            inner.checked_add(outer)?.checked_add(elem)
+        };
+        let (Some(sl), Some(dl)) = (
+            span(d.src_num, d.src_step, d.src_elem),
+            span(d.dst_num, d.dst_step, d.dst_elem),
+        ) else {
+            return (0, 0);
+        };
+        let (Ok((ts, os)), Ok((td, od))) =
+            (self.resolve(src, sl, false), self.resolve(dst, dl, true))
+        else {
+            return (0, 0);
+        };
+        // (HBM reads into the window, the window's core, its space, its offset of the
+        // transfer's first byte there.)
+        let (into_window, t, woff) = match (ts, td) {
+            (Target::Hbm(_), Target::Sbuf(_) | Target::Psum(_)) => (true, td, od),
+            (Target::Sbuf(_) | Target::Psum(_), Target::Hbm(_)) => (false, ts, os),
+            _ => return (0, 0),
+        };
+        let nc = match t {
+            Target::Sbuf(c) | Target::Psum(c) if (c as usize) < self.cores.len() => c as usize,
+            _ => return (0, 0),
+        };
+        let space = space_of(t);
+        let (mut k, mut bytes) = (0u64, 0u64);
+        while k < sn {
+            let (i0, i1) = (k % n0s, k / n0s);
+            let (j0, j1) = (k % n0d, k / n0d);
+            let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
+            let len = run * d.src_elem;
+            let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
+            let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
+            let (hbm_at, win_at) = if into_window {
+                (s, woff + (t - dst))
+            } else {
+                (t, woff + (s - src))
+            };
+            let Some(at) = self.partition_span(space, win_at, len) else {
+                break;
+            };
+            let Device { hbm, cores, .. } = self;
+            let mem = &mut cores[nc].lane.get().mem;
+            let n = len as usize;
+            if into_window {
+                let Some(to) = mem.bytes_mut(space).get_mut(at..at + n) else {
+                    break;
+                };
+                hbm.read(hbm_at, to);
+            } else {
+                let Some(from) = mem.bytes(space).get(at..at + n) else {
+                    break;
+                };
+                hbm.write(hbm_at, from);
+            }
+            bytes += len;
+            k += run;
+        }
+        (k, bytes)
+    }
+
     /// Copy `len` bytes from `src` to `dst` in one step when one side is HBM and the other a
     /// core's SBUF or PSUM window, both resolvable and in bounds; false (nothing moved) for
     /// anything else, which the caller then moves through its buffer, errors included.
@@ -580,6 +661,19 @@ mod tests {
         let e = dev.dma2d(0, &d, Ps::ZERO).expect_err("past the partition");
         assert_eq!(e.kind, FaultKind::DmaAbort);
         assert!(e.detail.contains("destination"), "{}", e.detail);
+        // Three 64-byte elements into partition 0, half a partition apart: the third starts
+        // at the partition's end. The first two arrive (the window's runs), the third faults
+        // as a run moved through the buffer does.
+        let mut d = row(from, 1, sbuf, pb / 2);
+        (d.src_step, d.src_num, d.src_elem) = ([64, 1], [3, 1], 64);
+        (d.dst_num, d.dst_elem) = ([3, 1], 64);
+        let e = dev.dma2d(0, &d, Ps::ZERO).expect_err("the third element");
+        assert!(e.detail.contains("destination"), "{}", e.detail);
+        let mut two = vec![0u8; 64];
+        for (i, at) in [0, pb / 2].into_iter().enumerate() {
+            dev.read(sbuf + at, &mut two).expect("partition 0");
+            assert_eq!(two, bytes[64 * i..64 * (i + 1)], "element {i}");
+        }
     }
 
     /// The doorbell registers name (engine, queue, side) of the core whose window holds them;

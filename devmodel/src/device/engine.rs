@@ -10,7 +10,6 @@ use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
 use neuron_isa::{Engine, SemOp, SemUpdate, SemWait, Sync, WaitCond};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,7 +430,7 @@ impl Device {
 /// hook that rewrites a word before issue gives other bytes, and so another entry.
 #[derive(Debug, Default)]
 pub(super) struct DecodeCache {
-    words: HashMap<[u8; WORD], Decoded, BuildHasherDefault<WordHasher>>,
+    words: HashMap<[u8; WORD], Decoded, crate::fasthash::Build>,
 }
 
 /// A word's decoding: its sync header and the word, or why it cannot run.
@@ -453,35 +452,6 @@ impl DecodeCache {
         let d = decode_real(w).map(|(sync, ci)| (sync, Arc::new(ci)));
         self.words.insert(*w, d.clone());
         d
-    }
-}
-
-/// Hashes a 64-byte word eight bytes at a time (multiply-rotate, then splitmix64's
-/// finaliser): SipHash of 64 bytes would cost a good part of the decode it saves.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct WordHasher(u64);
-
-impl Hasher for WordHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(b));
-        }
-        for b in chunks.remainder() {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 
