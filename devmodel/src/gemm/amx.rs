@@ -454,48 +454,37 @@ pub fn gemm_into(a: &PackedA, b: &PackedB, beta: f32, c: &mut [f32], cv: super::
     let (mp, np, kp) = (a.mp, b.np, a.kp);
     #[cfg(target_arch = "x86_64")]
     {
-        // The first block's rows of C (the others are fetched a block ahead, below).
-        if cv.cs == 1 {
-            for r in 0..BLOCK.min(m) {
-                crate::prefetch::line(c.as_ptr().wrapping_add(cv.off + r * cv.rs));
-                crate::prefetch::line(c.as_ptr().wrapping_add(cv.off + r * cv.rs + 16));
+        // C's rows are a PSUM partition apart: short streams no hardware prefetcher follows,
+        // so each block's rows are asked for while the block before is added.
+        let prefetch_block = |c: &[f32], i: usize, j: usize| {
+            for r in i..(i + BLOCK).min(m) {
+                let at = cv.off + r * cv.rs + j;
+                crate::prefetch::line(c.as_ptr().wrapping_add(at));
+                crate::prefetch::line(c.as_ptr().wrapping_add(at + 16));
             }
+        };
+        if cv.cs == 1 {
+            prefetch_block(c, 0, 0);
         }
         let add = |i: usize, j: usize, blk: &Block| {
-            // The next block's rows of C into cache while this one is added (C's rows are
-            // a PSUM partition apart: short streams no hardware prefetcher follows).
             let (ni, nj) = if i + BLOCK < m {
                 (i + BLOCK, j)
             } else {
                 (0, j + BLOCK)
             };
             if cv.cs == 1 && nj < n {
-                for r in ni..(ni + BLOCK).min(m) {
-                    let at = cv.off + r * cv.rs + nj;
-                    crate::prefetch::line(c.as_ptr().wrapping_add(at));
-                    crate::prefetch::line(c.as_ptr().wrapping_add(at + 16));
-                }
+                prefetch_block(c, ni, nj);
             }
-            for r in 0..BLOCK.min(m - i) {
-                let row = &blk.0[r * BLOCK..r * BLOCK + BLOCK.min(n - j)];
-                let base = cv.off + (i + r) * cv.rs + j * cv.cs;
-                if cv.cs == 1 {
-                    let dst = &mut c[base..base + row.len()];
-                    if beta == 0.0 {
-                        dst.copy_from_slice(row);
-                    } else {
-                        dst.iter_mut().zip(row).for_each(|(d, x)| *d += *x);
-                    }
-                } else {
-                    for (col, x) in row.iter().enumerate() {
-                        let at = base + col * cv.cs;
-                        c[at] = if beta == 0.0 { *x } else { c[at] + *x };
-                    }
-                }
-            }
+            // The block's corner of C: inside `cv`, which fits `c` (checked above).
+            let at = super::View {
+                off: cv.off + i * cv.rs + j * cv.cs,
+                ..cv
+            };
+            let (rows, cols) = (BLOCK.min(m - i), BLOCK.min(n - j));
+            super::add_into(rows, cols, &blk.0, BLOCK, beta, c, at);
         };
         // SAFETY: as in `gemm` for the operands; the kernel stores only into its own block
-        // buffer, and `add` indexes `c` with bounds checks (`cv` fits, checked above).
+        // buffer, and `add` writes `c` through the bounds-checked `add_into`.
         unsafe { kernel(&a.bits, &b.bits, mp, kp, np, Store::Blocks(add)) };
         true
     }
@@ -623,10 +612,11 @@ unsafe fn kernel<F: FnMut(usize, usize, &Block)>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn lcg(seed: &mut u64) -> f32 {
+    /// Uniform in [-0.5, 0.5) from a 64-bit LCG: the GEMM tests' seeded operands.
+    pub(in crate::gemm) fn lcg(seed: &mut u64) -> f32 {
         *seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

@@ -124,13 +124,7 @@ unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(s: &mut u64) -> f32 {
-        *s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
+    use crate::gemm::amx::tests::lcg;
 
     /// The blocked SGEMM itself on the same operands (no narrow path).
     fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
@@ -171,6 +165,7 @@ mod tests {
             (130, 7, 3),
             (1, 1, 1),
             (64, 300, 5),
+            (3, 513, 2),
         ] {
             for (beta, pitch) in [(0.0, 0), (1.0, 0), (1.0, 3)] {
                 // A in the PE layout (rs 1) and, every other case, row-major.
