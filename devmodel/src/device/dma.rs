@@ -428,9 +428,10 @@ impl Device {
 impl Device {
     /// The runs of a DMA_DIRECT2D between one HBM range and one core's SBUF/PSUM window, each
     /// side resolved once for the whole transfer instead of once per run (a KV-cache load is
-    /// 128 runs of one 256-byte element, each to another partition). Moves runs from the first until one would leave its
-    /// partition (or none, where the sides are not such a pair): returns the elements and
-    /// bytes moved, and [`Self::dma2d_runs`] moves the rest run by run, errors included.
+    /// 128 runs of one 256-byte element, each to another partition). Moves runs from the
+    /// first until one would leave its partition (or none, where the sides are not such a
+    /// pair): returns the elements and bytes moved, and [`Self::dma2d_runs`] moves the rest
+    /// run by run, errors included.
     fn window_runs(
         &mut self,
         src: u64,

@@ -15,6 +15,7 @@
 //! - `hooked`: calling the installed [`DeviceHooks`](crate::hooks::DeviceHooks);
 //! - `status`: the typed snapshot [`Device::status`].
 
+mod decode;
 mod dma;
 mod engine;
 mod exec;
@@ -154,8 +155,8 @@ pub struct Device {
     stats: Stats,
     trace: Option<crate::stats::Trace>,
     host_profile: Option<HostProfile>,
-    /// Decoded words by their bytes (`engine::DecodeCache`).
-    decoded: engine::DecodeCache,
+    /// Decoded words by their bytes (`decode::DecodeCache`).
+    decoded: decode::DecodeCache,
     copybuf: Vec<u8>,
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
     dma2d_free: Vec<Ps>,

@@ -1,0 +1,140 @@
+//! Decoding words for execution: a loaded trn2 word's sync header (an EVENT_SEMAPHORE body's
+//! wait and update folded in) and the word, cached by the word's bytes so a program's loop
+//! decodes each of its words once, not on every execution.
+
+use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
+use neuron_isa::{SemOp, SemUpdate, SemWait, Sync, WaitCond};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Decoded words by their 64 bytes: a program's loop decodes the same words every execution
+/// (a decode step's attention layer: ~1.5 k instructions a word, 8% of its device thread).
+/// A word decodes the same whatever its pc or engine, so the bytes alone are the key; a
+/// hook that rewrites a word before issue gives other bytes, and so another entry.
+#[derive(Debug, Default)]
+pub(super) struct DecodeCache {
+    words: HashMap<[u8; WORD], Decoded, crate::fasthash::Build>,
+}
+
+/// A word's decoding: its sync header and the word, or why it cannot run.
+type Decoded = Result<(Sync, Arc<CaymanInstr>), String>;
+
+/// Distinct words the cache holds before it starts afresh: a bound (~15 MiB) for programs
+/// that generate words or hooks that flip their bits; the real model layers have ~2-3.3 k.
+const DECODE_CACHE_WORDS: usize = 1 << 14;
+
+impl DecodeCache {
+    /// The decoding of `w`, from the cache or decoded now.
+    pub(super) fn get(&mut self, w: &[u8; WORD]) -> Decoded {
+        if let Some(d) = self.words.get(w) {
+            return d.clone();
+        }
+        if self.words.len() >= DECODE_CACHE_WORDS {
+            self.words.clear();
+        }
+        let d = decode_real(w).map(|(sync, ci)| (sync, Arc::new(ci)));
+        self.words.insert(*w, d.clone());
+        d
+    }
+}
+
+/// Decode a real trn2 word (loaded namespace) for execution: its sync header (the body's
+/// update of an EVENT_SEMAPHORE folded in) and the word itself.
+pub(super) fn decode_real(w: &[u8; WORD]) -> Result<(Sync, CaymanInstr), String> {
+    let ci = CaymanInstr::decode(Namespace::Loaded, w);
+    if !ci.opcode.is_known() {
+        return Err(format!("unknown opcode 0x{:02x}", w[0]));
+    }
+    let mut sync = ci
+        .header
+        .sync()
+        .ok_or_else(|| format!("{}: unsupported semaphore header codes", ci.opcode.name()))?;
+    if ci.opcode == Opcode::EventSemaphore {
+        if let Some(c) = ci.u("ext_cond").filter(|c| *c != 0) {
+            if !matches!(c, 0x01 | 0x04 | 0x05) {
+                return Err(format!(
+                    "EVENT_SEMAPHORE: extended wait condition 0x{c:02x} not known"
+                ));
+            }
+        }
+        // The body's update ("$S[i]++@complete" ...) completes like the header's.
+        if let Some(op) = ci.u("ext_op").filter(|o| *o != 0) {
+            let op = SemOp::from_code(op as u8)
+                .ok_or_else(|| format!("EVENT_SEMAPHORE: extended update 0x{op:02x} not known"))?;
+            if sync.update.is_some() {
+                return Err("EVENT_SEMAPHORE with two semaphore updates is not modelled".into());
+            }
+            sync.update = Some(SemUpdate {
+                op,
+                index: ci.u("ext_index").unwrap_or(0) as u8,
+                value: ci.u("ext_operand").unwrap_or(0) as u32 as i32,
+            });
+        }
+    }
+    Ok((sync, ci))
+}
+
+/// The second wait an EVENT_SEMAPHORE word carries in its body, if any.
+pub(super) fn ext_wait_of(ci: &CaymanInstr) -> Option<SemWait> {
+    if ci.opcode != Opcode::EventSemaphore {
+        return None;
+    }
+    let c = ci.u("ext_cond").filter(|c| *c != 0)? as u8;
+    Some(SemWait {
+        cond: WaitCond::from_code(c)?,
+        index: ci.u("ext_wait_index").unwrap_or(0) as u8,
+        value: ci.u("ext_wait_value").unwrap_or(0) as u32 as i32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::engine::tests::word;
+
+    #[test]
+    fn the_decode_cache_gives_the_decoding_and_stays_bounded() {
+        let mut c = DecodeCache::default();
+        let w = word(&format!("{:0<128}", "41"));
+        let direct = decode_real(&w);
+        for _ in 0..3 {
+            let cached = c.get(&w).map(|(s, ci)| (s, (*ci).clone()));
+            assert_eq!(cached, direct);
+        }
+        // An undecodable word is cached as its error.
+        let mut bad = w;
+        bad[0] = 0xff;
+        assert_eq!(c.get(&bad).err(), decode_real(&bad).err());
+        // Past the bound the cache starts afresh rather than growing.
+        for i in 0..(DECODE_CACHE_WORDS as u32 + 10) {
+            let mut v = w;
+            v[60..64].copy_from_slice(&i.to_le_bytes());
+            let _ = c.get(&v);
+        }
+        assert!(c.words.len() <= DECODE_CACHE_WORDS);
+    }
+
+    /// nkipy-matmul_large sg00 Pool pc 6919 (loaded form): `S[32]>=4112 $S[6]>=603`. The body's
+    /// wait guards the output DMA that follows; ignoring it let the DMA read two column blocks
+    /// before the Vector engine had written them.
+    #[test]
+    fn event_semaphore_carries_a_second_wait() {
+        let w = word("a010000005200000101000000000000000000000000000000000000000000000050600005b020000000000000000000000000000000000000000000000000000");
+        let (sync, ci) = decode_real(&w).expect("decodes");
+        assert_eq!(
+            sync.wait.map(|w| (w.cond, w.index, w.value)),
+            Some((WaitCond::Ge, 32, 4112))
+        );
+        let ext = ext_wait_of(&ci).expect("second wait");
+        assert_eq!((ext.cond, ext.index, ext.value), (WaitCond::Ge, 6, 603));
+        // A body update becomes the word's update; an unknown body condition is refused.
+        let mut u = w;
+        u[34] = 0x13;
+        u[35] = 9;
+        let (sync, _) = decode_real(&u).expect("decodes");
+        assert_eq!(sync.update.map(|u| (u.op, u.index)), Some((SemOp::Inc, 9)));
+        let mut bad = w;
+        bad[32] = 0x07;
+        assert!(decode_real(&bad).is_err());
+    }
+}
