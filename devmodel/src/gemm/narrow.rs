@@ -15,8 +15,9 @@ use super::View;
 /// The widest product computed here.
 pub const MAX_N: usize = 8;
 
-/// Rows of C accumulated at a time (the PE array's 128 columns fit one chunk).
-const ROWS: usize = 128;
+/// Rows of C accumulated at a time: eight AVX registers of sums (the PE array's 128 columns
+/// are two chunks). Each element's chain is the same whatever the chunk.
+const ROWS: usize = 64;
 
 /// `matrixmultiply`'s K block for f32 (`archparam_defaults::S_KC`, unless its build was given
 /// `MATMUL_SGEMM_KC`): the sum is rounded into C after each block.
@@ -92,18 +93,24 @@ unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
             let rows = ROWS.min(m - r0);
             let acc = &mut acc[..rows];
             for k0 in (0..k).step_by(SGEMM_KC) {
-                acc.fill(0.0);
-                for kk in k0..(k0 + SGEMM_KC).min(k) {
-                    let bk = b[bv.off + kk * bv.rs + col * bv.cs];
-                    let at = av.off + r0 * av.rs + kk * av.cs;
-                    if av.rs == 1 {
-                        // The PE's stationary layout: a column of A is contiguous.
-                        for (x, w) in acc.iter_mut().zip(&a[at..at + rows]) {
-                            *x = w.mul_add(bk, *x);
-                        }
-                    } else {
-                        for (j, x) in acc.iter_mut().enumerate() {
-                            *x = a[at + j * av.rs].mul_add(bk, *x);
+                let k1 = (k0 + SGEMM_KC).min(k);
+                if av.rs == 1 && rows == ROWS {
+                    // Whole chunks of the PE layout: the sums in registers.
+                    sums_in_registers(a, av.off + r0 + k0 * av.cs, av.cs, b, bv, col, k0..k1, acc);
+                } else {
+                    acc.fill(0.0);
+                    for kk in k0..k1 {
+                        let bk = b[bv.off + kk * bv.rs + col * bv.cs];
+                        let at = av.off + r0 * av.rs + kk * av.cs;
+                        if av.rs == 1 {
+                            // The PE's stationary layout: a column of A is contiguous.
+                            for (x, w) in acc.iter_mut().zip(&a[at..at + rows]) {
+                                *x = w.mul_add(bk, *x);
+                            }
+                        } else {
+                            for (j, x) in acc.iter_mut().enumerate() {
+                                *x = a[at + j * av.rs].mul_add(bk, *x);
+                            }
                         }
                     }
                 }
@@ -118,6 +125,43 @@ unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
                 }
             }
         }
+    }
+}
+
+/// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
+/// `kk` order from +0, held in eight registers (a stack array of sums is loaded and stored
+/// again by every multiply-add).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sums_in_registers(
+    a: &[f32],
+    at: usize,
+    cs: usize,
+    b: &[f32],
+    bv: View,
+    col: usize,
+    ks: std::ops::Range<usize>,
+    acc: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let mut sums = [_mm256_setzero_ps(); ROWS / 8];
+    for (i, kk) in ks.enumerate() {
+        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs]);
+        let row = &a[at + i * cs..at + i * cs + ROWS];
+        for (v, s) in sums.iter_mut().enumerate() {
+            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v.
+            let w = unsafe { _mm256_loadu_ps(row.as_ptr().add(8 * v)) };
+            *s = _mm256_fmadd_ps(w, bk, *s);
+        }
+    }
+    for (v, s) in sums.iter().enumerate() {
+        let out = &mut acc[8 * v..8 * v + 8];
+        // SAFETY: `out` holds the 8 elements written.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), *s) };
     }
 }
 
