@@ -360,6 +360,43 @@ mod tests {
         assert!(m.backing(0x10_0000).is_none());
     }
 
+    /// Accesses inside one region, outside all, and across region edges read and write the
+    /// bytes a flat shadow holds (reference: a plain `Vec<u8>`).
+    #[test]
+    fn accesses_in_one_piece_or_across_regions_match_a_flat_shadow() {
+        let base = 3 * PAGE - 5000;
+        let span = 4 * PAGE;
+        let mut m = SparseMem::new();
+        let mut shadow = vec![0u8; span as usize];
+        // Two regions, a gap of pages between and around them.
+        let regions = [(PAGE - 3000, 12_000usize), (2 * PAGE + 100, 9_000)];
+        for (off, len) in regions {
+            m.back(base + off, HostRegion::new(len).expect("region"))
+                .expect("backed");
+        }
+        let mut s = 0x2545_f491_u64;
+        let mut next = |n: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % n
+        };
+        for i in 0..4000u32 {
+            let len = 1 + next(if i % 4 == 0 { 20_000 } else { 300 });
+            let off = next(span - len);
+            let at = off as usize..(off + len) as usize;
+            if i % 2 == 0 {
+                let data: Vec<u8> = (0..len).map(|_| next(256) as u8).collect();
+                m.write(base + off, &data);
+                shadow[at].copy_from_slice(&data);
+            } else {
+                let mut got = vec![0u8; len as usize];
+                m.read(base + off, &mut got);
+                assert_eq!(got, shadow[at], "read of {len} at +{off}");
+            }
+        }
+    }
+
     #[test]
     fn backing_a_range_frees_the_pages_inside_it() {
         let mut m = SparseMem::new();
