@@ -22,6 +22,7 @@ mod select;
 mod transpose;
 mod widen;
 
+pub(crate) use pattern::bf16_bits;
 pub use pe::PeState;
 
 #[cfg(test)]

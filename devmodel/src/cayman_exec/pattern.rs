@@ -354,7 +354,7 @@ fn gather_with<T>(
 /// `half::bf16::from_f32(x).to_bits()` without branches, so the scatter loop vectorizes:
 /// round to nearest even, and a NaN keeps its sign and top payload bits with the quiet bit set.
 #[inline]
-fn bf16_bits(x: f32) -> u16 {
+pub(crate) fn bf16_bits(x: f32) -> u16 {
     let b = x.to_bits();
     let rne = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
     let nan = ((b >> 16) | 0x40) as u16;

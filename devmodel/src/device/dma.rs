@@ -48,15 +48,25 @@ const MAX_DMA2D_ELEMS: u64 = 1 << 20;
 fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
     out.clear();
     match (i, o) {
-        (Dtype::F32 | Dtype::F32r, Dtype::Bf16) => out.extend(src.chunks_exact(4).flat_map(|c| {
-            half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .to_bits()
-                .to_le_bytes()
-        })),
-        (Dtype::Bf16, Dtype::F32 | Dtype::F32r) => out.extend(
-            src.chunks_exact(2)
-                .flat_map(|c| ((u16::from_le_bytes([c[0], c[1]]) as u32) << 16).to_le_bytes()),
-        ),
+        // Sized once and written in place (a byte-wise `extend` ran ~9 instructions an
+        // element); the rounding is branch-free so the loop vectorizes.
+        (Dtype::F32 | Dtype::F32r, Dtype::Bf16) => {
+            let n = src.len() / 4;
+            out.resize(2 * n, 0);
+            for (d, c) in out.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
+                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                d.copy_from_slice(&crate::cayman_exec::bf16_bits(x).to_le_bytes());
+            }
+        }
+        (Dtype::Bf16, Dtype::F32 | Dtype::F32r) => {
+            let n = src.len() / 2;
+            out.resize(4 * n, 0);
+            for (d, c) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
+                d.copy_from_slice(
+                    &(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16).to_le_bytes(),
+                );
+            }
+        }
         _ => {
             for c in src.chunks_exact(i.size()) {
                 let mut e = [0u8; 8];
@@ -562,6 +572,55 @@ impl Device {
 mod tests {
     use super::*;
     use crate::arch::{tpb, ArchProfile};
+
+    /// The DMA engine's fp32 ↔ bf16 casts are `half`'s, bit for bit (round to nearest even,
+    /// NaN payloads, infinities, subnormals), including a trailing partial element ignored.
+    #[test]
+    fn float_casts_round_as_half_does() {
+        let mut s = 0x1234_5678u32;
+        let mut bits: Vec<u32> = (0..20_000)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                s
+            })
+            .collect();
+        bits.extend([
+            0,
+            0x8000_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0001,
+            0x3f80_8000,
+            0x0000_8000,
+        ]);
+        let mut src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        src.push(0xaa);
+        let mut out = vec![9u8];
+        convert_elems(Dtype::F32, Dtype::Bf16, &src, &mut out);
+        let want: Vec<u8> = bits
+            .iter()
+            .flat_map(|b| {
+                half::bf16::from_f32(f32::from_bits(*b))
+                    .to_bits()
+                    .to_le_bytes()
+            })
+            .collect();
+        assert_eq!(out, want);
+        let halves: Vec<u8> = want.iter().copied().chain([0x55]).collect();
+        convert_elems(Dtype::Bf16, Dtype::F32, &halves, &mut out);
+        let back: Vec<u8> = want
+            .chunks_exact(2)
+            .flat_map(|c| {
+                half::bf16::from_le_bytes([c[0], c[1]])
+                    .to_f32()
+                    .to_bits()
+                    .to_le_bytes()
+            })
+            .collect();
+        assert_eq!(out, back);
+    }
 
     /// DMA_DIRECT2D moves contiguous runs at once; the result must equal the element-by-element
     /// definition (computed here independently), with and without a dtype conversion.
