@@ -390,3 +390,104 @@ fn shared_out_activate_and_reduce_match_one_thread() {
         );
     }
 }
+
+/// bf16 weights that a decode step's matrix-vector MATMULs read as bits (an LDWEIGHTS after a
+/// narrow MATMUL keeps them unwidened, `PeState::w_from_bits`) give the product of their
+/// values, and a wide MATMUL on the same weights widens them first: both against f64 sums
+/// of the same values (reference: plain Rust on the bf16 values), to fp32 accuracy.
+#[test]
+fn bf16_weights_kept_as_bits_multiply_as_their_values() {
+    const K: usize = 128; // partitions: rows of the weights and of the moving tensor
+    const W: usize = 0x1000; // weights: K partitions x 128 bf16
+    const MOV: usize = 0x8000; // moving: K partitions x 16 fp32
+    let ap = |addr: usize, step: i16, num: u16| {
+        let mut v = (addr as u32).to_le_bytes().to_vec();
+        for s in [step, 0, 0] {
+            v.extend_from_slice(&s.to_le_bytes());
+        }
+        for n in [num, 1, 1] {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v
+    };
+    let mut m = mem();
+    let mut s = 0x5eed_u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+    };
+    let mut w = vec![0f32; K * 128];
+    for kk in 0..K {
+        for j in 0..128 {
+            let v = half::bf16::from_f32(next());
+            w[kk * 128 + j] = v.to_f32();
+            let at = kk * m.sbuf_stride + W + 2 * j;
+            m.bytes_mut(Space::Sbuf)[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+        }
+    }
+    let moving: Vec<f32> = (0..K * 16).map(|_| next()).collect();
+    fill_f32(&mut m, 0, K, 16, MOV, |p, i| moving[p * 16 + i]);
+    // LDWEIGHTS: the reversed pattern of 128 bf16 per partition, as the compiler emits.
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap(W + 2 * 127, -1, 128)),
+            (32, &[0x06, 0, 0]),
+            (38, &[K as u8]),
+        ],
+    );
+    let mm = |n: u16, dst: usize| {
+        word(
+            0x02,
+            &[
+                (16, &ap(MOV, 1, n)),
+                (32, &[0x0a, 3, 0]),
+                (43, &[1]),
+                (48, &ap(0x200_0000 + dst, 1, n)),
+            ],
+        )
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
+        execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
+    };
+    // A first narrow product, then the weights again: kept as bits where the narrow path runs.
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(1, 0), &mut m, &mut pe);
+    exec(&ldw, &mut m, &mut pe);
+    assert_eq!(
+        pe.w_from_bits,
+        crate::gemm::narrow::available(),
+        "bits kept"
+    );
+    exec(&mm(2, 0x100), &mut m, &mut pe);
+    exec(&mm(16, 0x200), &mut m, &mut pe);
+    assert!(!pe.w_from_bits, "a 16-column product widened them");
+    let psum = |p: usize, off: usize| {
+        let at = p * m.psum_stride + off;
+        let b = &m.bytes(Space::Psum)[at..at + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    for (n, dst) in [(1, 0), (2, 0x100), (16, 0x200)] {
+        for j in 0..128 {
+            for c in 0..n {
+                let want: f64 = (0..K)
+                    .map(|kk| f64::from(w[kk * 128 + j]) * f64::from(get_f32(&m, kk, MOV + 4 * c)))
+                    .sum();
+                let got = f64::from(psum(j, dst + 4 * c));
+                let bound: f64 = (0..K)
+                    .map(|kk| {
+                        (f64::from(w[kk * 128 + j]) * f64::from(get_f32(&m, kk, MOV + 4 * c))).abs()
+                    })
+                    .sum::<f64>()
+                    * 1e-6;
+                assert!(
+                    (got - want).abs() <= bound,
+                    "n {n} row {j} col {c}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}

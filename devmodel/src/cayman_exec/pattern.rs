@@ -301,17 +301,19 @@ fn gather_impl(
 /// bytes) to `seg`, which appends them converted to f32.
 #[inline(always)]
 /// The raw 16-bit elements of a pattern (a bf16 MATMUL's moving tensor for the AMX tiles,
-/// which take bf16 bits as they are), `channels` partitions one after another.
+/// which take bf16 bits as they are; bf16 weights a matrix-vector product reads as bits),
+/// `channels` partitions one after another, each reversed if `rev` (as [`gather_reversed`]).
 pub(super) fn gather_bits16(
     mem: &CoreMem,
     ap: &AccessPattern,
     channels: usize,
     out: &mut Vec<u16>,
+    rev: bool,
 ) -> Result<usize, OpFault> {
     let sp = span(mem, ap, Dtype::Bf16, channels)?;
     out.clear();
     out.reserve(channels * sp.len);
-    gather_with(mem.bytes(sp.space), &sp, channels, out, false, |b, out| {
+    gather_with(mem.bytes(sp.space), &sp, channels, out, rev, |b, out| {
         out.extend(b.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])))
     });
     Ok(sp.len)
@@ -756,12 +758,20 @@ mod tests {
         assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
         assert!(gather(&mem, &ap(0, -1, 2), Dtype::F32, 1, &mut out).is_err());
         // The raw bits of a bf16 pattern are the bf16 gather's values, bit for bit.
+        // Reversed too, as LDWEIGHTS reads bf16 weights for a matrix-vector product.
         for (a, step, num) in [(0x40 + 14, -1, 8), (0x40, 1, 8), (0x40, 3, 4)] {
-            let mut bits = Vec::new();
-            gather_bits16(&mem, &ap(a, step, num), 2, &mut bits).expect("bits");
-            gather(&mem, &ap(a, step, num), Dtype::Bf16, 2, &mut out).expect("bf16");
-            let want: Vec<u16> = out.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
-            assert_eq!(bits, want, "step {step}");
+            for rev in [false, true] {
+                let mut bits = Vec::new();
+                gather_bits16(&mem, &ap(a, step, num), 2, &mut bits, rev).expect("bits");
+                let bf = ap(a, step, num);
+                if rev {
+                    gather_reversed(&mem, &bf, Dtype::Bf16, 2, &mut out).expect("bf16");
+                } else {
+                    gather(&mem, &bf, Dtype::Bf16, 2, &mut out).expect("bf16");
+                }
+                let want: Vec<u16> = out.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+                assert_eq!(bits, want, "step {step} reversed {rev}");
+            }
         }
         // LDWEIGHTS' gather: each partition's elements reversed, whatever the pattern.
         for (a, step, num) in [(0x40 + 28, -1, 8), (0x40, 1, 8), (0x40, 2, 4)] {

@@ -39,6 +39,12 @@ pub struct PeState {
     pub w_from_full: Option<Split>,
     /// The weights' dtype (of the last LDWEIGHTS): whether they are bf16 parts (`gemm::amx`).
     pub w_dt: Option<Dtype>,
+    /// `w` is not computed yet: it is `w_bits` widened. bf16 weights are kept as bits when
+    /// the last MATMUL was a matrix-vector product (`last_narrow`), which reads them so
+    /// (`gemm::narrow::product_bits`); any other use widens them first ([`PeState::materialize`]).
+    pub w_from_bits: bool,
+    pub w_bits: Vec<u16>,
+    pub last_narrow: bool,
     /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
     pub gemm: Path,
     /// The weights packed for the AMX tiles, once per LDWEIGHTS (on first use).
@@ -67,6 +73,9 @@ impl Default for PeState {
             full: Vec::new(),
             w_from_full: None,
             w_dt: None,
+            w_from_bits: false,
+            w_bits: Vec::new(),
+            last_narrow: false,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             pair: None,
@@ -85,8 +94,19 @@ pub enum Split {
 }
 
 impl PeState {
-    /// Compute `w` if it is still a deferred part of `full`.
+    /// Compute `w` if it is still a deferred part of `full` or bf16 bits.
     pub fn materialize(&mut self) {
+        if std::mem::take(&mut self.w_from_bits) {
+            self.w.clear();
+            #[cfg(target_endian = "little")]
+            super::widen::bf16_into(zerocopy::IntoBytes::as_bytes(&self.w_bits[..]), &mut self.w);
+            #[cfg(not(target_endian = "little"))]
+            self.w.extend(
+                self.w_bits
+                    .iter()
+                    .map(|b| f32::from_bits(u32::from(*b) << 16)),
+            );
+        }
         if let Some(part) = self.w_from_full.take() {
             self.w.clear();
             match part {
@@ -120,8 +140,19 @@ pub(super) fn ldweights(
     let mode = ci.u("fp32_mode").unwrap_or(0);
     // The array shifts weights in, so the pattern's first element lands in the last
     // column: the compiler emits reversed patterns (step -1) to load rows in order.
-    // Each row of the pattern, reversed, gives w[k][j].
-    let n = gather_reversed(mem, &ap, dt, rows, a)?;
+    // Each row of the pattern, reversed, gives w[k][j]. bf16 weights for what is likely
+    // another matrix-vector product stay bits (`PeState::w_from_bits`).
+    let as_bits = dt == Dtype::Bf16
+        && !transpose
+        && !matches!(mode, 1 | 2)
+        && pe.pair.is_none()
+        && pe.last_narrow
+        && crate::gemm::narrow::available();
+    let n = if as_bits {
+        gather_bits16(mem, &ap, rows, &mut pe.w_bits, true)?
+    } else {
+        gather_reversed(mem, &ap, dt, rows, a)?
+    };
     if n > PE_COLUMNS {
         return Err(OpFault::bad(format!(
             "LDWEIGHTS of {n} columns; the PE array has {PE_COLUMNS}"
@@ -132,6 +163,7 @@ pub(super) fn ldweights(
     pe.low_src = None;
     pe.low_pass = !transpose && mode == 1;
     pe.w_from_full = None;
+    pe.w_from_bits = as_bits;
     // The gathered rows become the array's contents by swapping buffers, not copying.
     a.truncate(rows * n);
     // The HIGH load of a pending pair (`passpair::resume` let only that through) that
@@ -141,7 +173,9 @@ pub(super) fn ldweights(
         && mode == 2
         && dt == Dtype::F32
         && passpair::same_bits(a, &pe.full);
-    if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
+    if as_bits {
+        // `w` is left as it was: `w_from_bits` says it is stale.
+    } else if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
         // Split only if the LOW pass must run alone.
         std::mem::swap(&mut pe.full, a);
         pe.low_src = Some((ap, dt, rows));
@@ -220,7 +254,7 @@ pub(super) fn matmul(
     // Deferred weights are needed unless this is a LOW pass `passpair` may defer (an fp32
     // product into an in-place fp32 destination).
     let may_defer = pe.low_src.is_some() && dt == Dtype::F32 && !pe.transpose && dv.is_some();
-    if !may_defer {
+    if !may_defer && !pe.w_from_bits {
         pe.materialize();
     }
     if let (Some(b_), Some(c_)) = (&mv, &dv) {
@@ -239,7 +273,7 @@ pub(super) fn matmul(
     let as_bits = tile_parts.is_some() && dt == Dtype::Bf16 && mv.is_none();
     let nmov = match &mv {
         Some((_, _, n)) => *n,
-        None if as_bits => gather_bits16(mem, &src, k, bits16)?,
+        None if as_bits => gather_bits16(mem, &src, k, bits16, false)?,
         None => gather(mem, &src, dt, k, a)?,
     };
     if nmov > MAX_MOVING {
@@ -256,6 +290,13 @@ pub(super) fn matmul(
             "MATMUL writes {ndst} elements per partition for {nmov} moving columns"
         )));
     }
+    // bf16 weights kept as bits feed a matrix-vector product as they are; anything else
+    // (tiles need at least 16 columns, so never these) widens them now.
+    let bits_product = pe.w_from_bits && crate::gemm::narrow::bits_apply(m, k, nmov);
+    if pe.w_from_bits && !bits_product {
+        pe.materialize();
+    }
+    pe.last_narrow = nmov <= crate::gemm::narrow::MAX_N;
     // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
     let wv = View {
         off: 0,
@@ -346,7 +387,7 @@ pub(super) fn matmul(
     } else if let Some((dspace, cv, _)) = dv {
         // An fp32 LOW pass may be computed together with its HIGH pass (`passpair`).
         let fused = may_defer && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
-        if !fused {
+        if !fused && !bits_product {
             pe.materialize();
         }
         let CoreMem { sbuf, psum, .. } = mem;
@@ -357,14 +398,25 @@ pub(super) fn matmul(
             (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
         };
         let bv = mv.map_or(dense, |(_, v, _)| v);
-        if !fused && !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv) {
+        let done = fused
+            || if bits_product {
+                crate::gemm::sgemm_bits(m, k, nmov, &pe.w_bits, wv, bsl, bv, beta, csl, cv)
+            } else {
+                crate::gemm::sgemm(m, k, nmov, &pe.w, wv, bsl, bv, beta, csl, cv)
+            };
+        if !done {
             return Err(OpFault::bad("MATMUL operand shapes do not fit"));
         }
     } else {
         let out = c;
         out.clear();
         out.resize(m * nmov, 0.0);
-        if !crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, out, dense) {
+        let done = if bits_product {
+            crate::gemm::sgemm_bits(m, k, nmov, &pe.w_bits, wv, a, dense, 0.0, out, dense)
+        } else {
+            crate::gemm::sgemm(m, k, nmov, &pe.w, wv, a, dense, 0.0, out, dense)
+        };
+        if !done {
             return Err(OpFault::bad("MATMUL operand shapes do not fit"));
         }
         if acc & 1 == 0 {

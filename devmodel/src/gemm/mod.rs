@@ -172,6 +172,32 @@ pub fn sgemm(
     true
 }
 
+/// [`sgemm`] with A as bf16 bits in the PE layout (`narrow::product_bits`, where
+/// `narrow::bits_apply` holds). False (nothing written) if a view would leave its slice or
+/// the product is not one that path takes.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_bits(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[u16],
+    av: View,
+    b: &[f32],
+    bv: View,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    let fits = |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len);
+    if !(fits(a.len(), &av, m, k) && fits(b.len(), &bv, k, n) && fits(c.len(), &cv, m, n)) {
+        return false;
+    }
+    if (m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0) {
+        return false;
+    }
+    narrow::product_bits(m, k, n, a, av, b, bv, beta, c, cv)
+}
+
 /// A pointer the GEMM's pieces share across threads.
 #[derive(Clone, Copy)]
 struct Ptr(*mut f32);

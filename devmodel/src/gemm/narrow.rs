@@ -114,17 +114,83 @@ unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
                         }
                     }
                 }
-                let beta = if k0 == 0 { beta } else { 1.0 };
-                for (j, x) in acc.iter().enumerate() {
-                    let at = cv.off + (r0 + j) * cv.rs + col * cv.cs;
-                    c[at] = if beta == 0.0 {
-                        *x
-                    } else {
-                        1f32.mul_add(*x, c[at] * beta)
+                store(acc, if k0 == 0 { beta } else { 1.0 }, c, cv, r0, col);
+            }
+        }
+    }
+}
+
+/// One block's sums into rows `r0..` of column `col` of C: `1·ab` (β = 0) or `fma(1, ab, β·c)`.
+#[inline(always)]
+fn store(acc: &[f32], beta: f32, c: &mut [f32], cv: View, r0: usize, col: usize) {
+    for (j, x) in acc.iter().enumerate() {
+        let at = cv.off + (r0 + j) * cv.rs + col * cv.cs;
+        c[at] = if beta == 0.0 {
+            *x
+        } else {
+            1f32.mul_add(*x, c[at] * beta)
+        };
+    }
+}
+
+/// Whether [`product_bits`] takes an `m x k x n` product: bf16 weights in the PE layout
+/// (`rs` 1) in whole 64-row chunks, `n` of 1 to [`MAX_N`], on a host with the narrow loop.
+pub fn bits_apply(m: usize, k: usize, n: usize) -> bool {
+    (1..=MAX_N).contains(&n) && k > 0 && m > 0 && m.is_multiple_of(ROWS) && available()
+}
+
+/// [`product`] with A given as bf16 bits in the PE layout (`av.rs == 1`), widened as the
+/// sums read them: an LDWEIGHTS of bf16 weights need not widen 16 Ki of them for a
+/// matrix-vector product that reads each once. The same sums of the same f32 values, so the
+/// same bits (`tests::bf16_weights_as_bits_give_the_widened_product`). The views were
+/// checked to fit (`gemm::sgemm_bits`); false, nothing written, where [`bits_apply`] fails.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product_bits(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[u16],
+    av: View,
+    b: &[f32],
+    bv: View,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    if av.rs != 1 || !bits_apply(m, k, n) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut acc = [0f32; ROWS];
+        for col in 0..n {
+            for r0 in (0..m).step_by(ROWS) {
+                for k0 in (0..k).step_by(SGEMM_KC) {
+                    let k1 = (k0 + SGEMM_KC).min(k);
+                    // SAFETY: `bits_apply` (via `available`) detected FMA and AVX2; the
+                    // function indexes slices (bounds checked).
+                    unsafe {
+                        sums_of_bits(
+                            a,
+                            av.off + r0 + k0 * av.cs,
+                            av.cs,
+                            b,
+                            bv,
+                            col,
+                            k0..k1,
+                            &mut acc,
+                        )
                     };
+                    store(&acc, if k0 == 0 { beta } else { 1.0 }, c, cv, r0, col);
                 }
             }
         }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, c);
+        false
     }
 }
 
@@ -155,6 +221,43 @@ unsafe fn sums_in_registers(
         for (v, s) in sums.iter_mut().enumerate() {
             // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v.
             let w = unsafe { _mm256_loadu_ps(row.as_ptr().add(8 * v)) };
+            *s = _mm256_fmadd_ps(w, bk, *s);
+        }
+    }
+    for (v, s) in sums.iter().enumerate() {
+        let out = &mut acc[8 * v..8 * v + 8];
+        // SAFETY: `out` holds the 8 elements written.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), *s) };
+    }
+}
+
+/// [`sums_in_registers`] on bf16 bits, each eight widened as they are loaded (zero-extend,
+/// shift into the top half: a bf16 is the top half of its f32).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sums_of_bits(
+    a: &[u16],
+    at: usize,
+    cs: usize,
+    b: &[f32],
+    bv: View,
+    col: usize,
+    ks: std::ops::Range<usize>,
+    acc: &mut [f32; ROWS],
+) {
+    use std::arch::x86_64::*;
+    let mut sums = [_mm256_setzero_ps(); ROWS / 8];
+    for (i, kk) in ks.enumerate() {
+        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs]);
+        let row = &a[at + i * cs..at + i * cs + ROWS];
+        for (v, s) in sums.iter_mut().enumerate() {
+            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v.
+            let bits = unsafe { _mm_loadu_si128(row.as_ptr().add(8 * v).cast()) };
+            let w = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(bits)));
             *s = _mm256_fmadd_ps(w, bk, *s);
         }
     }
@@ -263,6 +366,78 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// bf16 weights given as bits give the bits of the product of their widened values
+    /// (reference: the f32 narrow path on the widened weights, itself checked against the
+    /// SGEMM above), both β, a row-strided C, two K blocks; shapes outside whole 64-row
+    /// chunks are refused with C untouched.
+    #[test]
+    fn bf16_weights_as_bits_give_the_widened_product() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no FMA: the narrow path is off (SGEMM only)");
+            return;
+        }
+        let mut s = 17;
+        for (m, k, n) in [(128, 128, 1), (128, 128, 8), (64, 300, 3), (192, 1, 2)] {
+            let bits: Vec<u16> = (0..m * k + 3)
+                .map(|_| half::bf16::from_f32(lcg(&mut s) * 3.0).to_bits())
+                .collect();
+            let wide: Vec<f32> = bits
+                .iter()
+                .map(|b| f32::from_bits(u32::from(*b) << 16))
+                .collect();
+            let av = View {
+                off: 3,
+                rs: 1,
+                cs: m,
+            };
+            let b: Vec<f32> = (0..k * n + 1).map(|_| lcg(&mut s)).collect();
+            let bv = View {
+                off: 1,
+                rs: n,
+                cs: 1,
+            };
+            let cv = View {
+                off: 2,
+                rs: n + 3,
+                cs: 1,
+            };
+            for beta in [0.0, 1.0] {
+                let old: Vec<f32> = (0..2 + m * (n + 3)).map(|_| lcg(&mut s)).collect();
+                let (mut want, mut got) = (old.clone(), old.clone());
+                let p = Product {
+                    m,
+                    k,
+                    n,
+                    a: &wide,
+                    av,
+                    b: &b,
+                    bv,
+                    beta,
+                };
+                assert!(product(&p, &mut want, cv));
+                assert!(product_bits(m, k, n, &bits, av, &b, bv, beta, &mut got, cv));
+                let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(to_bits(&got), to_bits(&want), "{m}x{k}x{n} beta {beta}");
+            }
+        }
+        let mut c = vec![1.0f32; 64];
+        let v = View {
+            off: 0,
+            rs: 1,
+            cs: 100,
+        };
+        let few = vec![0u16; 100 * 4];
+        assert!(
+            !product_bits(100, 4, 1, &few, v, &[1.0; 4], v, 0.0, &mut c, v),
+            "100 rows"
+        );
+        assert!(
+            !product_bits(64, 4, 9, &few, v, &[1.0; 40], v, 0.0, &mut c, v),
+            "9 columns"
+        );
+        assert_eq!(c, vec![1.0; 64]);
     }
 
     #[test]
