@@ -77,6 +77,19 @@ impl View {
     }
 }
 
+/// Whether the `m x k` A, `k x n` B and `m x n` C views lie inside slices of these lengths
+/// (an empty matrix anywhere), and a non-empty C's rows and columns do not alias for a write
+/// (`rs` or `cs` of 0 with more than one of them).
+fn views_fit([m, k, n]: [usize; 3], lens: [usize; 3], views: [View; 3]) -> bool {
+    let fits =
+        |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len || r == 0 || cl == 0);
+    let cv = views[2];
+    fits(lens[0], &views[0], m, k)
+        && fits(lens[1], &views[1], k, n)
+        && fits(lens[2], &cv, m, n)
+        && (m == 0 || n == 0 || !((m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0)))
+}
+
 /// `C[m x n] = A[m x k] * B[k x n] + beta * C`. Returns false (and does nothing) if any view
 /// would leave its slice. `beta == 0` ignores C's old contents (NaN-safe).
 #[allow(clippy::too_many_arguments)]
@@ -92,9 +105,7 @@ pub fn sgemm(
     c: &mut [f32],
     cv: View,
 ) -> bool {
-    let fits =
-        |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len || r == 0 || cl == 0);
-    if !(fits(a.len(), &av, m, k) && fits(b.len(), &bv, k, n) && fits(c.len(), &cv, m, n)) {
+    if !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv]) {
         return false;
     }
     if m == 0 || n == 0 {
@@ -111,10 +122,6 @@ pub fn sgemm(
     ) else {
         return false;
     };
-    // C's rows/cols must not alias each other for a write (rs or cs of 0 with >1 extent).
-    if (m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0) {
-        return false;
-    }
     // A matrix-vector product: directly, with the SGEMM's bits (`narrow`).
     let p = narrow::Product {
         m,
@@ -188,11 +195,7 @@ pub fn sgemm_bits(
     c: &mut [f32],
     cv: View,
 ) -> bool {
-    let fits = |len: usize, v: &View, r, cl| v.last(r, cl).is_some_and(|l| l < len);
-    if !(fits(a.len(), &av, m, k) && fits(b.len(), &bv, k, n) && fits(c.len(), &cv, m, n)) {
-        return false;
-    }
-    if (m > 1 && cv.rs == 0) || (n > 1 && cv.cs == 0) {
+    if !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv]) {
         return false;
     }
     narrow::product_bits(m, k, n, a, av, b, bv, beta, c, cv)

@@ -170,7 +170,7 @@ pub(super) fn product_bits(
                     // SAFETY: `bits_apply` (via `available`) detected FMA and AVX2; the
                     // function indexes slices (bounds checked).
                     unsafe {
-                        sums_of_bits(
+                        sums_in_registers(
                             a,
                             av.off + r0 + k0 * av.cs,
                             av.cs,
@@ -194,6 +194,40 @@ pub(super) fn product_bits(
     }
 }
 
+/// The elements A can be given as: f32, or bf16 bits widened eight at a time as they load.
+#[cfg(target_arch = "x86_64")]
+trait Lanes: Copy {
+    /// Eight elements from `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// `p` must be valid for reading eight elements, and the CPU must have AVX2 (the loads
+    /// inline into the `target_feature` loop that calls them).
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for f32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for u16 {
+    /// Zero-extend, shift into the top half: a bf16 is the top half of its f32.
+    #[inline(always)]
+    unsafe fn load8(p: *const u16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract.
+        unsafe {
+            let bits = _mm_loadu_si128(p.cast());
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(bits)))
+        }
+    }
+}
+
 /// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
 /// `kk` order from +0, held in eight registers (a stack array of sums is loaded and stored
 /// again by every multiply-add).
@@ -203,8 +237,8 @@ pub(super) fn product_bits(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn sums_in_registers(
-    a: &[f32],
+unsafe fn sums_in_registers<T: Lanes>(
+    a: &[T],
     at: usize,
     cs: usize,
     b: &[f32],
@@ -219,45 +253,9 @@ unsafe fn sums_in_registers(
         let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs]);
         let row = &a[at + i * cs..at + i * cs + ROWS];
         for (v, s) in sums.iter_mut().enumerate() {
-            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v.
-            let w = unsafe { _mm256_loadu_ps(row.as_ptr().add(8 * v)) };
-            *s = _mm256_fmadd_ps(w, bk, *s);
-        }
-    }
-    for (v, s) in sums.iter().enumerate() {
-        let out = &mut acc[8 * v..8 * v + 8];
-        // SAFETY: `out` holds the 8 elements written.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), *s) };
-    }
-}
-
-/// [`sums_in_registers`] on bf16 bits, each eight widened as they are loaded (zero-extend,
-/// shift into the top half: a bf16 is the top half of its f32).
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn sums_of_bits(
-    a: &[u16],
-    at: usize,
-    cs: usize,
-    b: &[f32],
-    bv: View,
-    col: usize,
-    ks: std::ops::Range<usize>,
-    acc: &mut [f32; ROWS],
-) {
-    use std::arch::x86_64::*;
-    let mut sums = [_mm256_setzero_ps(); ROWS / 8];
-    for (i, kk) in ks.enumerate() {
-        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs]);
-        let row = &a[at + i * cs..at + i * cs + ROWS];
-        for (v, s) in sums.iter_mut().enumerate() {
-            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v.
-            let bits = unsafe { _mm_loadu_si128(row.as_ptr().add(8 * v).cast()) };
-            let w = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(bits)));
+            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v;
+            // AVX2 is enabled here.
+            let w = unsafe { T::load8(row.as_ptr().add(8 * v)) };
             *s = _mm256_fmadd_ps(w, bk, *s);
         }
     }
