@@ -198,7 +198,17 @@ pub fn sgemm_bits(
     if !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv]) {
         return false;
     }
-    narrow::product_bits(m, k, n, a, av, b, bv, beta, c, cv)
+    let p = narrow::Product {
+        m,
+        k,
+        n,
+        a,
+        av,
+        b,
+        bv,
+        beta,
+    };
+    narrow::product_bits(&p, c, cv)
 }
 
 /// A pointer the GEMM's pieces share across threads.

@@ -38,13 +38,14 @@ pub fn available() -> bool {
     }
 }
 
-/// The operands of `C = A·B + β·C`: `m x k` A, `k x n` B (views into their slices).
+/// The operands of `C = A·B + β·C`: `m x k` A (f32, or bf16 bits for [`product_bits`]),
+/// `k x n` B (views into their slices).
 #[derive(Clone, Copy)]
-pub(super) struct Product<'a> {
+pub(super) struct Product<'a, T = f32> {
     pub m: usize,
     pub k: usize,
     pub n: usize,
-    pub a: &'a [f32],
+    pub a: &'a [T],
     pub av: View,
     pub b: &'a [f32],
     pub bv: View,
@@ -144,19 +145,17 @@ pub fn bits_apply(m: usize, k: usize, n: usize) -> bool {
 /// matrix-vector product that reads each once. The same sums of the same f32 values, so the
 /// same bits (`tests::bf16_weights_as_bits_give_the_widened_product`). The views were
 /// checked to fit (`gemm::sgemm_bits`); false, nothing written, where [`bits_apply`] fails.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn product_bits(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[u16],
-    av: View,
-    b: &[f32],
-    bv: View,
-    beta: f32,
-    c: &mut [f32],
-    cv: View,
-) -> bool {
+pub(super) fn product_bits(p: &Product<'_, u16>, c: &mut [f32], cv: View) -> bool {
+    let Product {
+        m,
+        k,
+        n,
+        a,
+        av,
+        b,
+        bv,
+        beta,
+    } = *p;
     if av.rs != 1 || !bits_apply(m, k, n) {
         return false;
     }
@@ -415,7 +414,17 @@ mod tests {
                     beta,
                 };
                 assert!(product(&p, &mut want, cv));
-                assert!(product_bits(m, k, n, &bits, av, &b, bv, beta, &mut got, cv));
+                let pb = Product {
+                    m,
+                    k,
+                    n,
+                    a: &bits[..],
+                    av,
+                    b: &b,
+                    bv,
+                    beta,
+                };
+                assert!(product_bits(&pb, &mut got, cv));
                 let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(to_bits(&got), to_bits(&want), "{m}x{k}x{n} beta {beta}");
             }
@@ -427,14 +436,19 @@ mod tests {
             cs: 100,
         };
         let few = vec![0u16; 100 * 4];
-        assert!(
-            !product_bits(100, 4, 1, &few, v, &[1.0; 4], v, 0.0, &mut c, v),
-            "100 rows"
-        );
-        assert!(
-            !product_bits(64, 4, 9, &few, v, &[1.0; 40], v, 0.0, &mut c, v),
-            "9 columns"
-        );
+        let ones = [1.0f32; 40];
+        let p = |m, n| Product {
+            m,
+            k: 4,
+            n,
+            a: &few[..],
+            av: v,
+            b: &ones,
+            bv: v,
+            beta: 0.0,
+        };
+        assert!(!product_bits(&p(100, 1), &mut c, v), "100 rows");
+        assert!(!product_bits(&p(64, 9), &mut c, v), "9 columns");
         assert_eq!(c, vec![1.0; 64]);
     }
 
