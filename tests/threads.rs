@@ -138,6 +138,20 @@ fn results_do_not_depend_on_where_the_data_paths_run() {
     for stem in KERNELS {
         let inline = run(stem, "1");
         let threaded = run(stem, "always");
+        // Auto: a core's words deferred on the device thread while the other core's run on
+        // its own thread (the LNC=2 kernel), DMAs written into lanes that are away.
+        let auto = run(stem, "auto");
+        assert_eq!(
+            auto.same(),
+            inline.same(),
+            "{stem}: auto (deferred and threaded words) changed outputs, device time or counts"
+        );
+        if stem == "nkipy-matmul_small" {
+            assert!(
+                auto.lane_words > 0,
+                "{stem}: auto put no word on a lane thread"
+            );
+        }
         assert!(
             inline.math_macs.iter().sum::<u64>() > 0,
             "{stem}: no math counted"

@@ -202,9 +202,10 @@ fn claim(j: &Job) -> u64 {
     }
 }
 
-/// Lane threads (`device::lane`) running a word now: when they alone fill the host's CPUs
-/// (an LNC=2 model's two cores on a 2-CPU host), a helper would only take CPU time from
-/// them, so steps stay on their thread.
+/// Lane threads (`device::lane`) running a word now: when they and the device thread fill
+/// the host's CPUs (an LNC=2 model's two cores on a 2-CPU host: one core's words on the
+/// device thread, the other's on its lane), a helper would only take CPU time from them, so
+/// steps stay on their thread.
 static LANES_BUSY: AtomicUsize = AtomicUsize::new(0);
 
 /// Marks a lane thread as running a word while it lives ([`LANES_BUSY`]).
@@ -229,7 +230,7 @@ impl Drop for LaneBusy {
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
     let workers = workers();
-    if n <= 1 || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) >= workers {
+    if n <= 1 || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) + 1 >= workers {
         return serial();
     }
     let Some(p) = pool() else { return serial() };

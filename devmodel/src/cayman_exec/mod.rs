@@ -331,6 +331,27 @@ pub fn execute(
     Ok(r)
 }
 
+/// A DMA_DIRECT2D word's transfer, its register-offset addresses resolved with `regs`.
+/// It reads nothing else, so the device may decode it without the core's data path
+/// (where no fp32 pass pair can be pending there: `passpair::resume` settles one first).
+pub fn dma2d_of(ci: &CaymanInstr, regs: &[u32; 256]) -> Result<Dma2d, OpFault> {
+    let g = |n: &str| ci.u(n).unwrap_or(0);
+    Ok(Dma2d {
+        src: resolve_reg_addr(need(ci.addr("src"), ci, "src")?, ci, regs)?,
+        src_step: [g("src_step0"), g("src_step1")],
+        src_num: [g("src_num0"), g("src_num1")],
+        src_elem: g("src_elem_size"),
+        dst: resolve_reg_addr(need(ci.addr("dst"), ci, "dst")?, ci, regs)?,
+        dst_step: [g("dst_step0"), g("dst_step1")],
+        dst_num: [g("dst_num0"), g("dst_num1")],
+        dst_elem: g("dst_elem_size"),
+        in_dtype: ci.dtype("in_dtype"),
+        out_dtype: ci.dtype("out_dtype"),
+        semaphore: g("semaphore") as u8,
+        increment: g("sem_increment") as u32,
+    })
+}
+
 fn execute_op(
     ci: &CaymanInstr,
     mem: &mut CoreMem,
@@ -526,23 +547,7 @@ fn execute_op(
             scatter(mem, &dst, dt, ch, a)?;
             done(n)
         }
-        Opcode::DmaDirect2d => {
-            let g = |n: &str| ci.u(n).unwrap_or(0);
-            Ok(Exec::Dma(Dma2d {
-                src: resolve_reg_addr(need(ci.addr("src"), ci, "src")?, ci, regs)?,
-                src_step: [g("src_step0"), g("src_step1")],
-                src_num: [g("src_num0"), g("src_num1")],
-                src_elem: g("src_elem_size"),
-                dst: resolve_reg_addr(need(ci.addr("dst"), ci, "dst")?, ci, regs)?,
-                dst_step: [g("dst_step0"), g("dst_step1")],
-                dst_num: [g("dst_num0"), g("dst_num1")],
-                dst_elem: g("dst_elem_size"),
-                in_dtype: ci.dtype("in_dtype"),
-                out_dtype: ci.dtype("out_dtype"),
-                semaphore: g("semaphore") as u8,
-                increment: g("sem_increment") as u32,
-            }))
-        }
+        Opcode::DmaDirect2d => dma2d_of(ci, regs).map(Exec::Dma),
         Opcode::RegisterMove => {
             regs[reg(ci, "dst_reg")?] = need(ci.u("imm"), ci, "imm")? as u32;
             done(0)

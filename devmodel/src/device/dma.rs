@@ -481,6 +481,10 @@ impl Device {
         };
         let space = space_of(t);
         let (mut k, mut bytes) = (0u64, 0u64);
+        // (HBM address, window byte offset, length) of each run, until one leaves its
+        // partition or the memory.
+        let limit = self.cores[nc].lane.mem_len(space);
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
             let (j0, j1) = (k % n0d, k / n0d);
@@ -496,22 +500,25 @@ impl Device {
             let Some(at) = self.partition_span(space, win_at, len) else {
                 break;
             };
-            let Device { hbm, cores, .. } = self;
-            let mem = &mut cores[nc].lane.get().mem;
             let n = len as usize;
-            if into_window {
-                let Some(to) = mem.bytes_mut(space).get_mut(at..at + n) else {
-                    break;
-                };
-                hbm.read(hbm_at, to);
-            } else {
-                let Some(from) = mem.bytes(space).get(at..at + n) else {
-                    break;
-                };
-                hbm.write(hbm_at, from);
+            if at.checked_add(n).is_none_or(|end| end > limit) {
+                break;
             }
+            runs.push((hbm_at, at, n));
             bytes += len;
             k += run;
+        }
+        let Device { hbm, cores, .. } = self;
+        if into_window {
+            let spans: Vec<(usize, usize)> = runs.iter().map(|r| (r.1, r.2)).collect();
+            cores[nc]
+                .lane
+                .write_runs(space, &spans, |i, to| hbm.read(runs[i].0, to));
+        } else {
+            let mem = cores[nc].lane.get().mem.bytes(space);
+            for (hbm_at, at, n) in runs {
+                hbm.write(hbm_at, &mem[at..at + n]);
+            }
         }
         (k, bytes)
     }
@@ -540,17 +547,9 @@ impl Device {
                     return false;
                 };
                 let Device { hbm, cores, .. } = self;
-                let Some(to) = cores[nc]
+                cores[nc]
                     .lane
-                    .get()
-                    .mem
-                    .bytes_mut(space)
-                    .get_mut(at..at + n)
-                else {
-                    return false;
-                };
-                hbm.read(src, to);
-                true
+                    .write_runs(space, &[(at, n)], |_, to| hbm.read(src, to))
             }
             (_, Target::Hbm(_)) => {
                 let Some((nc, space, at)) = window(self, ts, os) else {

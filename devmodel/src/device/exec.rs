@@ -8,6 +8,7 @@ use crate::fault::{FaultKind, OpFault};
 use crate::time::Ps;
 use neuron_isa::cayman::{CaymanInstr, Opcode, WORD};
 use neuron_isa::Engine;
+use std::sync::Arc;
 
 /// Whether a Pool word is GpSimd work (runs on the microcode: compute, and the DMA the
 /// GpSimd cores generate, software DGE) rather than the sequencer's own ordering words.
@@ -35,9 +36,14 @@ impl Device {
         nc: usize,
         e: usize,
         pc: u32,
-        ci: &CaymanInstr,
+        ci: &Arc<CaymanInstr>,
     ) -> Result<Issued, OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
+        if ci.opcode == Opcode::Ldweights {
+            self.cores[nc].pass_pair_possible = ci.dtype("src_dtype")
+                == Some(neuron_isa::Dtype::F32)
+                && matches!(ci.u("fp32_mode"), Some(1 | 2));
+        }
         let waited = self.cores[nc].engines[e].waited;
         let (cycles, latency, job) = self.execute_word(nc, e, pc, ci)?;
         // A DVE/ACT compute word pays the wake-up (`calib::TRN2_WAKE`): on the engine when it
@@ -86,11 +92,7 @@ impl Device {
         match self.threads {
             super::ThreadMode::Off => false,
             super::ThreadMode::Always => true,
-            super::ThreadMode::Auto => self
-                .cores
-                .iter()
-                .enumerate()
-                .any(|(i, c)| i != nc && c.lane.working()),
+            super::ThreadMode::Auto => self.cores[..nc].iter().any(|c| c.lane.working()),
         }
     }
 
@@ -100,7 +102,7 @@ impl Device {
         nc: usize,
         e: usize,
         pc: u32,
-        ci: &CaymanInstr,
+        ci: &Arc<CaymanInstr>,
     ) -> Result<Issued, OpFault> {
         let engine = Engine::from_index(e).unwrap_or(Engine::Sp);
         // The weights a MATMUL streams against were loaded by the LDWEIGHTS before it; only
@@ -156,6 +158,17 @@ impl Device {
                     let known = crate::cayman_exec::static_elems(ci);
                     if let Some((c, l)) = self.word_cost(e, ci, known, false, false, pe) {
                         let threaded = self.lane_thread_for(nc);
+                        // In Auto, a word that stays on the device thread while a core that
+                        // may go to its own thread runs runs when its result is taken, so
+                        // that core's words issued meanwhile run at the same time
+                        // (`LaneSlot::defer`).
+                        let defer = self.threads == super::ThreadMode::Auto
+                            && self.host_profile.is_none()
+                            && self.cores[nc + 1..].iter().any(|c| {
+                                c.engines
+                                    .iter()
+                                    .any(|s| s.status != super::engine::EngStatus::Idle)
+                            });
                         let core = &mut self.cores[nc];
                         let regs = &mut core.engines[e].regs;
                         // Ordering words stream nothing: they do not keep a core `working`.
@@ -163,6 +176,8 @@ impl Device {
                         let id = if threaded {
                             self.stats.lane_thread_words += 1;
                             core.lane.send(ci, regs, working)
+                        } else if defer {
+                            core.lane.defer(ci, regs, working)
                         } else {
                             core.lane.run_inline(ci, regs, working)
                         };
@@ -177,8 +192,21 @@ impl Device {
                         return Ok((c, l, Some(w)));
                     }
                 }
+                let lanes_on = self.lanes_on();
                 let core = &mut self.cores[nc];
-                let out = core.lane.get().run(ci, &mut core.engines[e].regs);
+                // A DMA_DIRECT2D reads only its word and registers, and a pending pass pair
+                // (which it would settle first) is impossible after a non-fp32-pass
+                // LDWEIGHTS: decoded here, the core's data path runs on undisturbed.
+                let out =
+                    if ci.opcode == Opcode::DmaDirect2d && lanes_on && !core.pass_pair_possible {
+                        super::lane::Outcome {
+                            result: crate::cayman_exec::dma2d_of(ci, &core.engines[e].regs)
+                                .map(crate::cayman_exec::Exec::Dma),
+                            pe: core.pe_timing,
+                        }
+                    } else {
+                        core.lane.get().run(ci, &mut core.engines[e].regs)
+                    };
                 if super::lane::sets_pe_timing(ci.opcode) {
                     core.pe_timing = out.pe;
                 }

@@ -1,9 +1,12 @@
 //! A core's data path, optionally on a host thread of its own: the words that only touch the
 //! core's SBUF, PSUM and PE state run there in issue order, while the device thread goes on
-//! scheduling. The device thread takes a word's result when the word completes, and brings
-//! the lane home (waiting for every word sent before) whenever anything else touches those
-//! memories. Results never depend on the thread: a lane word's fault is raised at the
-//! word's completion whether it ran on the lane's thread or inline (`NEURON_EMU_THREADS`).
+//! scheduling. The device thread takes a word's result when the word completes; a DMA's
+//! bytes for those memories follow the words sent before them, and anything else that
+//! touches the memories brings the lane home (waiting for every word sent before). A core
+//! that stays on the device thread may have its words deferred until their results are
+//! taken, so another core's words run on its thread meanwhile. Results never depend on the
+//! thread: a lane word's fault is raised at the word's completion whether it ran on the
+//! lane's thread, deferred or inline (`NEURON_EMU_THREADS`).
 
 use crate::cayman_exec::{Exec, PeState};
 use crate::core::{CoreMem, Scratch};
@@ -11,6 +14,7 @@ use crate::fault::OpFault;
 use neuron_isa::cayman::{CaymanInstr, Opcode};
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 
 /// Whether a word may run on its core's lane: data-path words that neither start a
 /// DMA nor write the engine's registers.
@@ -108,7 +112,7 @@ pub(super) struct Outcome {
 /// A word sent to a lane's thread.
 #[derive(Debug)]
 struct Job {
-    ci: Box<CaymanInstr>,
+    ci: Arc<CaymanInstr>,
     /// A copy of the issuing engine's registers at issue (lane words never write them).
     regs: Box<[u32; 256]>,
 }
@@ -116,6 +120,9 @@ struct Job {
 enum ToLane {
     Take(Box<Lane>),
     Job(u64, Job),
+    /// Bytes for runs (byte offset, length) of the lane's SBUF or PSUM (a DMA's
+    /// destination), one after another in the buffer, written in order with the jobs.
+    Write(neuron_isa::Space, Vec<(usize, usize)>, Vec<u8>),
     Give,
 }
 
@@ -170,6 +177,21 @@ fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
                 };
                 FromLane::Done(id, out)
             }
+            ToLane::Write(space, runs, data) => {
+                if let Some(l) = lane.as_mut() {
+                    let mem = l.mem.bytes_mut(space);
+                    let mut from = 0;
+                    for (at, len) in runs {
+                        if let (Some(d), Some(s)) =
+                            (mem.get_mut(at..at + len), data.get(from..from + len))
+                        {
+                            d.copy_from_slice(s);
+                        }
+                        from += len;
+                    }
+                }
+                continue;
+            }
             ToLane::Give => match lane.take() {
                 Some(l) => FromLane::Back(l),
                 None => continue,
@@ -193,16 +215,29 @@ pub(super) struct LaneSlot {
     working: std::collections::HashSet<u64>,
     /// Results not yet taken, by job id.
     ready: HashMap<u64, Outcome>,
+    /// Words to run on the device thread, in issue order, when their result or the lane is
+    /// first needed ([`Self::defer`]); only while the lane is home.
+    deferred: std::collections::VecDeque<(u64, Job)>,
+    /// The lane's SBUF and PSUM sizes in bytes.
+    sbuf_len: usize,
+    psum_len: usize,
 }
 
 impl LaneSlot {
     pub(super) fn new(lane: Lane) -> LaneSlot {
+        let (sbuf_len, psum_len) = (
+            lane.mem.bytes(neuron_isa::Space::Sbuf).len(),
+            lane.mem.bytes(neuron_isa::Space::Psum).len(),
+        );
         LaneSlot {
+            sbuf_len,
+            psum_len,
             home: Some(Box::new(lane)),
             worker: None,
             next: 0,
             working: Default::default(),
             ready: HashMap::new(),
+            deferred: Default::default(),
         }
     }
 
@@ -211,6 +246,7 @@ impl LaneSlot {
         if self.home.is_none() {
             self.bring_home();
         }
+        self.run_deferred(None);
         self.home
             .as_deref_mut()
             .expect("a core's lane is home or with its thread")
@@ -251,6 +287,15 @@ impl LaneSlot {
         id
     }
 
+    /// A word as a job to run later, with a copy of the registers at issue, and its id.
+    fn job(&mut self, ci: &Arc<CaymanInstr>, regs: &[u32; 256], working: bool) -> (u64, Job) {
+        let job = Job {
+            ci: Arc::clone(ci),
+            regs: Box::new(*regs),
+        };
+        (self.id(working), job)
+    }
+
     /// Run a word now, on the device thread; its result is taken with [`Self::take`].
     /// `working`: it has data to move or compute (not an ordering word).
     pub(super) fn run_inline(
@@ -265,43 +310,123 @@ impl LaneSlot {
         id
     }
 
+    /// Run a word on the device thread later: when its result is taken, when the lane is
+    /// needed for anything else, or on the lane's thread if a later word goes there (in
+    /// issue order either way). Another core's word issued meanwhile can then go to its own
+    /// thread and run while this one does, where running it now would finish this one first.
+    pub(super) fn defer(&mut self, ci: &Arc<CaymanInstr>, regs: &[u32; 256], working: bool) -> u64 {
+        let (id, job) = self.job(ci, regs, working);
+        if self.home.is_some() {
+            self.deferred.push_back((id, job));
+        } else {
+            self.send_job(id, job);
+        }
+        id
+    }
+
+    /// Fill runs (byte offset, length) of the lane's SBUF or PSUM, each with `fill(i, bytes)`,
+    /// after every word issued before: where the lane is with its thread, the bytes are sent
+    /// after those words instead of bringing the lane home, so a DMA filling one tile does
+    /// not wait for a MATMUL reading another. False (nothing written) if a run leaves the
+    /// memory.
+    pub(super) fn write_runs(
+        &mut self,
+        space: neuron_isa::Space,
+        runs: &[(usize, usize)],
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) -> bool {
+        let len = self.mem_len(space);
+        if runs
+            .iter()
+            .any(|(at, n)| at.checked_add(*n).is_none_or(|end| end > len))
+        {
+            return false;
+        }
+        if let (None, Some(w)) = (&self.home, self.worker.as_ref()) {
+            let mut data = vec![0u8; runs.iter().map(|r| r.1).sum()];
+            let mut from = 0;
+            for (i, (_, n)) in runs.iter().enumerate() {
+                fill(i, &mut data[from..from + n]);
+                from += n;
+            }
+            if w.tx.send(ToLane::Write(space, runs.to_vec(), data)).is_ok() {
+                return true;
+            }
+            // The thread is gone: the lane is written where `get` finds it.
+        }
+        let mem = self.get().mem.bytes_mut(space);
+        for (i, (at, n)) in runs.iter().enumerate() {
+            fill(i, &mut mem[*at..at + n]);
+        }
+        true
+    }
+
+    /// The size of a memory of the lane in bytes (known while it is away).
+    pub(super) fn mem_len(&self, space: neuron_isa::Space) -> usize {
+        match space {
+            neuron_isa::Space::Psum => self.psum_len,
+            _ => self.sbuf_len,
+        }
+    }
+
+    /// Run the deferred words in order, up to and including `upto` (all of them for None).
+    fn run_deferred(&mut self, upto: Option<u64>) {
+        while let Some((id, mut job)) = self.deferred.pop_front() {
+            let Some(lane) = self.home.as_deref_mut() else {
+                self.deferred.push_front((id, job));
+                return;
+            };
+            let out = lane.run(&job.ci, &mut job.regs);
+            self.ready.insert(id, out);
+            if upto == Some(id) {
+                return;
+            }
+        }
+    }
+
     /// Send a word to the lane's thread (started on first use; where no thread can be
     /// started the word runs inline); its result is taken with [`Self::take`].
-    pub(super) fn send(&mut self, ci: &CaymanInstr, regs: &[u32; 256], working: bool) -> u64 {
+    pub(super) fn send(&mut self, ci: &Arc<CaymanInstr>, regs: &[u32; 256], working: bool) -> u64 {
+        let (id, job) = self.job(ci, regs, working);
+        // Deferred words go first, to the thread as well, so the words keep their order.
+        while let Some((d, j)) = self.deferred.pop_front() {
+            self.send_job(d, j);
+        }
+        self.send_job(id, job);
+        id
+    }
+
+    /// Hand the lane (if home) and one job to the thread; where no thread can be started or
+    /// it is gone, the job runs inline now.
+    fn send_job(&mut self, id: u64, mut job: Job) {
         if self.worker.is_none() {
             self.worker = spawn();
         }
-        let Some(w) = self.worker.as_ref() else {
-            let mut regs = Box::new(*regs);
-            return self.run_inline(ci, &mut regs, working);
-        };
-        if let Some(l) = self.home.take() {
+        if let (Some(w), Some(l)) = (self.worker.as_ref(), self.home.take()) {
             if let Err(e) = w.tx.send(ToLane::Take(l)) {
                 if let ToLane::Take(l) = e.0 {
                     self.home = Some(l);
                 }
             }
         }
-        let job = Job {
-            ci: Box::new(ci.clone()),
-            regs: Box::new(*regs),
-        };
-        let id = self.id(working);
-        let sent = match self.worker.as_ref() {
-            Some(w) => w.tx.send(ToLane::Job(id, job)),
-            None => Err(std::sync::mpsc::SendError(ToLane::Job(id, job))),
-        };
-        if let Err(e) = sent {
-            if let ToLane::Job(_, mut job) = e.0 {
-                let out = self.get().run(&job.ci, &mut job.regs);
-                self.ready.insert(id, out);
+        if let Some(w) = self.worker.as_ref() {
+            match w.tx.send(ToLane::Job(id, job)) {
+                Ok(()) => return,
+                Err(e) => match e.0 {
+                    ToLane::Job(_, j) => job = j,
+                    _ => return,
+                },
             }
         }
-        id
+        let out = self.get().run(&job.ci, &mut job.regs);
+        self.ready.insert(id, out);
     }
 
     /// The result of word `id`, waiting for it.
     pub(super) fn take(&mut self, id: u64) -> Outcome {
+        if self.deferred.iter().any(|(d, _)| *d == id) {
+            self.run_deferred(Some(id));
+        }
         loop {
             if let Some(o) = self.ready.remove(&id) {
                 self.working.remove(&id);
@@ -334,8 +459,10 @@ impl LaneSlot {
     }
 }
 
-/// Receive, polling for a short while before sleeping: the two sides hand words and results
-/// back and forth every few microseconds, and a sleep/wake-up pair costs more than that.
+/// Receive, polling for a while before sleeping: the two sides hand words and results back
+/// and forth every few tens of microseconds, and waking a sleeping thread costs more than
+/// that (100-400 us measured on a 2-CPU VM, where the idle CPU halts: `docs/performance.md`).
+/// Each poll round offers the CPU to anything else that waits for it.
 fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
     let t0 = std::time::Instant::now();
     let mut spins = 0u32;
@@ -358,7 +485,7 @@ fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
 }
 
 /// How long [`recv_spinning`] polls before it sleeps.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(5);
+const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
 
 fn spawn() -> Option<Worker> {
     let (tx, wrx) = channel();
@@ -379,10 +506,12 @@ fn spawn() -> Option<Worker> {
 pub enum ThreadMode {
     /// Every data path on the device thread (`1`).
     Off,
-    /// A core's words go to its own thread while another core has words in flight, so cores
-    /// running at the same time (an LNC=2 model's two, independent models) run on separate
-    /// host threads; a core running alone stays on the device thread, where handing each
-    /// word over would cost more than it saves (the default, `auto`).
+    /// A core's words go to its own thread while a lower-numbered core has words in flight,
+    /// and that core's words run on the device thread when their results are taken
+    /// (`LaneSlot::defer`), so cores running at the same time (an LNC=2 model's two,
+    /// independent models) run on separate host threads, one of them the device thread;
+    /// a core running alone stays on the device thread, where handing each word over would
+    /// cost more than it saves (the default, `auto`).
     Auto,
     /// Every core that runs words on its own thread (`always`; for tests and measurements).
     Always,
@@ -408,3 +537,133 @@ impl ThreadMode {
 
 /// The environment variable [`ThreadMode::from_env`] reads.
 pub const THREADS_ENV: &str = "NEURON_EMU_THREADS";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_isa::{Dtype, Space};
+    use neuron_kbuild::words::{copy, sb, tensor_tensor};
+
+    fn lane() -> Lane {
+        let p = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
+        let mut mem = CoreMem::new(&p);
+        for (i, b) in mem
+            .bytes_mut(Space::Sbuf)
+            .iter_mut()
+            .enumerate()
+            .take(1 << 20)
+        {
+            *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3];
+        }
+        Lane {
+            mem,
+            pe: PeState::default(),
+            scratch: Scratch::default(),
+            fanout: false,
+        }
+    }
+
+    /// Words deferred, sent to the thread, run inline, DMA bytes written while the lane is
+    /// home or away, results taken out of order and the lane brought home, in a seeded
+    /// random mix: every result and every byte of SBUF as when each word runs at issue and
+    /// each write lands at once (reference: the same lane driven directly).
+    #[test]
+    fn deferred_sent_and_written_words_keep_issue_order() {
+        let mut slot = LaneSlot::new(lane());
+        let mut reference = lane();
+        let stride = reference.mem.sbuf_stride;
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % n
+        };
+        let mut pending: std::collections::VecDeque<(u64, String)> = Default::default();
+        let mut regs = [0u32; 256];
+        let (mut sent, mut deferred, mut writes_away) = (0, 0, 0);
+        for _ in 0..3000 {
+            match next(10) {
+                0..=5 => {
+                    let (src, dst) = (4 * next(512) as u32, 4 * next(512) as u32);
+                    let n = 1 + next(64) as u16;
+                    let w = if next(2) == 0 {
+                        copy(sb(dst), Dtype::F32, sb(src), Dtype::F32, n)
+                    } else {
+                        tensor_tensor(
+                            4,
+                            sb(dst),
+                            Dtype::F32,
+                            (sb(src), Dtype::F32),
+                            (sb(dst), Dtype::F32),
+                            n,
+                        )
+                    };
+                    let ci = Arc::new(w.0);
+                    let want = format!("{:?}", reference.run(&ci, &mut regs).result);
+                    let id = match next(3) {
+                        0 => {
+                            sent += 1;
+                            slot.send(&ci, &regs, true)
+                        }
+                        1 => {
+                            deferred += 1;
+                            slot.defer(&ci, &regs, true)
+                        }
+                        _ => slot.run_inline(&ci, &mut regs.clone(), true),
+                    };
+                    pending.push_back((id, want));
+                }
+                6 | 7 => {
+                    let runs: Vec<(usize, usize)> = (0..1 + next(4))
+                        .map(|_| {
+                            (
+                                next(128) as usize * stride + next(2048) as usize,
+                                1 + next(300) as usize,
+                            )
+                        })
+                        .collect();
+                    let fill = |i: usize, d: &mut [u8]| {
+                        d.iter_mut()
+                            .enumerate()
+                            .for_each(|(j, b)| *b = (i * 31 + j) as u8)
+                    };
+                    if slot.home.is_none() {
+                        writes_away += 1;
+                    }
+                    assert!(slot.write_runs(Space::Sbuf, &runs, fill));
+                    let mem = reference.mem.bytes_mut(Space::Sbuf);
+                    for (i, (at, n)) in runs.iter().enumerate() {
+                        fill(i, &mut mem[*at..at + n]);
+                    }
+                }
+                8 => {
+                    if let Some((id, want)) = pending.pop_front() {
+                        assert_eq!(format!("{:?}", slot.take(id).result), want);
+                    }
+                }
+                _ => {
+                    slot.get();
+                }
+            }
+        }
+        while let Some((id, want)) = pending.pop_back() {
+            assert_eq!(format!("{:?}", slot.take(id).result), want);
+        }
+        assert!(
+            sent > 100 && deferred > 100 && writes_away > 20,
+            "{sent} {deferred} {writes_away}"
+        );
+        assert!(
+            slot.get().mem.bytes(Space::Sbuf) == reference.mem.bytes(Space::Sbuf),
+            "SBUF differs from the in-order reference"
+        );
+        // A write outside the memory is refused whether the lane is home or away.
+        let past = slot.mem_len(Space::Sbuf);
+        assert!(!slot.write_runs(Space::Sbuf, &[(past - 1, 2)], |_, _| ()));
+        let ci = Arc::new(copy(sb(0), Dtype::F32, sb(4), Dtype::F32, 1).0);
+        let id = slot.send(&ci, &regs, true);
+        assert!(!slot.write_runs(Space::Sbuf, &[(past, 1)], |_, _| ()));
+        assert!(slot.take(id).result.is_ok());
+    }
+}

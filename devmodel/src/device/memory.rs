@@ -237,8 +237,10 @@ impl Device {
                 let at =
                     self.partition_span(space, off, len)
                         .ok_or(err(addr, len, NOT_WRITABLE))?;
-                self.cores[nc as usize].lane.get().mem.bytes_mut(space)[at..at + data.len()]
-                    .copy_from_slice(data);
+                let lane = &mut self.cores[nc as usize].lane;
+                if !lane.write_runs(space, &[(at, data.len())], |_, d| d.copy_from_slice(data)) {
+                    return Err(err(addr, len, NOT_WRITABLE));
+                }
             }
             Target::DgeTable(nc) => {
                 let v: [u8; 8] = data.try_into().ok().filter(|_| off == 0).ok_or(err(

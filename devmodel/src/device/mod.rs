@@ -116,6 +116,9 @@ struct Core {
     dge_table: Option<u64>,
     /// The GpSimd microcode memories and their verdict.
     ucode: crate::firmware::UcodeState,
+    /// The last LDWEIGHTS issued on the core loaded an fp32 pass (LOW or HIGH), so a pass
+    /// pair may be pending in the data path (`cayman_exec::passpair`) until a later one.
+    pass_pair_possible: bool,
 }
 
 impl Core {
@@ -134,6 +137,7 @@ impl Core {
             nqs: HashMap::new(),
             dge_table: None,
             ucode: Default::default(),
+            pass_pair_possible: false,
         }
     }
 }
