@@ -481,9 +481,10 @@ impl Device {
         };
         let space = space_of(t);
         let (mut k, mut bytes) = (0u64, 0u64);
-        // (HBM address, window byte offset, length) of each run, until one leaves its
-        // partition or the memory.
         let limit = self.cores[nc].lane.mem_len(space);
+        // Into a lane that is with its thread, the runs (HBM address, window byte offset,
+        // length) go to it in one message after the loop; else each moves at once.
+        let away = into_window && self.cores[nc].lane.is_away();
         let mut runs: Vec<(u64, usize, usize)> = Vec::new();
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
@@ -504,21 +505,26 @@ impl Device {
             if at.checked_add(n).is_none_or(|end| end > limit) {
                 break;
             }
-            runs.push((hbm_at, at, n));
+            if away {
+                runs.push((hbm_at, at, n));
+            } else {
+                let Device { hbm, cores, .. } = self;
+                let mem = &mut cores[nc].lane.get().mem;
+                if into_window {
+                    hbm.read(hbm_at, &mut mem.bytes_mut(space)[at..at + n]);
+                } else {
+                    hbm.write(hbm_at, &mem.bytes(space)[at..at + n]);
+                }
+            }
             bytes += len;
             k += run;
         }
-        let Device { hbm, cores, .. } = self;
-        if into_window {
+        if away {
             let spans: Vec<(usize, usize)> = runs.iter().map(|r| (r.1, r.2)).collect();
+            let Device { hbm, cores, .. } = self;
             cores[nc]
                 .lane
                 .write_runs(space, &spans, |i, to| hbm.read(runs[i].0, to));
-        } else {
-            let mem = cores[nc].lane.get().mem.bytes(space);
-            for (hbm_at, at, n) in runs {
-                hbm.write(hbm_at, &mem[at..at + n]);
-            }
         }
         (k, bytes)
     }

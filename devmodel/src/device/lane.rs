@@ -246,7 +246,9 @@ impl LaneSlot {
         if self.home.is_none() {
             self.bring_home();
         }
-        self.run_deferred(None);
+        if !self.deferred.is_empty() {
+            self.run_deferred(None);
+        }
         self.home
             .as_deref_mut()
             .expect("a core's lane is home or with its thread")
@@ -342,7 +344,7 @@ impl LaneSlot {
         {
             return false;
         }
-        if let (None, Some(w)) = (&self.home, self.worker.as_ref()) {
+        if let (true, Some(w)) = (self.is_away(), self.worker.as_ref()) {
             let mut data = vec![0u8; runs.iter().map(|r| r.1).sum()];
             let mut from = 0;
             for (i, (_, n)) in runs.iter().enumerate() {
@@ -359,6 +361,11 @@ impl LaneSlot {
             fill(i, &mut mem[*at..at + n]);
         }
         true
+    }
+
+    /// Whether the lane is with its thread (words and DMA bytes for it are queued there).
+    pub(super) fn is_away(&self) -> bool {
+        self.home.is_none() && self.worker.is_some()
     }
 
     /// The size of a memory of the lane in bytes (known while it is away).
