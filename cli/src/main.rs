@@ -44,12 +44,13 @@ use std::time::Instant;
                                   may differ in the last bits between the two, device times never
   NEURON_EMU_PASS_PAIRS=0         compute fp32 LOW/HIGH pass pairs as two products (default: one)
                                   (these two are read when a core's PE state is created or reset)
-  NEURON_EMU_THREADS=auto|1|always  where the cores' data paths run: auto (the default) gives a
-                                  core its own host thread while another core runs too, 1 keeps
-                                  all on the device thread (and turns off the helper threads
-                                  that share large GEMM/ACTIVATE/TENSOR_REDUCE steps), always
-                                  threads every core; results and device times are
-                                  bit-identical in every mode
+  NEURON_EMU_THREADS=auto|1|always  where the cores' data paths run: auto (the default) runs
+                                  cores that work at the same time on separate host threads
+                                  (the first on the device thread), 1 keeps all on the device
+                                  thread (and turns off the helper threads that share large
+                                  GEMM/ACTIVATE/TENSOR_REDUCE steps), always threads every
+                                  core; results and device times are bit-identical in every
+                                  mode
   NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)
   NEURON_RT_*                     the runtime's settings, as libnrt reads them (docs/runtime-api.md)"
 )]
