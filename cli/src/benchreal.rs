@@ -151,10 +151,10 @@ fn print_header(repeat: u32) {
         "bench real: {repeat} timed executions each (after one warm-up) on inputs staged once in 8 MiB blocks (built-in data, as `run`); host ms = host wall per execution"
     );
     println!(
-        "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms"
+        "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best one-thread GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms (below 1 where the model's cores or helpers run on more than one thread)"
     );
     println!(
-        "host rates: measured in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
+        "host rates: measured on one thread in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,

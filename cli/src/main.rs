@@ -129,8 +129,9 @@ enum BenchCmd {
         repeat: u32,
     },
     /// Compiler-produced NEFFs: host wall time against a floor (the kernel's multiply-adds by
-    /// operand type, a pass pair once, at the host's best GEMM rate, plus its DMA bytes at
-    /// memcpy speed, both measured in the same run), emulated device time, and the slowdown
+    /// operand type, a pass pair once, at the host's best one-thread GEMM rate, plus its DMA
+    /// bytes at memcpy speed, both measured in the same run), emulated device time, and the
+    /// slowdown
     /// against the trn2 time AWS's profiler measured (`<stem>.profile.json`,
     /// `summary.total_time`) or, for NEFFs without a profile, the published time in
     /// `fixtures/trn2-times.json`; peak RSS against the model's input and output bytes.
