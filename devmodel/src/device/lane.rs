@@ -249,6 +249,15 @@ impl LaneSlot {
         if !self.deferred.is_empty() {
             self.run_deferred(None);
         }
+        self.home_lane()
+    }
+
+    /// The lane, at home (waiting for every word sent to its thread), deferred words not
+    /// run: for a word that comes before them.
+    fn home_lane(&mut self) -> &mut Lane {
+        if self.home.is_none() {
+            self.bring_home();
+        }
         self.home
             .as_deref_mut()
             .expect("a core's lane is home or with its thread")
@@ -409,10 +418,13 @@ impl LaneSlot {
         if self.worker.is_none() {
             self.worker = spawn();
         }
-        if let (Some(w), Some(l)) = (self.worker.as_ref(), self.home.take()) {
-            if let Err(e) = w.tx.send(ToLane::Take(l)) {
-                if let ToLane::Take(l) = e.0 {
-                    self.home = Some(l);
+        // (The lane leaves home only if there is a thread to take it.)
+        if let Some(w) = self.worker.as_ref() {
+            if let Some(l) = self.home.take() {
+                if let Err(e) = w.tx.send(ToLane::Take(l)) {
+                    if let ToLane::Take(l) = e.0 {
+                        self.home = Some(l);
+                    }
                 }
             }
         }
@@ -425,7 +437,8 @@ impl LaneSlot {
                 },
             }
         }
-        let out = self.get().run(&job.ci, &mut job.regs);
+        // Deferred words still queued come after this one (`send` hands them over in order).
+        let out = self.home_lane().run(&job.ci, &mut job.regs);
         self.ready.insert(id, out);
     }
 
@@ -494,7 +507,17 @@ fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
 /// How long [`recv_spinning`] polls before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: no lane thread can be started from this thread (as when the host refuses one).
+    static REFUSE_SPAWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn spawn() -> Option<Worker> {
+    #[cfg(test)]
+    if REFUSE_SPAWN.with(std::cell::Cell::get) {
+        return None;
+    }
     let (tx, wrx) = channel();
     let (wtx, rx) = channel();
     let handle = std::thread::Builder::new()
@@ -576,6 +599,27 @@ mod tests {
     /// each write lands at once (reference: the same lane driven directly).
     #[test]
     fn deferred_sent_and_written_words_keep_issue_order() {
+        let (sent, deferred, writes_away) = drive_in_a_seeded_mix();
+        assert!(
+            sent > 100 && deferred > 100 && writes_away > 20,
+            "{sent} {deferred} {writes_away}"
+        );
+    }
+
+    /// Where no lane thread can be started, words sent to it run on the device thread and
+    /// the lane never leaves home: the same results, nothing lost.
+    #[test]
+    fn without_a_lane_thread_everything_runs_at_home() {
+        REFUSE_SPAWN.with(|r| r.set(true));
+        let (sent, _, writes_away) = drive_in_a_seeded_mix();
+        REFUSE_SPAWN.with(|r| r.set(false));
+        assert!(sent > 100 && writes_away == 0, "{sent} {writes_away}");
+    }
+
+    /// Words deferred, sent to the thread, run inline and DMA runs written in a seeded mix,
+    /// against a lane driven directly; returns the words sent and deferred and the writes
+    /// made while the lane was away.
+    fn drive_in_a_seeded_mix() -> (u32, u32, u32) {
         let mut slot = LaneSlot::new(lane());
         let mut reference = lane();
         let stride = reference.mem.sbuf_stride;
@@ -658,10 +702,6 @@ mod tests {
             assert_eq!(format!("{:?}", slot.take(id).result), want);
         }
         assert!(
-            sent > 100 && deferred > 100 && writes_away > 20,
-            "{sent} {deferred} {writes_away}"
-        );
-        assert!(
             slot.get().mem.bytes(Space::Sbuf) == reference.mem.bytes(Space::Sbuf),
             "SBUF differs from the in-order reference"
         );
@@ -672,5 +712,6 @@ mod tests {
         let id = slot.send(&ci, &regs, true);
         assert!(!slot.write_runs(Space::Sbuf, &[(past, 1)], |_, _| ()));
         assert!(slot.take(id).result.is_ok());
+        (sent, deferred, writes_away)
     }
 }
