@@ -331,6 +331,16 @@ pub fn execute(
     Ok(r)
 }
 
+/// Whether executing a word of this opcode reads the issuing engine's registers: every arm
+/// of `execute_op` that reads `regs` (keep in step). A word that does not may run later
+/// without a copy of them (`device::lane`).
+pub fn reads_registers(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::DmaDirect2d | Opcode::RegisterMove | Opcode::RegisterAlu | Opcode::AffineSelect
+    )
+}
+
 /// A DMA_DIRECT2D word's transfer, its register-offset addresses resolved with `regs`.
 /// It reads nothing else, so the device may decode it without the core's data path
 /// (where no fp32 pass pair can be pending there: `passpair::resume` settles one first).

@@ -53,6 +53,8 @@ pub(super) struct Lane {
     /// Large steps may be shared with the data-path helpers (`fanout`; off with
     /// `NEURON_EMU_THREADS=1`).
     pub(super) fanout: bool,
+    /// Registers for a word run later that reads none (`Job::run_on`): no copy per word.
+    pub(super) spare_regs: Option<Box<[u32; 256]>>,
 }
 
 impl Lane {
@@ -113,8 +115,25 @@ pub(super) struct Outcome {
 #[derive(Debug)]
 struct Job {
     ci: Arc<CaymanInstr>,
-    /// A copy of the issuing engine's registers at issue (lane words never write them).
-    regs: Box<[u32; 256]>,
+    /// A copy of the issuing engine's registers at issue, for a word that reads them
+    /// (`cayman_exec::reads_registers`; lane words never write them).
+    regs: Option<Box<[u32; 256]>>,
+}
+
+impl Job {
+    /// Run on `lane`, with the registers copied at issue or, for a word that reads none,
+    /// the lane's spare set.
+    fn run_on(&mut self, lane: &mut Lane) -> Outcome {
+        match self.regs.as_deref_mut() {
+            Some(regs) => lane.run(&self.ci, regs),
+            None => {
+                let mut spare = lane.spare_regs.take().unwrap_or_else(|| Box::new([0; 256]));
+                let out = lane.run(&self.ci, &mut spare);
+                lane.spare_regs = Some(spare);
+                out
+            }
+        }
+    }
 }
 
 enum ToLane {
@@ -168,7 +187,7 @@ fn serve(rx: Receiver<ToLane>, tx: Sender<FromLane>) {
                 let out = match lane.as_mut() {
                     Some(l) => {
                         let _busy = crate::fanout::LaneBusy::enter();
-                        l.run(&job.ci, &mut job.regs)
+                        job.run_on(l)
                     }
                     None => Outcome {
                         result: Err(OpFault::bad("internal error: lane word without the lane")),
@@ -302,7 +321,7 @@ impl LaneSlot {
     fn job(&mut self, ci: &Arc<CaymanInstr>, regs: &[u32; 256], working: bool) -> (u64, Job) {
         let job = Job {
             ci: Arc::clone(ci),
-            regs: Box::new(*regs),
+            regs: crate::cayman_exec::reads_registers(ci.opcode).then(|| Box::new(*regs)),
         };
         (self.id(working), job)
     }
@@ -392,7 +411,7 @@ impl LaneSlot {
                 self.deferred.push_front((id, job));
                 return;
             };
-            let out = lane.run(&job.ci, &mut job.regs);
+            let out = job.run_on(lane);
             self.ready.insert(id, out);
             if upto == Some(id) {
                 return;
@@ -438,7 +457,7 @@ impl LaneSlot {
             }
         }
         // Deferred words still queued come after this one (`send` hands them over in order).
-        let out = self.home_lane().run(&job.ci, &mut job.regs);
+        let out = job.run_on(self.home_lane());
         self.ready.insert(id, out);
     }
 
@@ -590,6 +609,7 @@ mod tests {
             pe: PeState::default(),
             scratch: Scratch::default(),
             fanout: false,
+            spare_regs: None,
         }
     }
 
@@ -614,6 +634,49 @@ mod tests {
         let (sent, _, writes_away) = drive_in_a_seeded_mix();
         REFUSE_SPAWN.with(|r| r.set(false));
         assert!(sent > 100 && writes_away == 0, "{sent} {writes_away}");
+    }
+
+    /// A word that reads the engine's registers (AFFINE_SELECT's fill register, as the
+    /// attention kernel builds its identity) uses them as they were at issue, whether it is
+    /// deferred, sent to the thread or run inline, though they change before it runs.
+    #[test]
+    fn a_word_run_later_reads_the_registers_of_its_issue() {
+        let ap = [0xa8u8, 0x58, 0, 0, 1, 0, 1, 0, 128, 0, 1, 0];
+        let mut w = [0u8; 64];
+        w[0] = 0x92;
+        w[1] = 0x10;
+        for (off, b) in [
+            (12, &[128u8, 0xaa, 3, 61][..]),
+            (20, &[1, 0, 1, 0, 1, 0, 1, 0, 128, 0, 1, 0, 1, 0, 1, 0][..]),
+            (36, &ap[..]),
+            (48, &ap[..]),
+            (60, &(-1i32).to_le_bytes()[..]),
+        ] {
+            w[off..off + b.len()].copy_from_slice(b);
+        }
+        let ci = Arc::new(CaymanInstr::decode(
+            neuron_isa::cayman::Namespace::Loaded,
+            &w,
+        ));
+        assert!(crate::cayman_exec::reads_registers(ci.opcode));
+        for how in 0..3 {
+            let mut slot = LaneSlot::new(lane());
+            let mut regs = [0u32; 256];
+            regs[61] = 1.0f32.to_bits();
+            let id = match how {
+                0 => slot.defer(&ci, &regs, true),
+                1 => slot.send(&ci, &regs, true),
+                _ => slot.run_inline(&ci, &mut regs.clone(), true),
+            };
+            // The engine's registers change before the word runs (its copy must not).
+            regs[61] = 2.0f32.to_bits();
+            std::hint::black_box(&regs);
+            assert!(slot.take(id).result.is_ok(), "{how}");
+            let mem = &slot.get().mem;
+            let at = 5 * mem.sbuf_stride + 0x58a8 + 4 * 5;
+            let b = &mem.bytes(Space::Sbuf)[at..at + 4];
+            assert_eq!(f32::from_le_bytes([b[0], b[1], b[2], b[3]]), 1.0, "{how}");
+        }
     }
 
     /// Words deferred, sent to the thread, run inline and DMA runs written in a seeded mix,

@@ -128,6 +128,7 @@ impl Core {
             pe: Default::default(),
             scratch: Scratch::default(),
             fanout: threads != ThreadMode::Off,
+            spare_regs: None,
         };
         Core {
             lane: lane::LaneSlot::new(data),
