@@ -96,6 +96,20 @@ impl Device {
         }
     }
 
+    /// Whether core `nc`'s next lane word that stays on the device thread is deferred to
+    /// when its result is taken (`LaneSlot::defer`): in Auto, while a higher-numbered core,
+    /// whose words may go to its own thread meanwhile, runs; never while host time is
+    /// measured per word.
+    fn defer_for(&self, nc: usize) -> bool {
+        self.threads == super::ThreadMode::Auto
+            && self.host_profile.is_none()
+            && self.cores[nc + 1..].iter().any(|c| {
+                c.engines
+                    .iter()
+                    .any(|s| s.status != super::engine::EngStatus::Idle)
+            })
+    }
+
     /// [`Self::execute_real`] before the wake-up.
     fn execute_word(
         &mut self,
@@ -158,17 +172,7 @@ impl Device {
                     let known = crate::cayman_exec::static_elems(ci);
                     if let Some((c, l)) = self.word_cost(e, ci, known, false, false, pe) {
                         let threaded = self.lane_thread_for(nc);
-                        // In Auto, a word that stays on the device thread while a core that
-                        // may go to its own thread runs runs when its result is taken, so
-                        // that core's words issued meanwhile run at the same time
-                        // (`LaneSlot::defer`).
-                        let defer = self.threads == super::ThreadMode::Auto
-                            && self.host_profile.is_none()
-                            && self.cores[nc + 1..].iter().any(|c| {
-                                c.engines
-                                    .iter()
-                                    .any(|s| s.status != super::engine::EngStatus::Idle)
-                            });
+                        let defer = self.defer_for(nc);
                         let core = &mut self.cores[nc];
                         let regs = &mut core.engines[e].regs;
                         // Ordering words stream nothing: they do not keep a core `working`.
