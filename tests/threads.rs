@@ -26,6 +26,22 @@ struct Run {
     onchip_bytes: u64,
     /// Words that ran on lane threads (not compared: it is what differs).
     lane_words: u64,
+    /// Lane threads alive in the process after the executions.
+    lane_threads: usize,
+}
+
+/// Threads of this process named as a core's lane thread (`neuron-lane`).
+fn lane_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "neuron-lane")
+                })
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 fn bits(out: &neuron_runtime::ExecOutput) -> Outputs {
@@ -61,6 +77,17 @@ fn run(stem: &str, mode: &str) -> Run {
         math_macs,
         onchip_bytes: st.onchip_bytes - st0.onchip_bytes,
         lane_words: st.lane_thread_words - st0.lane_thread_words,
+        lane_threads: {
+            // Then a few executions with core 0 in functional mode (no timing model), as
+            // `bench real` measures: the cores' words then issue in another interleaving.
+            let timed = neuron_devmodel::ArchProfile::new(neuron_abi::arch::Arch::V3Trn2).cost;
+            s.emu.set_cost(0, timed.functional());
+            for _ in 0..3 {
+                execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+            }
+            s.emu.set_cost(0, timed);
+            lane_threads()
+        },
     }
 }
 
@@ -150,6 +177,14 @@ fn results_do_not_depend_on_where_the_data_paths_run() {
             assert!(
                 auto.lane_words > 0,
                 "{stem}: auto put no word on a lane thread"
+            );
+        } else {
+            // The akc kernels' second core holds only ordering words (DRAIN, ordering
+            // mode): nothing to run beside core 0, so no thread that would spin beside it.
+            assert_eq!(
+                (auto.lane_words, auto.lane_threads),
+                (0, 0),
+                "{stem}: auto started a lane thread for ordering words"
             );
         }
         assert!(

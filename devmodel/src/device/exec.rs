@@ -171,12 +171,17 @@ impl Device {
                 if self.lanes_on() && super::lane::lane_opcode(ci.opcode) {
                     let known = crate::cayman_exec::static_elems(ci);
                     if let Some((c, l)) = self.word_cost(e, ci, known, false, false, pe) {
-                        let threaded = self.lane_thread_for(nc);
+                        // Ordering words stream nothing: they do not keep a core `working`,
+                        // and they go to the lane's thread only behind words already there
+                        // (a core holding only ordering words, e.g. an LNC=2 kernel's idle
+                        // second core, would otherwise start a thread that spins beside the
+                        // busy ones).
+                        let working = known != Some(0);
+                        let threaded =
+                            self.lane_thread_for(nc) && (working || self.cores[nc].lane.is_away());
                         let defer = self.defer_for(nc);
                         let core = &mut self.cores[nc];
                         let regs = &mut core.engines[e].regs;
-                        // Ordering words stream nothing: they do not keep a core `working`.
-                        let working = known != Some(0);
                         let id = if threaded {
                             self.stats.lane_thread_words += 1;
                             core.lane.send(ci, regs, working)
