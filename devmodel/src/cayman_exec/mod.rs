@@ -23,6 +23,8 @@ mod transpose;
 mod widen;
 
 pub(crate) use pattern::bf16_bits;
+#[cfg(test)]
+const PSUM_BIT_FOR_TESTS: u32 = neuron_isa::cayman::PSUM_BIT;
 pub use pe::PeState;
 
 #[cfg(test)]
@@ -34,7 +36,7 @@ use crate::gemm::View;
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, extent, f32_view, gather, offsets, scatter};
+use pattern::{copy_bits, elem_count, extent, f32_view, gather, map_rows, offsets, scatter};
 
 /// A DMA the instruction starts (run by the device's DMA model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,7 +412,8 @@ fn execute_op(
             let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
             let func = act::Func::of(need(ci.u("func"), ci, "func")?)?;
-            let n = gather(mem, &src, sdt, ch, a)?;
+            // The source is checked first, as the whole-operand form reads it first.
+            extent(mem, &src, sdt, ch)?;
             let bias_ap = AccessPattern {
                 addr: need(ci.u("bias_addr"), ci, "bias_addr")? as u32,
                 dims: 1,
@@ -445,6 +448,11 @@ fn execute_op(
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`fanout`).
             let bias = &b[..];
+            let step = |p: usize, row: &mut Vec<f32>| func.apply(row, scales[p], bias[p]);
+            if let Some(n) = map_rows(mem, &src, sdt, &dst, ddt, ch, None, 64, step)? {
+                return done(n);
+            }
+            let n = gather(mem, &src, sdt, ch, a)?;
             crate::fanout::for_rows(&mut a[..ch * n], n, (ch * n) as u64 * 64, |p, row| {
                 func.apply(row, scales[p], bias[p])
             });
@@ -459,8 +467,17 @@ fn execute_op(
                 // as int32) must not pass through f32.
                 return done(copy_bits(mem, &src, &dst, u.sdt, ch, bytes)?);
             }
+            let recip = ci.opcode == Opcode::Reciprocal;
+            let step = |_: usize, row: &mut Vec<f32>| {
+                if recip {
+                    row.iter_mut().for_each(|v| *v = 1.0 / *v);
+                }
+            };
+            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, None, 1, step)? {
+                return done(n);
+            }
             let n = gather(mem, &src, u.sdt, ch, a)?;
-            if ci.opcode == Opcode::Reciprocal {
+            if recip {
                 for v in a.iter_mut() {
                     *v = 1.0 / *v;
                 }
@@ -473,10 +490,22 @@ fn execute_op(
             let (src, dst, ch) = (u.src, u.dst, u.ch);
             let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
             let neg = ci.u("negated").unwrap_or(0) == 1;
-            let n = gather(mem, &src, u.sdt, ch, a)?;
+            let n = elem_count(&src)? as usize;
             // dim=X: reduce the innermost dimension; the destination holds the rest.
             let inner = (src.num[0].max(1) as usize).min(n.max(1));
             let groups = n / inner.max(1);
+            let step = |_: usize, row: &mut Vec<f32>| {
+                // Group g's result overwrites element g, which no later group reads.
+                for g in 0..groups {
+                    let acc = alu_reduce(op, &row[g * inner..(g + 1) * inner]);
+                    row[g] = if neg { -acc } else { acc };
+                }
+                row.truncate(groups);
+            };
+            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, Some(groups), 32, step)? {
+                return done(n);
+            }
+            let n = gather(mem, &src, u.sdt, ch, a)?;
             b.clear();
             b.resize(ch * groups, 0.0);
             // A partition's groups are its row of results; shared out by partitions.
@@ -495,7 +524,8 @@ fn execute_op(
             let u = unary(ci)?;
             let (src, dst, ch) = (u.src, u.dst, u.ch);
             let imm_src = ci.u("imm_src").unwrap_or(0);
-            let n = gather(mem, &src, u.sdt, ch, a)?;
+            // The source is checked first, as the whole-operand form reads it first.
+            extent(mem, &src, u.sdt, ch)?;
             // Operand i is a per-partition fp32 value at an SBUF address when bit i of imm_src
             // is set, else the immediate's bits as f32.
             let operand = |i: usize, raw: u32| -> Result<Vec<f32>, OpFault> {
@@ -517,6 +547,14 @@ fn execute_op(
             let s1 = operand(1, ci.u("imm1").unwrap_or(0) as u32)?;
             let op0 = Alu::of(need(ci.u("op0"), ci, "op0")?, ci, "op0")?;
             let op1 = Alu::of(ci.u("op1").unwrap_or(0), ci, "op1")?;
+            let step = |p: usize, row: &mut Vec<f32>| {
+                alu_scalar(op0, row, s0[p]);
+                alu_scalar(op1, row, s1[p]);
+            };
+            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, None, 4, step)? {
+                return done(n);
+            }
+            let n = gather(mem, &src, u.sdt, ch, a)?;
             for p in 0..ch {
                 let row = &mut a[p * n..(p + 1) * n];
                 alu_scalar(op0, row, s0[p]);
