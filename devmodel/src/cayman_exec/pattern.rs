@@ -557,6 +557,9 @@ pub(super) fn f32_view(
 }
 
 /// Copy `channels` partitions from one pattern to another without converting the elements.
+/// Element operations a copied byte counts as when deciding to share a copy out.
+const COPY_WEIGHT: u64 = 16;
+
 pub(super) fn copy_bits(
     mem: &mut CoreMem,
     src: &AccessPattern,
@@ -589,13 +592,24 @@ pub(super) fn copy_bits(
         return Ok(n);
     }
     if s.contiguous && d.contiguous {
-        // SBUF <-> PSUM: one copy per partition, no staging buffer.
+        // SBUF <-> PSUM: one copy per partition, no staging buffer; a large copy is shared
+        // out by partitions (`fanout`).
         let (from, to) = mem.across(s.space);
-        for p in 0..channels {
-            let at = ((p * s.stride) as i64 + s.base) as usize;
-            let put = ((p * d.stride) as i64 + d.base) as usize;
-            to[put..put + n * es].copy_from_slice(&from[at..at + n * es]);
-        }
+        let len = n * es;
+        let din = d.base_in_partition() as usize;
+        let mut parts: Vec<&mut [u8]> = to
+            .chunks_mut(d.stride.max(1))
+            .skip(d.first)
+            .take(channels)
+            .collect();
+        let work = (channels * len) as u64 * COPY_WEIGHT;
+        let rows = crate::fanout::rows_per_piece(parts.len(), work);
+        crate::fanout::for_each_mut(&mut parts, rows, work, |i, piece| {
+            for (j, part) in piece.iter_mut().enumerate() {
+                let at = s.row_base(i * rows + j) as usize;
+                part[din..din + len].copy_from_slice(&from[at..at + len]);
+            }
+        });
         return Ok(n);
     }
     tmp.clear();
@@ -1154,6 +1168,85 @@ mod tests {
                 assert!(
                     rows.bytes(Space::Psum) == whole.bytes(Space::Psum),
                     "{what} (shared: {shared}): PSUM differs"
+                );
+            }
+        }
+    }
+
+    /// A contiguous copy between SBUF and PSUM, shared out by partitions or not, moves each
+    /// partition's bytes to the destination partition and touches nothing else (checked
+    /// byte by byte against the offsets the patterns name).
+    #[test]
+    fn copies_across_memories_shared_or_not_move_each_partition() {
+        let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
+        let ap = |addr: u32, num: u16| AccessPattern {
+            addr,
+            dims: 1,
+            step: [1, 0, 0, 0],
+            num: [num, 1, 1, 1],
+        };
+        let psum = crate::cayman_exec::PSUM_BIT_FOR_TESTS;
+        // (source, destination, channels): PSUM to SBUF from partition 0, SBUF from partition
+        // 32 to PSUM at an offset.
+        let cases = [
+            (ap(psum | 0x800, 512), ap(0x4820, 512), 128usize),
+            (ap((32 << 18) + 0x100, 300), ap(psum | 0x40, 300), 96),
+        ];
+        for (src, dst, ch) in cases {
+            for shared in [false, true] {
+                let mut m = CoreMem::new(&profile);
+                for (sp, seed) in [(Space::Sbuf, 7u8), (Space::Psum, 91)] {
+                    for (i, b) in m.bytes_mut(sp).iter_mut().enumerate().step_by(3) {
+                        *b = (i as u8).wrapping_mul(seed).wrapping_add(1);
+                    }
+                }
+                let before = (m.bytes(Space::Sbuf).to_vec(), m.bytes(Space::Psum).to_vec());
+                let mut tmp = Vec::new();
+                let n = crate::fanout::with(shared, || {
+                    copy_bits(&mut m, &src, &dst, Dtype::F32, ch, &mut tmp)
+                })
+                .expect("in bounds");
+                assert_eq!(n, src.num[0] as usize);
+                let byte_at = |ap: &AccessPattern, stride: usize, p: usize| {
+                    let first = if ap.space() == Space::Sbuf {
+                        ap.offset() as usize / stride
+                    } else {
+                        0
+                    };
+                    (first + p) * stride + ap.offset() as usize % stride
+                };
+                let (ss, ds) = (m.psum_stride.max(1), m.sbuf_stride.max(1));
+                let (s_stride, d_stride) = if src.space() == Space::Psum {
+                    (ss, ds)
+                } else {
+                    (ds, ss)
+                };
+                let mut want = if dst.space() == Space::Sbuf {
+                    before.0.clone()
+                } else {
+                    before.1.clone()
+                };
+                let from = if src.space() == Space::Sbuf {
+                    &before.0
+                } else {
+                    &before.1
+                };
+                for p in 0..ch {
+                    let (a, b) = (byte_at(&src, s_stride, p), byte_at(&dst, d_stride, p));
+                    want[b..b + 4 * n].copy_from_slice(&from[a..a + 4 * n]);
+                }
+                assert!(
+                    m.bytes(dst.space()) == &want[..],
+                    "shared: {shared}: destination"
+                );
+                let untouched = if src.space() == Space::Sbuf {
+                    &before.0
+                } else {
+                    &before.1
+                };
+                assert!(
+                    m.bytes(src.space()) == &untouched[..],
+                    "shared: {shared}: source"
                 );
             }
         }
