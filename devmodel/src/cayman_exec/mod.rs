@@ -23,6 +23,12 @@ mod transpose;
 mod widen;
 
 pub(crate) use pattern::bf16_bits;
+/// What one element of a channel-by-channel step (`pattern::map_rows`: read, compute,
+/// write) counts as, in multiply-adds, when deciding to share it out: a 128-partition step
+/// of 512 elements per partition gains from a helper (COPY, TENSOR_REDUCE on a 2-CPU VM,
+/// `docs/performance.md`); ACTIVATE counts its function evaluation on top.
+const ELEMENTWISE_WEIGHT: u64 = 32;
+
 #[cfg(test)]
 const PSUM_BIT_FOR_TESTS: u32 = neuron_isa::cayman::PSUM_BIT;
 pub use pe::PeState;
@@ -473,7 +479,17 @@ fn execute_op(
                     row.iter_mut().for_each(|v| *v = 1.0 / *v);
                 }
             };
-            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, None, 1, step)? {
+            if let Some(n) = map_rows(
+                mem,
+                &src,
+                u.sdt,
+                &dst,
+                u.ddt,
+                ch,
+                None,
+                ELEMENTWISE_WEIGHT,
+                step,
+            )? {
                 return done(n);
             }
             let n = gather(mem, &src, u.sdt, ch, a)?;
@@ -502,7 +518,17 @@ fn execute_op(
                 }
                 row.truncate(groups);
             };
-            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, Some(groups), 32, step)? {
+            if let Some(n) = map_rows(
+                mem,
+                &src,
+                u.sdt,
+                &dst,
+                u.ddt,
+                ch,
+                Some(groups),
+                ELEMENTWISE_WEIGHT,
+                step,
+            )? {
                 return done(n);
             }
             let n = gather(mem, &src, u.sdt, ch, a)?;
@@ -551,7 +577,17 @@ fn execute_op(
                 alu_scalar(op0, row, s0[p]);
                 alu_scalar(op1, row, s1[p]);
             };
-            if let Some(n) = map_rows(mem, &src, u.sdt, &dst, u.ddt, ch, None, 4, step)? {
+            if let Some(n) = map_rows(
+                mem,
+                &src,
+                u.sdt,
+                &dst,
+                u.ddt,
+                ch,
+                None,
+                ELEMENTWISE_WEIGHT,
+                step,
+            )? {
                 return done(n);
             }
             let n = gather(mem, &src, u.sdt, ch, a)?;
