@@ -161,7 +161,7 @@ fn print_header(repeat: u32) {
     );
     println!("AMX: {}", amx_line());
     println!(
-        "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread); {} data-path helper thread(s) share large steps (a GEMM by column ranges, ACTIVATE and TENSOR_REDUCE by partitions; off with NEURON_EMU_THREADS=1): steps shared and pieces run by helpers in each NEFF's line",
+        "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread); {} data-path helper thread(s) share large steps (a GEMM by column ranges; ACTIVATE, TENSOR_REDUCE, TENSOR_SCALAR and copies by partitions, each partition read, computed and written by one thread; off with NEURON_EMU_THREADS=1): steps shared and pieces run by helpers in each NEFF's line",
         neuron_devmodel::device::ThreadMode::from_env(),
         neuron_devmodel::fanout::helpers()
     );

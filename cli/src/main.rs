@@ -48,7 +48,7 @@ use std::time::Instant;
                                   cores that work at the same time on separate host threads
                                   (the first on the device thread), 1 keeps all on the device
                                   thread (and turns off the helper threads that share large
-                                  GEMM/ACTIVATE/TENSOR_REDUCE steps), always threads every
+                                  GEMMs and elementwise words), always threads every
                                   core; results and device times are bit-identical in every
                                   mode
   NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)

@@ -299,7 +299,8 @@ fn activate_functions_scale_pointers_and_start_partitions() {
     assert_eq!(e.kind, crate::fault::FaultKind::OutOfBounds);
 }
 
-/// Large ACTIVATE and TENSOR_REDUCE words are shared out by partitions (`fanout`): the
+/// Large ACTIVATE and TENSOR_REDUCE words are shared out by partitions (`fanout`, through
+/// `pattern::map_rows` where the operands allow it, else the whole-operand path): the
 /// results are the same bits as on one thread, and the reduction's groups are those of
 /// plain Rust sums of the same rows.
 #[test]
