@@ -119,10 +119,16 @@ pub fn run(
     profiles: Option<&Path>,
     repeat: u32,
     host_profile: bool,
+    word_trace: Option<&Path>,
 ) -> Result<(), Failure> {
     if repeat == 0 {
         return Err(usage("--repeat must be positive"));
     }
+    if let Some(dir) = word_trace {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| usage(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let host_profile = host_profile || word_trace.is_some();
     let explicit = !files.is_empty();
     let mut list = files.to_vec();
     if !explicit {
@@ -141,7 +147,7 @@ pub fn run(
     }
     print_header(repeat);
     for path in &list {
-        bench_one(path, explicit, profiles, repeat, host_profile)?;
+        bench_one(path, explicit, profiles, repeat, host_profile, word_trace)?;
     }
     Ok(())
 }
@@ -203,6 +209,7 @@ fn bench_one(
     profiles: Option<&Path>,
     repeat: u32,
     host_profile: bool,
+    word_trace: Option<&Path>,
 ) -> Result<(), Failure> {
     let stem = path
         .file_stem()
@@ -251,6 +258,7 @@ fn bench_one(
         .saturating_sub(warm0.onchip_bytes);
     if host_profile {
         emu.set_host_profiling(0, true);
+        emu.keep_host_words(0, word_trace.is_some());
     }
     let before = emu.stats(0).unwrap_or_default();
     let fan0 = neuron_devmodel::fanout::counts();
@@ -385,8 +393,57 @@ fn bench_one(
     );
     if let Some(p) = hp {
         print_host_profile(&p, repeat, wall);
+        if let Some(dir) = word_trace {
+            let file = dir.join(format!("{stem}.words.jsonl"));
+            write_words(&file, &stem, &p, repeat, wall)
+                .map_err(|e| Failure(1, format!("{stem}: cannot write {}: {e}", file.display())))?;
+            println!("    words: {}", file.display());
+        }
     }
     Ok(())
+}
+
+/// The kept words of a host profile as JSON lines: a header (`neff`, `repeat`,
+/// `wall_ns_per_exec`, `words`, `dropped`), then one line per word in issue order: `nc`,
+/// `engine`, `pc`, `op`, `ns`, and `ops`, its operands as `[space, write, channels, lo,
+/// hi]` (`S` or `P`; bytes `[lo, hi)` of each partition from the first, offsets counted
+/// from partition 0 as `cayman_exec::Operand` has them).
+fn write_words(
+    file: &Path,
+    stem: &str,
+    p: &neuron_devmodel::HostProfile,
+    repeat: u32,
+    wall: f64,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(file)?);
+    let header = serde_json::json!({
+        "neff": stem,
+        "repeat": repeat,
+        "wall_ns_per_exec": (wall * 1e9).round() as u64,
+        "words": p.words.len(),
+        "dropped": p.words_dropped,
+    });
+    writeln!(out, "{header}")?;
+    for w in &p.words {
+        let ops: Vec<_> = w
+            .operands
+            .iter()
+            .map(|o| {
+                let sp = if o.space == neuron_isa::Space::Psum {
+                    "P"
+                } else {
+                    "S"
+                };
+                serde_json::json!([sp, u8::from(o.write), o.channels, o.lo, o.hi])
+            })
+            .collect();
+        let line = serde_json::json!({
+            "nc": w.nc, "engine": w.engine, "pc": w.pc, "op": w.name, "ns": w.ns, "ops": ops,
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()
 }
 
 /// What the host offers and what the device model does with it.

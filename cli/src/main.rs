@@ -149,6 +149,12 @@ enum BenchCmd {
         /// microseconds per execution for each instruction kind (the device thread's data path).
         #[arg(long)]
         host_profile: bool,
+        /// Also write `<stem>.words.jsonl` into DIR (implies --host-profile): every word of
+        /// the timed executions in issue order, with its host nanoseconds and the SBUF/PSUM
+        /// bytes it reads and writes; `scripts/overlap-bound.py` reads it to bound what
+        /// running engines' words on separate threads could gain.
+        #[arg(long, value_name = "DIR")]
+        word_trace: Option<PathBuf>,
     },
     /// Through `neuron-emu serve` vs in-process: an ioctl round trip and one execution of an
     /// attention kernel (default ../shared/fixtures/real-neff/akc-fused_bf16_s512.neff).
@@ -251,8 +257,15 @@ fn main() -> ExitCode {
                     profiles,
                     repeat,
                     host_profile,
+                    word_trace,
                 },
-        } => benchreal::run(&files, profiles.as_deref(), repeat, host_profile),
+        } => benchreal::run(
+            &files,
+            profiles.as_deref(),
+            repeat,
+            host_profile,
+            word_trace.as_deref(),
+        ),
         Cmd::Bench {
             which: BenchCmd::Threads { file, repeat },
         } => benchthreads::run(file.as_deref(), repeat),

@@ -8,6 +8,18 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Run `cmd` in the repository; its stdout, which it must exit 0 with.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.current_dir(repo()).output().expect("spawn");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// `bench real --repeat 1 <fixture>` (a file of `../shared/fixtures`, which must exist): its
 /// stdout, and the columns of the row of `stem`.
 fn bench(rel: &str, stem: &str) -> (String, Vec<String>) {
@@ -17,23 +29,16 @@ fn bench(rel: &str, stem: &str) -> (String, Vec<String>) {
         "the shared fixtures folder is missing: expected {}",
         dir.display()
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
-        .current_dir(repo())
-        .env_remove("NEURON_RT_LOG_LEVEL")
-        .args([
-            "bench",
-            "real",
-            &format!("../shared/fixtures/{rel}"),
-            "--repeat",
-            "1",
-        ])
-        .output()
-        .expect("spawn");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+            .env_remove("NEURON_RT_LOG_LEVEL")
+            .args([
+                "bench",
+                "real",
+                &format!("../shared/fixtures/{rel}"),
+                "--repeat",
+                "1",
+            ]),
     );
     let row = stdout
         .lines()
@@ -132,4 +137,79 @@ fn bench_real_gives_a_model_layer_its_published_silicon_time() {
     assert_eq!(c[5], "359.87", "{c:?}");
     assert!(c[6].ends_with('x'), "{c:?}");
     assert!(out.contains("trn2 time: published"), "{out}");
+}
+
+/// `--word-trace DIR` writes every word of the timed executions, in issue order, with its
+/// host time and operands, in the layout `scripts/overlap-bound.py` reads; the script (where
+/// python3 is installed) bounds the two-thread schedule at or above one thread's time.
+#[test]
+fn word_trace_lists_each_execution_s_words_with_operands() {
+    let dir = std::env::temp_dir().join(format!("neuron-emu-words-{}", std::process::id()));
+    let stdout = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+            .env_remove("NEURON_RT_LOG_LEVEL")
+            .env("NEURON_EMU_THREADS", "1")
+            .args(["bench", "real", "--repeat", "2", "--word-trace"])
+            .arg(&dir)
+            .arg("../shared/fixtures/real-neff/akc-fused_bf16_s512.neff"),
+    );
+    assert!(
+        stdout.contains("MATMUL"),
+        "--word-trace implies the host profile: {stdout}"
+    );
+    let file = dir.join("akc-fused_bf16_s512.words.jsonl");
+    let text = std::fs::read_to_string(&file).expect("the word trace");
+    let mut lines = text.lines();
+    let header: serde_json::Value =
+        serde_json::from_str(lines.next().expect("a header")).expect("JSON");
+    assert_eq!(header["repeat"], 2);
+    assert_eq!(header["dropped"], 0);
+    let words: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(l).expect("a JSON word"))
+        .collect();
+    assert_eq!(header["words"], words.len());
+    assert!(
+        !words.is_empty() && words.len().is_multiple_of(2),
+        "{} words",
+        words.len()
+    );
+    let (first, second) = words.split_at(words.len() / 2);
+    let key =
+        |w: &serde_json::Value| format!("{} {} {} {}", w["nc"], w["engine"], w["pc"], w["op"]);
+    assert!(
+        first.iter().map(key).eq(second.iter().map(key)),
+        "the two executions issue the same words"
+    );
+    // A MATMUL reads SBUF and writes PSUM (`[space, write, channels, lo, hi]`).
+    let mm = first
+        .iter()
+        .find(|w| w["op"] == "MATMUL")
+        .expect("a MATMUL");
+    let ops = mm["ops"].as_array().expect("operands");
+    assert!(ops.iter().any(|o| o[0] == "P" && o[1] == 1), "{mm}");
+    assert!(ops.iter().any(|o| o[0] == "S" && o[1] == 0), "{mm}");
+    assert!(ops.iter().all(|o| o[3].as_u64() < o[4].as_u64()), "{mm}");
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no python3 here; scripts/overlap-bound.py not run");
+    } else {
+        let text = stdout_of(
+            Command::new("python3")
+                .arg("scripts/overlap-bound.py")
+                .arg(&file),
+        );
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("akc-fused_bf16_s512"))
+            .unwrap_or_else(|| panic!("no row: {text}"));
+        let gains: Vec<f64> = row
+            .split_whitespace()
+            .filter_map(|c| c.strip_suffix('x')?.parse().ok())
+            .collect();
+        assert_eq!(gains.len(), 2, "{row}");
+        assert!(
+            gains.iter().all(|g| *g >= 1.0),
+            "a bound below one thread: {row}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

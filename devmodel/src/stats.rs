@@ -41,13 +41,44 @@ pub struct Stats {
 pub struct HostProfile {
     /// Mnemonic -> (instructions issued, host nanoseconds).
     pub ops: std::collections::BTreeMap<&'static str, (u64, u64)>,
+    /// Every word issued, in issue order, with its host time and operands, where asked for
+    /// (`Device::keep_host_words`; at most [`HostProfile::MAX_WORDS`], then `words_dropped`
+    /// counts the rest): what a schedule of the words on several threads could overlap.
+    pub words: Vec<HostWord>,
+    pub keep_words: bool,
+    pub words_dropped: u64,
+}
+
+/// One issued word in a host profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostWord {
+    pub nc: usize,
+    pub engine: &'static str,
+    pub pc: u32,
+    pub name: &'static str,
+    /// Host nanoseconds from issue to the word's data path done (inline).
+    pub ns: u64,
+    /// The SBUF/PSUM bytes it reads and writes (`cayman_exec::operands`; empty for words
+    /// without such operands, DMAs included).
+    pub operands: Vec<crate::cayman_exec::Operand>,
 }
 
 impl HostProfile {
+    /// Words kept per profile: 1 Mi words (about 100 MB) at most.
+    pub const MAX_WORDS: usize = 1 << 20;
+
     pub(crate) fn record(&mut self, name: &'static str, d: std::time::Duration) {
         let e = self.ops.entry(name).or_default();
         e.0 += 1;
         e.1 += u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn record_word(&mut self, w: HostWord) {
+        if self.words.len() < Self::MAX_WORDS {
+            self.words.push(w);
+        } else {
+            self.words_dropped += 1;
+        }
     }
 }
 

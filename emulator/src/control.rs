@@ -293,6 +293,15 @@ impl Emulator {
             .is_some()
     }
 
+    /// While host profiling is on for device `index`: keep every word with its time and
+    /// operands too (`HostProfile::words`). False if there is no such device or profiling
+    /// is off.
+    pub fn keep_host_words(&self, index: usize, on: bool) -> bool {
+        self.devices
+            .get(index)
+            .is_some_and(|d| d.lock().dev.keep_host_words(on))
+    }
+
     /// What host profiling measured on device `index`, if it is on.
     pub fn host_profile(&self, index: usize) -> Option<HostProfile> {
         self.devices.get(index)?.lock().dev.host_profile().cloned()

@@ -235,6 +235,14 @@ impl Device {
             return;
         };
         let name = ci.opcode.static_name();
+        // Operands of a kept host-profile word, found before its time starts.
+        let word_ops = match &self.host_profile {
+            Some(p) if p.keep_words => {
+                let lane = self.cores[nc].lane.get();
+                Some(crate::cayman_exec::operands(&ci, &lane.mem, &lane.pe))
+            }
+            _ => None,
+        };
         let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
         // Memory-access hooks see a data-path word's operands: reads before, writes after.
         let ops = if self.mem_watch && self.hooks.0.is_some() {
@@ -262,7 +270,18 @@ impl Device {
             }
         };
         if let (Some(t0), Some(hp)) = (host_t0, self.host_profile.as_mut()) {
-            hp.record(name, t0.elapsed());
+            let d = t0.elapsed();
+            hp.record(name, d);
+            if let Some(operands) = word_ops {
+                hp.record_word(crate::stats::HostWord {
+                    nc,
+                    engine: engine.profiler_name(),
+                    pc,
+                    name,
+                    ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                    operands,
+                });
+            }
         }
         let mut extra = Ps::ZERO;
         if self.hooks.0.is_some() {

@@ -327,6 +327,18 @@ impl Device {
         self.host_profile = on.then(HostProfile::default);
     }
 
+    /// While host profiling is on: also keep every word with its time and operands
+    /// (`HostProfile::words`). False if profiling is off.
+    pub fn keep_host_words(&mut self, on: bool) -> bool {
+        match self.host_profile.as_mut() {
+            Some(p) => {
+                p.keep_words = on;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Where the cores' data paths run; outputs, device times and traces are bit-identical
     /// in every mode (`lane`). The default comes from `NEURON_EMU_THREADS`.
     pub fn set_threads(&mut self, mode: ThreadMode) {
