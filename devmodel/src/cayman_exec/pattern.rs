@@ -1,6 +1,7 @@
 //! Access patterns on a core's memories: the element offsets a pattern names, checked
-//! against the partition size, gathered as f32, scattered back with conversion, viewed in
-//! place as fp32 matrices, or copied bit for bit.
+//! against the partition size, gathered as f32, scattered back with conversion, streamed
+//! channel by channel through an elementwise step (`map_rows`), viewed in place as fp32
+//! matrices, or copied bit for bit.
 
 use super::OpFault;
 use crate::core::CoreMem;
