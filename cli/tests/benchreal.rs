@@ -213,3 +213,26 @@ fn word_trace_lists_each_execution_s_words_with_operands() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `--word-trace` directory that cannot be created is a usage error (exit 2) named before
+/// anything runs.
+#[test]
+fn word_trace_into_an_uncreatable_directory_is_refused() {
+    let file = std::env::temp_dir().join(format!("neuron-emu-not-a-dir-{}", std::process::id()));
+    std::fs::write(&file, b"x").expect("a plain file");
+    let out = Command::new(env!("CARGO_BIN_EXE_neuron-emu"))
+        .current_dir(repo())
+        .args(["bench", "real", "--repeat", "1", "--word-trace"])
+        .arg(file.join("sub"))
+        .arg("../shared/fixtures/real-neff/akc-fused_bf16_s512.neff")
+        .output()
+        .expect("spawn");
+    let _ = std::fs::remove_file(&file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot create"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("akc-fused"),
+        "ran before refusing"
+    );
+}
