@@ -28,6 +28,8 @@ struct Run {
     lane_words: u64,
     /// Lane threads alive in the process after the executions.
     lane_threads: usize,
+    /// Words deferred to their completion on the device thread (not compared either).
+    deferred: u64,
 }
 
 /// Threads of this process named as a core's lane thread (`neuron-lane`).
@@ -77,6 +79,7 @@ fn run(stem: &str, mode: &str) -> Run {
         math_macs,
         onchip_bytes: st.onchip_bytes - st0.onchip_bytes,
         lane_words: st.lane_thread_words - st0.lane_thread_words,
+        deferred: st.deferred_words - st0.deferred_words,
         lane_threads: {
             // Then a few executions with core 0 in functional mode (no timing model), as
             // `bench real` measures: the cores' words then issue in another interleaving.
@@ -175,10 +178,15 @@ fn results_do_not_depend_on_where_the_data_paths_run() {
         );
         if stem == "nkipy-matmul_small" {
             assert!(
-                auto.lane_words > 0,
-                "{stem}: auto put no word on a lane thread"
+                auto.lane_words > 0 && auto.deferred > 0,
+                "{stem}: auto put no word on a lane thread or deferred none: {auto:?}"
             );
         } else {
+            // Nor are core 0's words deferred for a core that never works.
+            assert_eq!(
+                auto.deferred, 0,
+                "{stem}: auto deferred words for a core with no work"
+            );
             // The akc kernels' second core holds only ordering words (DRAIN, ordering
             // mode): nothing to run beside core 0, so no thread that would spin beside it.
             assert_eq!(

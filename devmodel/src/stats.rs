@@ -23,6 +23,9 @@ pub struct Stats {
     /// Data-path words that ran on their core's own host thread (`device::lane`) rather
     /// than on the device thread.
     pub lane_thread_words: u64,
+    /// Data-path words deferred on the device thread to their completion so that another
+    /// core's words could go to their thread first (`LaneSlot::defer`, `auto` only).
+    pub deferred_words: u64,
     /// Multiply-adds the kernel's MATMULs need, by moving dtype code (`Dtype as u8`): an fp32
     /// LOW/HIGH pass pair counts once whether or not it was fused; transposes done as data
     /// movement not at all. The compute part of `bench real`'s floor.

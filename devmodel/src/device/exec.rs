@@ -97,16 +97,19 @@ impl Device {
     }
 
     /// Whether core `nc`'s next lane word that stays on the device thread is deferred to
-    /// when its result is taken (`LaneSlot::defer`): in Auto, while a higher-numbered core,
-    /// whose words may go to its own thread meanwhile, runs; never while host time is
-    /// measured per word.
+    /// when its result is taken (`LaneSlot::defer`): in Auto, while a higher-numbered core
+    /// that has had data-path work (`Core::has_worked`), whose words may go to its own
+    /// thread meanwhile, runs; never while host time is measured per word. (Deferring for
+    /// a core that never works, an LNC=2 kernel's idle second core waiting at a barrier,
+    /// gains nothing and only moves every word from its issue to its completion.)
     fn defer_for(&self, nc: usize) -> bool {
         self.threads == super::ThreadMode::Auto
             && self.host_profile.is_none()
             && self.cores[nc + 1..].iter().any(|c| {
-                c.engines
-                    .iter()
-                    .any(|s| s.status != super::engine::EngStatus::Idle)
+                c.has_worked
+                    && c.engines
+                        .iter()
+                        .any(|s| s.status != super::engine::EngStatus::Idle)
             })
     }
 
@@ -177,6 +180,7 @@ impl Device {
                         // second core, would otherwise start a thread that spins beside the
                         // busy ones).
                         let working = known != Some(0);
+                        self.cores[nc].has_worked |= working;
                         let threaded =
                             self.lane_thread_for(nc) && (working || self.cores[nc].lane.is_away());
                         let defer = self.defer_for(nc);
@@ -186,6 +190,7 @@ impl Device {
                             self.stats.lane_thread_words += 1;
                             core.lane.send(ci, regs, working)
                         } else if defer {
+                            self.stats.deferred_words += 1;
                             core.lane.defer(ci, regs, working)
                         } else {
                             core.lane.run_inline(ci, regs, working)

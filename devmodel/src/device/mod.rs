@@ -119,6 +119,11 @@ struct Core {
     /// The last LDWEIGHTS issued on the core loaded an fp32 pass (LOW or HIGH), so a pass
     /// pair may be pending in the data path (`cayman_exec::passpair`) until a later one.
     pass_pair_possible: bool,
+    /// The core has issued a word with data to move or compute since its last reset: only
+    /// then may a lower core's words wait for it (`Device::defer_for`). A core that only
+    /// holds ordering words and waits at a barrier (an LNC=2 kernel's idle second core)
+    /// never takes a word beside them.
+    has_worked: bool,
 }
 
 impl Core {
@@ -139,6 +144,7 @@ impl Core {
             dge_table: None,
             ucode: Default::default(),
             pass_pair_possible: false,
+            has_worked: false,
         }
     }
 }
@@ -463,6 +469,7 @@ impl Device {
         // No pass-pair fusion under hooks (`set_hooks`).
         data.pe.fuse &= !hooked;
         c.pe_timing = Default::default();
+        c.has_worked = false;
         c.regs.reset();
         c.nqs.clear();
         c.dge_table = None;
