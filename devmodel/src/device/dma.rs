@@ -13,6 +13,9 @@ use neuron_isa::cayman::DmaAddr;
 use neuron_isa::Dtype;
 use zerocopy::FromBytes;
 
+/// How many runs ahead a DMA from HBM into SBUF/PSUM asks for its source lines.
+const RUNS_AHEAD: u64 = 8;
+
 /// Hardware state of one DMA queue (TX/M2S and RX/S2M rings share head/tail bookkeeping here
 /// because every transfer is a descriptor pair).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -492,6 +495,15 @@ impl Device {
             let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
             let len = run * d.src_elem;
             let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
+            // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
+            // each too short for the hardware prefetcher).
+            if into_window && !away {
+                let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
+                if kf < sn {
+                    let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
+                    self.hbm.prefetch(sf, len as usize);
+                }
+            }
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
             let (hbm_at, win_at) = if into_window {
                 (s, woff + (t - dst))
@@ -522,9 +534,12 @@ impl Device {
         if away {
             let spans: Vec<(usize, usize)> = runs.iter().map(|r| (r.1, r.2)).collect();
             let Device { hbm, cores, .. } = self;
-            cores[nc]
-                .lane
-                .write_runs(space, &spans, |i, to| hbm.read(runs[i].0, to));
+            cores[nc].lane.write_runs(space, &spans, |i, to| {
+                if let Some(r) = runs.get(i + RUNS_AHEAD as usize) {
+                    hbm.prefetch(r.0, r.2);
+                }
+                hbm.read(runs[i].0, to)
+            });
         }
         (k, bytes)
     }
