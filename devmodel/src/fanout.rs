@@ -328,23 +328,6 @@ pub fn rows_per_piece(rows: usize, work: u64) -> usize {
     rows.div_ceil((2 * w).min(rows))
 }
 
-/// Run `f(row, elements)` on each row of `row_len` elements of `data` (a step's per-partition
-/// results), in pieces of whole rows shared out where `work` is large enough.
-pub fn for_rows<T: Send>(
-    data: &mut [T],
-    row_len: usize,
-    work: u64,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) {
-    let row_len = row_len.max(1);
-    let rows = rows_per_piece(data.len() / row_len, work);
-    for_each_mut(data, rows * row_len, work, |i, piece| {
-        for (j, row) in piece.chunks_mut(row_len).enumerate() {
-            f(i * rows + j, row);
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,16 +18,12 @@ pub(crate) fn passpair_enabled() -> bool {
 }
 mod pattern;
 mod pe;
+mod rows;
 mod select;
 mod transpose;
 mod widen;
 
 pub(crate) use pattern::bf16_bits;
-/// What one element of a channel-by-channel step (`pattern::map_rows`: read, compute,
-/// write) counts as, in multiply-adds, when deciding to share it out: a 128-partition step
-/// of 512 elements per partition gains from a helper (COPY, TENSOR_REDUCE on a 2-CPU VM,
-/// `docs/performance.md`); ACTIVATE counts its function evaluation on top.
-const ELEMENTWISE_WEIGHT: u64 = 32;
 
 #[cfg(test)]
 const PSUM_BIT_FOR_TESTS: u32 = neuron_isa::cayman::PSUM_BIT;
@@ -42,7 +38,8 @@ use crate::gemm::View;
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, elem_count, extent, f32_view, gather, map_rows, offsets, scatter};
+use pattern::{copy_bits, elem_count, extent, f32_view, gather, offsets, scatter};
+use rows::{elementwise, ELEMENTWISE_WEIGHT};
 
 /// A DMA the instruction starts (run by the device's DMA model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +94,32 @@ struct Unary {
     sdt: Dtype,
     ddt: Dtype,
     ch: usize,
+}
+
+impl Unary {
+    /// `f` on each partition's source row, written to the destination (`rows::elementwise`
+    /// at the shared weight); the source's elements per partition.
+    fn each_row(
+        &self,
+        mem: &mut CoreMem,
+        out_len: Option<usize>,
+        a: &mut Vec<f32>,
+        f: impl Fn(usize, &mut Vec<f32>) + Sync,
+    ) -> Result<usize, OpFault> {
+        let u = self;
+        elementwise(
+            mem,
+            &u.src,
+            u.sdt,
+            &u.dst,
+            u.ddt,
+            u.ch,
+            out_len,
+            ELEMENTWISE_WEIGHT,
+            a,
+            f,
+        )
+    }
 }
 
 fn unary(ci: &CaymanInstr) -> Result<Unary, OpFault> {
@@ -452,18 +475,12 @@ fn execute_op(
                 vec![f32::from_bits(scale_bits); ch]
             };
             // Function evaluation costs about as much per element as 64 multiply-adds: a
-            // large ACTIVATE is shared out by partitions (`fanout`).
+            // large ACTIVATE is shared out by partitions (`rows`).
             let bias = &b[..];
             let step = |p: usize, row: &mut Vec<f32>| func.apply(row, scales[p], bias[p]);
-            if let Some(n) = map_rows(mem, &src, sdt, &dst, ddt, ch, None, 64, step)? {
-                return done(n);
-            }
-            let n = gather(mem, &src, sdt, ch, a)?;
-            crate::fanout::for_rows(&mut a[..ch * n], n, (ch * n) as u64 * 64, |p, row| {
-                func.apply(row, scales[p], bias[p])
-            });
-            scatter(mem, &dst, ddt, ch, a)?;
-            done(n)
+            done(elementwise(
+                mem, &src, sdt, &dst, ddt, ch, None, 64, a, step,
+            )?)
         }
         Opcode::Copy | Opcode::Cast | Opcode::Reciprocal => {
             let u = unary(ci)?;
@@ -479,31 +496,11 @@ fn execute_op(
                     row.iter_mut().for_each(|v| *v = 1.0 / *v);
                 }
             };
-            if let Some(n) = map_rows(
-                mem,
-                &src,
-                u.sdt,
-                &dst,
-                u.ddt,
-                ch,
-                None,
-                ELEMENTWISE_WEIGHT,
-                step,
-            )? {
-                return done(n);
-            }
-            let n = gather(mem, &src, u.sdt, ch, a)?;
-            if recip {
-                for v in a.iter_mut() {
-                    *v = 1.0 / *v;
-                }
-            }
-            scatter(mem, &dst, u.ddt, ch, a)?;
-            done(n)
+            done(u.each_row(mem, None, a, step)?)
         }
         Opcode::TensorReduce => {
             let u = unary(ci)?;
-            let (src, dst, ch) = (u.src, u.dst, u.ch);
+            let src = u.src;
             let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
             let neg = ci.u("negated").unwrap_or(0) == 1;
             let n = elem_count(&src)? as usize;
@@ -518,37 +515,11 @@ fn execute_op(
                 }
                 row.truncate(groups);
             };
-            if let Some(n) = map_rows(
-                mem,
-                &src,
-                u.sdt,
-                &dst,
-                u.ddt,
-                ch,
-                Some(groups),
-                ELEMENTWISE_WEIGHT,
-                step,
-            )? {
-                return done(n);
-            }
-            let n = gather(mem, &src, u.sdt, ch, a)?;
-            b.clear();
-            b.resize(ch * groups, 0.0);
-            // A partition's groups are its row of results; shared out by partitions.
-            let src = &a[..];
-            crate::fanout::for_rows(&mut b[..], groups, (ch * n) as u64 * 32, |p, row| {
-                for (g, out) in row.iter_mut().enumerate() {
-                    let at = p * n + g * inner;
-                    let acc = alu_reduce(op, &src[at..at + inner]);
-                    *out = if neg { -acc } else { acc };
-                }
-            });
-            scatter(mem, &dst, u.ddt, ch, b)?;
-            done(n)
+            done(u.each_row(mem, Some(groups), a, step)?)
         }
         Opcode::TensorScalar => {
             let u = unary(ci)?;
-            let (src, dst, ch) = (u.src, u.dst, u.ch);
+            let (src, ch) = (u.src, u.ch);
             let imm_src = ci.u("imm_src").unwrap_or(0);
             // The source is checked first, as the whole-operand form reads it first.
             extent(mem, &src, u.sdt, ch)?;
@@ -577,27 +548,7 @@ fn execute_op(
                 alu_scalar(op0, row, s0[p]);
                 alu_scalar(op1, row, s1[p]);
             };
-            if let Some(n) = map_rows(
-                mem,
-                &src,
-                u.sdt,
-                &dst,
-                u.ddt,
-                ch,
-                None,
-                ELEMENTWISE_WEIGHT,
-                step,
-            )? {
-                return done(n);
-            }
-            let n = gather(mem, &src, u.sdt, ch, a)?;
-            for p in 0..ch {
-                let row = &mut a[p * n..(p + 1) * n];
-                alu_scalar(op0, row, s0[p]);
-                alu_scalar(op1, row, s1[p]);
-            }
-            scatter(mem, &dst, u.ddt, ch, a)?;
-            done(n)
+            done(u.each_row(mem, None, a, step)?)
         }
         Opcode::TensorTensor => {
             let s0 = need(ci.ap("src0"), ci, "src0")?;

@@ -300,7 +300,7 @@ fn activate_functions_scale_pointers_and_start_partitions() {
 }
 
 /// Large ACTIVATE and TENSOR_REDUCE words are shared out by partitions (`fanout`, through
-/// `pattern::map_rows` where the operands allow it, else the whole-operand path): the
+/// `rows::map_rows` where the operands allow it, else the whole-operand path): the
 /// results are the same bits as on one thread, and the reduction's groups are those of
 /// plain Rust sums of the same rows.
 #[test]
