@@ -1,6 +1,8 @@
 //! `neuron-emu bench real` as a user runs it: the floor columns (issue 16), the path and AMX
 //! report, peak RSS, and the published silicon time of the model layers. No timed assertions.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -10,14 +12,7 @@ fn repo() -> PathBuf {
 
 /// Run `cmd` in the repository; its stdout, which it must exit 0 with.
 fn stdout_of(cmd: &mut Command) -> String {
-    let out = cmd.current_dir(repo()).output().expect("spawn");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    common::ok(&cmd.current_dir(repo()).output().expect("spawn"))
 }
 
 /// `bench real --repeat 1 <fixture>` (a file of `../shared/fixtures`, which must exist): its

@@ -3,6 +3,9 @@
 //! `run --trace` is a valid Chrome trace-event file (checked here, independently of the
 //! writer) with named processes and threads, DMA tracks, wait flows and notifications.
 
+mod common;
+
+use common::ok;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -40,16 +43,6 @@ fn shared_fixture(rel: &str) -> String {
 
 fn read_json(p: &PathBuf) -> Value {
     serde_json::from_slice(&std::fs::read(p).expect("written")).expect("valid JSON")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// Run the LNC=2 attention kernel with both outputs asked for.
