@@ -492,3 +492,110 @@ fn bf16_weights_kept_as_bits_multiply_as_their_values() {
         }
     }
 }
+
+/// A stationary matrix of one or three columns (an MoE router's weight vector) against 128
+/// moving columns of bf16 and of fp32 (`gemm::thin` where the host has FMA), overwriting and
+/// then accumulating: against f64 sums of the same values (plain Rust), to fp32 accuracy;
+/// PSUM rows past the weights' columns are left alone.
+#[test]
+fn thin_weights_multiply_rows_of_the_moving_tensor() {
+    const K: usize = 128;
+    const W: usize = 0x1000;
+    const MOV16: usize = 0x4000; // K partitions x 128 bf16
+    const MOV32: usize = 0x8000; // K partitions x 128 fp32
+    const N: usize = 128;
+    let ap = |addr: usize, step: i16, num: u16| {
+        let mut v = (addr as u32).to_le_bytes().to_vec();
+        for s in [step, 0, 0] {
+            v.extend_from_slice(&s.to_le_bytes());
+        }
+        for n in [num, 1, 1] {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v
+    };
+    let mut s = 0x7417_u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+    };
+    for cols in [1usize, 3] {
+        let mut m = mem();
+        let put16 = |m: &mut CoreMem, p: usize, off: usize, v: half::bf16| {
+            let at = p * m.sbuf_stride + off;
+            m.bytes_mut(Space::Sbuf)[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+        };
+        let mut w = vec![0f64; K * cols];
+        for kk in 0..K {
+            for j in 0..cols {
+                let v = half::bf16::from_f32(next());
+                w[kk * cols + j] = f64::from(v.to_f32());
+                put16(&mut m, kk, W + 2 * j, v);
+            }
+        }
+        let mut mov16 = vec![0f64; K * N];
+        for kk in 0..K {
+            for c in 0..N {
+                let v = half::bf16::from_f32(next());
+                mov16[kk * N + c] = f64::from(v.to_f32());
+                put16(&mut m, kk, MOV16 + 2 * c, v);
+            }
+        }
+        let mov32: Vec<f32> = (0..K * N).map(|_| next()).collect();
+        fill_f32(&mut m, 0, K, N, MOV32, |p, i| mov32[p * N + i]);
+        // PSUM rows past the weights' columns hold a marker that must survive.
+        let psum_at = |m: &CoreMem, p: usize, c: usize| p * m.psum_stride + 4 * c;
+        for c in 0..N {
+            let at = psum_at(&m, cols, c);
+            m.bytes_mut(Space::Psum)[at..at + 4].copy_from_slice(&7.5f32.to_le_bytes());
+        }
+        let ldw = word(
+            0x01,
+            &[
+                (16, &ap(W + 2 * (cols - 1), -1, cols as u16)),
+                (32, &[0x06, 0, 0]),
+                (38, &[K as u8]),
+            ],
+        );
+        let mm = |src: usize, dtype: u8, acc: u8| {
+            word(
+                0x02,
+                &[
+                    (16, &ap(src, 1, N as u16)),
+                    (32, &[dtype, 0, 0]),
+                    (43, &[acc]),
+                    (48, &ap(0x200_0000, 1, N as u16)),
+                ],
+            )
+        };
+        let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+        for ci in [ldw, mm(MOV16, 0x06, 1), mm(MOV32, 0x0a, 0)] {
+            execute(&ci, &mut m, &mut pe, &mut scratch, &mut regs).expect("word runs");
+        }
+        let psum = |p: usize, c: usize| {
+            let at = psum_at(&m, p, c);
+            let b = &m.bytes(Space::Psum)[at..at + 4];
+            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        };
+        for j in 0..cols {
+            for c in 0..N {
+                let terms = (0..K).flat_map(|kk| {
+                    [
+                        w[kk * cols + j] * mov16[kk * N + c],
+                        w[kk * cols + j] * f64::from(mov32[kk * N + c]),
+                    ]
+                });
+                let want: f64 = terms.clone().sum();
+                let bound: f64 = terms.map(f64::abs).sum::<f64>() * 1e-6;
+                let got = f64::from(psum(j, c));
+                assert!(
+                    (got - want).abs() <= bound,
+                    "{cols} columns: row {j} col {c}: {got} vs {want}"
+                );
+            }
+        }
+        assert!((0..N).all(|c| psum(cols, c) == 7.5), "row {cols} untouched");
+    }
+}

@@ -90,6 +90,16 @@ impl Span {
         self.base - (self.first * self.stride) as i64
     }
 
+    /// The elements of each partition are one ascending run (offsets `0, 1, 2, ...`).
+    pub(super) fn is_contiguous(&self) -> bool {
+        self.contiguous
+    }
+
+    /// Bytes between partitions in storage.
+    pub(super) fn stride(&self) -> usize {
+        self.stride
+    }
+
     /// The memory the pattern lies in.
     pub(super) fn space(&self) -> Space {
         self.space

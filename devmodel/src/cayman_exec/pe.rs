@@ -9,9 +9,10 @@ use super::transpose::{transpose, transpose_into};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{amx, Path, View};
+use crate::gemm::{amx, thin, Path, View};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr};
 use neuron_isa::{Dtype, Space};
+use zerocopy::FromBytes;
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
 #[derive(Debug, Clone)]
@@ -254,6 +255,23 @@ pub(super) fn matmul(
     // Deferred weights are needed unless this is a LOW pass `passpair` may defer (an fp32
     // product into an in-place fp32 destination).
     let may_defer = pe.low_src.is_some() && dt == Dtype::F32 && !pe.transpose && dv.is_some();
+    // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
+    let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
+    // A stationary matrix of a few columns (an MoE router's or gate's weight vector) meets
+    // each row of the moving tensor straight from storage (`gemm::thin`).
+    if !pe.transpose && !may_defer && pe.pair.is_none() && m <= thin::MAX_M {
+        if let Some(n) = thin_product(mem, pe, &src, dt, mv, dv, beta, c)? {
+            pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
+            let macs = (m * k * n) as u64;
+            return Ok(Exec::Done {
+                elems: n as u64 * if dt == Dtype::F32 { 4 } else { 1 },
+                sgemm_macs: macs,
+                amx_macs: 0,
+                math_macs: if pe.low_pass { 0 } else { macs },
+                onchip_bytes: 0,
+            });
+        }
+    }
     if !may_defer && !pe.w_from_bits {
         pe.materialize();
     }
@@ -308,8 +326,6 @@ pub(super) fn matmul(
         rs: nmov,
         cs: 1,
     };
-    // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
-    let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
     // A transpose against an identity moving tensor is data movement: do it as such
     // (bit-exact, as the hardware's transpose path is; no 0 * inf products).
     let ident = pe.transpose && k == nmov && {
@@ -442,4 +458,64 @@ pub(super) fn matmul(
         },
         onchip_bytes: 0,
     })
+}
+
+/// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor
+/// read from storage: fp32 used in place, or bf16 bits, one ascending run per partition.
+/// The number of moving columns, or None (nothing written) where the path does not apply;
+/// `sums` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn thin_product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dt: Dtype,
+    mv: Option<(Space, View, usize)>,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+    sums: &mut Vec<f32>,
+) -> Result<Option<usize>, OpFault> {
+    let Some((dspace, cv, ndst)) = dv else {
+        return Ok(None);
+    };
+    if !thin::available() || ndst > MAX_MOVING {
+        return Ok(None);
+    }
+    pe.materialize();
+    let (k, m) = (pe.k, pe.m);
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    let done = match (dt, mv) {
+        (Dtype::F32, Some((space, bv, n))) if bv.cs == 1 && n == ndst => {
+            let rows = thin::Rows::F32(mem.f32s(space));
+            thin::sums(m, k, n, &pe.w, wv, rows, bv.off, bv.rs, sums)
+        }
+        (Dtype::Bf16, _) => {
+            let sp = span(mem, src, Dtype::Bf16, k)?;
+            let at = usize::try_from(sp.row_base(0)).ok();
+            match (at, <[u16]>::ref_from_bytes(mem.bytes(sp.space()))) {
+                (Some(at), Ok(bits))
+                    if sp.is_contiguous()
+                        && sp.len == ndst
+                        && at % 2 == 0
+                        && sp.stride() % 2 == 0 =>
+                {
+                    let rows = thin::Rows::Bf16(bits);
+                    thin::sums(m, k, sp.len, &pe.w, wv, rows, at / 2, sp.stride() / 2, sums)
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    if !done {
+        return Ok(None);
+    }
+    if !crate::gemm::add_into(m, ndst, sums, ndst, beta, mem.f32s_mut(dspace), cv) {
+        return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+    }
+    Ok(Some(ndst))
 }

@@ -5,6 +5,7 @@
 
 pub mod amx;
 pub mod narrow;
+pub mod thin;
 
 /// The environment variable that chooses the GEMM path: `portable` forces the SGEMM for every
 /// MATMUL; `auto` or `amx` (or unset) uses AMX tiles for bf16 and fp8 operands where the host

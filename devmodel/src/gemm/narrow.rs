@@ -21,7 +21,7 @@ const ROWS: usize = 64;
 
 /// `matrixmultiply`'s K block for f32 (`archparam_defaults::S_KC`, unless its build was given
 /// `MATMUL_SGEMM_KC`): the sum is rounded into C after each block.
-const SGEMM_KC: usize = 256;
+pub(super) const SGEMM_KC: usize = 256;
 
 /// Whether this host runs the narrow loop: where `matrixmultiply` picks one of its FMA
 /// kernels (AVX-512F, or FMA with AVX2). Their epilogues differ only for a −0 product, which

@@ -1,0 +1,228 @@
+//! Thin products: MATMULs whose stationary matrix has one to eight columns (`m`), as an MoE
+//! layer's router and gates load a weight vector and stream 128 tokens past it. The blocked
+//! SGEMM would pack all of the moving tensor (`k x n`, widened to f32 first) to make one to
+//! eight rows of C; here each row of it is read once, straight from SBUF/PSUM storage (bf16
+//! widened as it loads), and multiplied into the rows of sums.
+//!
+//! Same bits as the SGEMM where the host has FMA: each sum is one fused multiply-add chain in
+//! `k` order from +0, as in `matrixmultiply`'s FMA kernels (`narrow` gives the details), and
+//! the caller adds it to C as they do (`gemm::add_into`); checked bit for bit against the
+//! SGEMM (`tests::thin_products_equal_the_sgemm_bit_for_bit`).
+
+use super::View;
+
+/// The most stationary columns (rows of C) computed here.
+pub const MAX_M: usize = 8;
+
+/// The most moving columns: one PSUM bank of fp32.
+pub const MAX_N: usize = 512;
+
+/// The moving tensor's rows as storage holds them: row `kk` is `n` consecutive elements at
+/// `off + kk * rs` of the slice.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    F32(&'a [f32]),
+    /// bf16 values as their bits.
+    Bf16(&'a [u16]),
+}
+
+/// Whether this host runs the thin loop (the narrow loop's condition: FMA).
+pub fn available() -> bool {
+    super::narrow::available()
+}
+
+/// `sums[j * n + c] = Σ_kk A[j][kk] · B[kk][c]` for an `m x k` A (its view into `a`) and the
+/// `k x n` B of `rows` (row `kk` at `off + kk * rs`), each sum one FMA chain in `kk` order.
+/// False, with `sums` unspecified, where this path does not apply: `m` or `n` out of range,
+/// `k` of 0 or beyond one block of the SGEMM's (whose sums are rounded into C between
+/// blocks), a view that leaves its slice, or a host without FMA.
+#[allow(clippy::too_many_arguments)]
+pub fn sums(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    av: View,
+    b: Rows<'_>,
+    off: usize,
+    rs: usize,
+    sums: &mut Vec<f32>,
+) -> bool {
+    if !(1..=MAX_M).contains(&m)
+        || !(1..=MAX_N).contains(&n)
+        || !(1..=super::narrow::SGEMM_KC).contains(&k)
+        || !available()
+    {
+        return false;
+    }
+    let b_len = match b {
+        Rows::F32(s) => s.len(),
+        Rows::Bf16(s) => s.len(),
+    };
+    let b_fits = (k - 1)
+        .checked_mul(rs)
+        .and_then(|x| x.checked_add(off))
+        .and_then(|x| x.checked_add(n))
+        .is_some_and(|end| end <= b_len);
+    let a_fits = av.last(m, k).is_some_and(|l| l < a.len());
+    if !b_fits || !a_fits {
+        return false;
+    }
+    sums.clear();
+    sums.resize(m * n, 0.0);
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `available` detected FMA and AVX2; the function only indexes slices
+        // (bounds checked, and the views were checked to fit just above).
+        unsafe { sums_fma(k, n, a, av, b, off, rs, sums) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sums_fma(
+    k: usize,
+    n: usize,
+    a: &[f32],
+    av: View,
+    b: Rows<'_>,
+    off: usize,
+    rs: usize,
+    sums: &mut [f32],
+) {
+    let mut wide = [0f32; MAX_N];
+    for kk in 0..k {
+        let at = off + kk * rs;
+        let row: &[f32] = match b {
+            Rows::F32(s) => &s[at..at + n],
+            Rows::Bf16(s) => {
+                // A bf16 is the top half of its f32.
+                for (w, x) in wide.iter_mut().zip(&s[at..at + n]) {
+                    *w = f32::from_bits(u32::from(*x) << 16);
+                }
+                &wide[..n]
+            }
+        };
+        for (j, acc) in sums.chunks_exact_mut(n).enumerate() {
+            let w = a[av.off + j * av.rs + kk * av.cs];
+            for (x, y) in acc.iter_mut().zip(row) {
+                *x = w.mul_add(*y, *x);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::amx::tests::lcg;
+
+    /// The blocked SGEMM itself (`k x n` B dense with rows of `rs`).
+    fn blocked(m: usize, k: usize, n: usize, a: &[f32], av: View, b: &[f32], bv: View) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        let i = |x: usize| x as isize;
+        // SAFETY: the test's views lie inside its buffers (checked by construction).
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                1.0,
+                a.as_ptr().add(av.off),
+                i(av.rs),
+                i(av.cs),
+                b.as_ptr().add(bv.off),
+                i(bv.rs),
+                i(bv.cs),
+                0.0,
+                c.as_mut_ptr(),
+                i(n),
+                1,
+            )
+        }
+        c
+    }
+
+    #[test]
+    fn thin_products_equal_the_sgemm_bit_for_bit() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no FMA: the thin path is off (SGEMM only)");
+            return;
+        }
+        eprintln!("FMA present: testing the thin path against the SGEMM");
+        let mut s = 5;
+        for (m, k, n) in [
+            (1, 128, 128),
+            (1, 128, 512),
+            (2, 64, 3),
+            (8, 128, 100),
+            (5, 1, 1),
+        ] {
+            // A in the PE layout (a column of A contiguous), at an offset.
+            let a: Vec<f32> = (0..m * k + 2).map(|_| lcg(&mut s)).collect();
+            let av = View {
+                off: 2,
+                rs: 1,
+                cs: m,
+            };
+            // B's rows `rs` apart (storage partitions), bf16-representable so both forms
+            // of it hold the same values.
+            let rs = n + 7;
+            let bits: Vec<u16> = (0..3 + k * rs)
+                .map(|_| half::bf16::from_f32(lcg(&mut s) * 4.0).to_bits())
+                .collect();
+            let wide: Vec<f32> = bits
+                .iter()
+                .map(|b| f32::from_bits(u32::from(*b) << 16))
+                .collect();
+            let bv = View { off: 3, rs, cs: 1 };
+            let want = blocked(m, k, n, &a, av, &wide, bv);
+            let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for rows in [Rows::F32(&wide), Rows::Bf16(&bits)] {
+                let mut got = Vec::new();
+                assert!(sums(m, k, n, &a, av, rows, 3, rs, &mut got));
+                assert_eq!(to_bits(&got), to_bits(&want), "{m}x{k}x{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_and_views_outside_the_path_are_refused() {
+        let a = [1.0f32; 64];
+        let b = [1.0f32; 64];
+        // The PE layout of up to 8 columns: A's column kk at 8 kk.
+        let av = View {
+            off: 0,
+            rs: 1,
+            cs: 8,
+        };
+        let mut out = Vec::new();
+        let go = |m, k, n, off, rs, out: &mut Vec<f32>| {
+            sums(m, k, n, &a, av, Rows::F32(&b), off, rs, out)
+        };
+        assert!(!go(0, 4, 4, 0, 4, &mut out), "no rows");
+        assert!(!go(MAX_M + 1, 4, 4, 0, 4, &mut out), "too many rows");
+        assert!(!go(1, 0, 4, 0, 4, &mut out), "k of 0");
+        assert!(!go(1, 4, 0, 0, 4, &mut out), "no columns");
+        assert!(!go(1, 4, MAX_N + 1, 0, 4, &mut out), "too many columns");
+        assert!(!go(1, 4, 16, 1, 16, &mut out), "B leaves its slice");
+        assert!(!go(1, 4, 4, usize::MAX, 4, &mut out), "B offset overflows");
+        assert!(!go(1, 4, 4, 0, usize::MAX, &mut out), "B stride overflows");
+        assert!(
+            !go(8, 9, 4, 0, 4, &mut out),
+            "A leaves its slice (71 of 64)"
+        );
+        if available() {
+            assert!(go(2, 4, 4, 0, 4, &mut out));
+            assert_eq!(out, vec![4.0; 8]);
+        }
+    }
+}
