@@ -599,3 +599,86 @@ fn thin_weights_multiply_rows_of_the_moving_tensor() {
         assert!((0..N).all(|c| psum(cols, c) == 7.5), "row {cols} untouched");
     }
 }
+
+/// Matrix-vector products whose bf16 moving vector is read from storage as bits
+/// (`gemm::narrow_bf16`), with the weights widened and kept as bits (the LDWEIGHTS after a
+/// narrow product), overwriting then accumulating: against f64 sums of the same values.
+#[test]
+fn narrow_products_read_a_bf16_moving_vector_from_storage() {
+    const K: usize = 128;
+    const W: usize = 0x1000; // K partitions x 128 bf16 weights
+    const MOV: usize = 0x4000; // K partitions x 2 bf16
+    let ap = |addr: usize, step: i16, num: u16| {
+        let mut v = (addr as u32).to_le_bytes().to_vec();
+        for s in [step, 0, 0] {
+            v.extend_from_slice(&s.to_le_bytes());
+        }
+        for n in [num, 1, 1] {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v
+    };
+    let mut s = 0xbeef_u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        half::bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
+    };
+    let mut m = mem();
+    let mut put = |m: &mut CoreMem, p: usize, off: usize| {
+        let v = next();
+        let at = p * m.sbuf_stride + off;
+        m.bytes_mut(Space::Sbuf)[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+        f64::from(v.to_f32())
+    };
+    let w: Vec<f64> = (0..K * 128)
+        .map(|i| put(&mut m, i / 128, W + 2 * (i % 128)))
+        .collect();
+    let mv: Vec<f64> = (0..K * 2)
+        .map(|i| put(&mut m, i / 2, MOV + 2 * (i % 2)))
+        .collect();
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap(W + 2 * 127, -1, 128)),
+            (32, &[0x06, 0, 0]),
+            (38, &[K as u8]),
+        ],
+    );
+    let mm = |n: u16, acc: u8| {
+        word(
+            0x02,
+            &[
+                (16, &ap(MOV, 1, n)),
+                (32, &[0x06, 0, 0]),
+                (43, &[acc]),
+                (48, &ap(0x200_0000, 1, n)),
+            ],
+        )
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    // Widened weights, then the same weights kept as bits (after a narrow product).
+    for ci in [ldw.clone(), mm(2, 1), ldw, mm(1, 0)] {
+        execute(&ci, &mut m, &mut pe, &mut scratch, &mut regs).expect("word runs");
+    }
+    let psum = |p: usize, c: usize| {
+        let at = p * m.psum_stride + 4 * c;
+        let b = &m.bytes(Space::Psum)[at..at + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    for j in 0..128 {
+        for c in 0..2 {
+            // Column 0 was written twice (overwrite, then accumulate), column 1 once.
+            let times = if c == 0 { 2.0 } else { 1.0 };
+            let terms = (0..K).map(|kk| w[kk * 128 + j] * mv[kk * 2 + c]);
+            let want: f64 = terms.clone().sum::<f64>() * times;
+            let bound: f64 = terms.map(f64::abs).sum::<f64>() * times * 1e-6;
+            let got = f64::from(psum(j, c));
+            assert!(
+                (got - want).abs() <= bound,
+                "row {j} col {c}: {got} vs {want}"
+            );
+        }
+    }
+}

@@ -12,7 +12,7 @@ use crate::fault::OpFault;
 use crate::gemm::{amx, thin, Path, View};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr};
 use neuron_isa::{Dtype, Space};
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
 #[derive(Debug, Clone)]
@@ -258,9 +258,17 @@ pub(super) fn matmul(
     // acc_flags bit 0: first of an accumulation group (overwrite); else accumulate.
     let beta = if acc & 1 == 0 { 1.0 } else { 0.0 };
     // A stationary matrix of a few columns (an MoE router's or gate's weight vector) meets
-    // each row of the moving tensor straight from storage (`gemm::thin`).
-    if !pe.transpose && !may_defer && pe.pair.is_none() && m <= thin::MAX_M {
-        if let Some(n) = thin_product(mem, pe, &src, dt, mv, dv, beta, c)? {
+    // each row of the moving tensor straight from storage (`gemm::thin`), and so does a
+    // matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`).
+    if !pe.transpose && !may_defer && pe.pair.is_none() {
+        let direct = if m <= thin::MAX_M {
+            thin_product(mem, pe, &src, dt, mv, dv, beta, c)?
+        } else if dt == Dtype::Bf16 {
+            narrow_product(mem, pe, &src, dv, beta)?
+        } else {
+            None
+        };
+        if let Some(n) = direct {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             let macs = (m * k * n) as u64;
             return Ok(Exec::Done {
@@ -493,22 +501,16 @@ fn thin_product(
             let rows = thin::Rows::F32(mem.f32s(space));
             thin::sums(m, k, n, &pe.w, wv, rows, bv.off, bv.rs, sums)
         }
-        (Dtype::Bf16, _) => {
-            let sp = span(mem, src, Dtype::Bf16, k)?;
-            let at = usize::try_from(sp.row_base(0)).ok();
-            match (at, <[u16]>::ref_from_bytes(mem.bytes(sp.space()))) {
-                (Some(at), Ok(bits))
-                    if sp.is_contiguous()
-                        && sp.len == ndst
-                        && at % 2 == 0
-                        && sp.stride() % 2 == 0 =>
-                {
+        (Dtype::Bf16, _) => match bf16_rows(mem, src, k)? {
+            Some((space, bv, n)) if n == ndst => match <[u16]>::ref_from_bytes(mem.bytes(space)) {
+                Ok(bits) => {
                     let rows = thin::Rows::Bf16(bits);
-                    thin::sums(m, k, sp.len, &pe.w, wv, rows, at / 2, sp.stride() / 2, sums)
+                    thin::sums(m, k, n, &pe.w, wv, rows, bv.off, bv.rs, sums)
                 }
-                _ => false,
-            }
-        }
+                Err(_) => false,
+            },
+            _ => false,
+        },
         _ => false,
     };
     if !done {
@@ -518,4 +520,77 @@ fn thin_product(
         return Err(OpFault::bad("MATMUL operand shapes do not fit"));
     }
     Ok(Some(ndst))
+}
+
+/// A bf16 moving tensor in storage: its memory and the view of its `k x n` elements among
+/// the memory's 16-bit words (row `kk` the partition's `n` elements, one ascending run), and
+/// `n`. None where the pattern is not one run per partition or not 2-byte aligned.
+fn bf16_rows(
+    mem: &CoreMem,
+    src: &AccessPattern,
+    k: usize,
+) -> Result<Option<(Space, View, usize)>, OpFault> {
+    let sp = span(mem, src, Dtype::Bf16, k)?;
+    let at = usize::try_from(sp.row_base(0)).ok();
+    Ok(match at {
+        Some(at) if sp.is_contiguous() && at % 2 == 0 && sp.stride() % 2 == 0 => {
+            let v = View {
+                off: at / 2,
+                rs: sp.stride() / 2,
+                cs: 1,
+            };
+            Some((sp.space(), v, sp.len))
+        }
+        _ => None,
+    })
+}
+
+/// A matrix-vector product (`gemm::narrow_bf16`) whose bf16 moving tensor is read from
+/// storage as bits, into an fp32 destination in the other memory used in place; the weights
+/// as bits where they were kept so (`PeState::w_from_bits`). The number of moving columns, or
+/// None (nothing written) where the path does not apply.
+fn narrow_product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+) -> Result<Option<usize>, OpFault> {
+    let Some((dspace, cv, n)) = dv else {
+        return Ok(None);
+    };
+    let (k, m) = (pe.k, pe.m);
+    if n > crate::gemm::narrow::MAX_N || !crate::gemm::narrow::available() {
+        return Ok(None);
+    }
+    let Some((space, bv, nmov)) = bf16_rows(mem, src, k)? else {
+        return Ok(None);
+    };
+    // The moving tensor is read while C is written: it must lie in the other memory.
+    if nmov != n || space == dspace {
+        return Ok(None);
+    }
+    let as_bits = pe.w_from_bits && crate::gemm::narrow::bits_apply(m, k, n);
+    if !as_bits {
+        pe.materialize();
+    }
+    let CoreMem { sbuf, psum, .. } = mem;
+    let (b, c): (&[u8], &mut [f32]) = match dspace {
+        Space::Psum => (sbuf.as_bytes(), &mut psum[..]),
+        Space::Sbuf => (psum.as_bytes(), &mut sbuf[..]),
+    };
+    let Ok(bits) = <[u16]>::ref_from_bytes(b) else {
+        return Ok(None);
+    };
+    let a = if as_bits {
+        crate::gemm::Weights::Bf16(&pe.w_bits)
+    } else {
+        crate::gemm::Weights::F32(&pe.w)
+    };
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    Ok(crate::gemm::narrow_bf16(m, k, n, a, wv, bits, bv, beta, c, cv).then_some(n))
 }

@@ -212,6 +212,70 @@ pub fn sgemm_bits(
     narrow::product_bits(&p, c, cv)
 }
 
+/// The stationary matrix of a narrow product whose moving tensor is bf16 bits: f32, or bf16
+/// bits in the PE layout (`narrow::product_bits`).
+#[derive(Debug, Clone, Copy)]
+pub enum Weights<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+}
+
+/// `C = A·B + β·C` for a matrix-vector product (`narrow`: 1 to 8 columns of B) whose B is
+/// bf16 bits read straight from storage: the same bits as [`sgemm`] on the widened values.
+/// False (nothing written) if a view would leave its slice or the narrow path does not take
+/// the product (a wider B, no FMA, bf16 weights outside `narrow::bits_apply`).
+#[allow(clippy::too_many_arguments)]
+pub fn narrow_bf16(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Weights<'_>,
+    av: View,
+    b: &[u16],
+    bv: View,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    let a_len = match a {
+        Weights::F32(a) => a.len(),
+        Weights::Bf16(a) => a.len(),
+    };
+    if n == 0 || !views_fit([m, k, n], [a_len, b.len(), c.len()], [av, bv, cv]) {
+        return false;
+    }
+    match a {
+        Weights::F32(a) => narrow::product(
+            &narrow::Product {
+                m,
+                k,
+                n,
+                a,
+                av,
+                b,
+                bv,
+                beta,
+            },
+            c,
+            cv,
+        ),
+        Weights::Bf16(a) => narrow::product_bits(
+            &narrow::Product {
+                m,
+                k,
+                n,
+                a,
+                av,
+                b,
+                bv,
+                beta,
+            },
+            c,
+            cv,
+        ),
+    }
+}
+
 /// A pointer the GEMM's pieces share across threads.
 #[derive(Clone, Copy)]
 struct Ptr(*mut f32);
@@ -408,5 +472,76 @@ mod tests {
                 assert_eq!(run(true), run(false), "{m}x{k}x{n} beta {beta}");
             }
         }
+    }
+
+    /// A bf16 moving tensor given as bits gives the bits of the SGEMM on its widened values,
+    /// with f32 weights and with bf16 weights as bits, both β, B rows strided as storage
+    /// partitions are; a wider B or a view that leaves its slice is refused, C untouched.
+    #[test]
+    fn narrow_products_of_bf16_bits_equal_the_sgemm_on_their_values() {
+        if !narrow::available() {
+            eprintln!("SKIPPED: this host has no FMA: the narrow path is off (SGEMM only)");
+            return;
+        }
+        let mut s = 23;
+        let mut next = move || {
+            s = s * 6364136223846793005u64 + 1442695040888963407;
+            half::bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
+        };
+        for (m, k, n) in [(128, 128, 1), (128, 128, 2), (64, 7, 8)] {
+            let w: Vec<half::bf16> = (0..m * k).map(|_| next()).collect();
+            let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();
+            let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+            let rs = 37;
+            let b_bits: Vec<u16> = (0..2 + k * rs).map(|_| next().to_bits()).collect();
+            let b_f32: Vec<f32> = b_bits
+                .iter()
+                .map(|x| f32::from_bits(u32::from(*x) << 16))
+                .collect();
+            let av = View {
+                off: 0,
+                rs: 1,
+                cs: m,
+            };
+            let bv = View { off: 2, rs, cs: 1 };
+            let cv = View {
+                off: 1,
+                rs: n + 2,
+                cs: 1,
+            };
+            for beta in [0.0, 1.0] {
+                let old: Vec<f32> = (0..1 + m * (n + 2)).map(|i| i as f32 * 0.25).collect();
+                let mut want = old.clone();
+                assert!(sgemm(m, k, n, &w_f32, av, &b_f32, bv, beta, &mut want, cv));
+                for a in [Weights::F32(&w_f32), Weights::Bf16(&w_bits)] {
+                    let mut got = old.clone();
+                    assert!(narrow_bf16(m, k, n, a, av, &b_bits, bv, beta, &mut got, cv));
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta} {a:?}");
+                }
+            }
+        }
+        let ones = vec![0x3f80u16; 64 * 64];
+        let f = vec![1.0f32; 64 * 64];
+        let mut c = vec![2.0f32; 64 * 9];
+        let v = |rs, cs| View { off: 0, rs, cs };
+        let go = |n, b: &[u16], c: &mut [f32]| {
+            narrow_bf16(
+                64,
+                64,
+                n,
+                Weights::F32(&f),
+                v(1, 64),
+                b,
+                v(n, 1),
+                0.0,
+                c,
+                v(n, 1),
+            )
+        };
+        assert!(!go(9, &ones, &mut c), "9 columns");
+        assert!(!go(8, &ones[..64 * 8 - 1], &mut c), "B leaves its slice");
+        assert!(!go(8, &ones, &mut c[..64 * 8 - 1]), "C leaves its slice");
+        assert!(c.iter().all(|x| *x == 2.0), "C untouched");
     }
 }

@@ -39,22 +39,23 @@ pub fn available() -> bool {
 }
 
 /// The operands of `C = A·B + β·C`: `m x k` A (f32, or bf16 bits for [`product_bits`]),
-/// `k x n` B (views into their slices).
+/// `k x n` B (f32, or bf16 bits: a moving tensor read straight from storage; views into
+/// their slices).
 #[derive(Clone, Copy)]
-pub(super) struct Product<'a, T = f32> {
+pub(super) struct Product<'a, T = f32, U = f32> {
     pub m: usize,
     pub k: usize,
     pub n: usize,
     pub a: &'a [T],
     pub av: View,
-    pub b: &'a [f32],
+    pub b: &'a [U],
     pub bv: View,
     pub beta: f32,
 }
 
 /// `C = A·B + β·C` for `n <= MAX_N`, the views already checked to fit their slices (by
 /// `gemm::sgemm`). False, with nothing written, where this path does not apply.
-pub(super) fn product(p: &Product<'_>, c: &mut [f32], cv: View) -> bool {
+pub(super) fn product<U: Moving>(p: &Product<'_, f32, U>, c: &mut [f32], cv: View) -> bool {
     if p.n > MAX_N || p.k == 0 || !available() {
         return false;
     }
@@ -77,7 +78,7 @@ pub(super) fn product(p: &Product<'_>, c: &mut [f32], cv: View) -> bool {
 /// The CPU must have AVX2 and FMA (every host `available` accepts: AVX-512F implies AVX2).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
+unsafe fn product_fma<U: Moving>(p: &Product<'_, f32, U>, c: &mut [f32], cv: View) {
     let Product {
         m,
         k,
@@ -101,7 +102,7 @@ unsafe fn product_fma(p: &Product<'_>, c: &mut [f32], cv: View) {
                 } else {
                     acc.fill(0.0);
                     for kk in k0..k1 {
-                        let bk = b[bv.off + kk * bv.rs + col * bv.cs];
+                        let bk = b[bv.off + kk * bv.rs + col * bv.cs].value();
                         let at = av.off + r0 * av.rs + kk * av.cs;
                         if av.rs == 1 {
                             // The PE's stationary layout: a column of A is contiguous.
@@ -145,7 +146,7 @@ pub fn bits_apply(m: usize, k: usize, n: usize) -> bool {
 /// matrix-vector product that reads each once. The same sums of the same f32 values, so the
 /// same bits (`tests::bf16_weights_as_bits_give_the_widened_product`). The views were
 /// checked to fit (`gemm::sgemm_bits`); false, nothing written, where [`bits_apply`] fails.
-pub(super) fn product_bits(p: &Product<'_, u16>, c: &mut [f32], cv: View) -> bool {
+pub(super) fn product_bits<U: Moving>(p: &Product<'_, u16, U>, c: &mut [f32], cv: View) -> bool {
     let Product {
         m,
         k,
@@ -193,6 +194,26 @@ pub(super) fn product_bits(p: &Product<'_, u16>, c: &mut [f32], cv: View) -> boo
     }
 }
 
+/// The elements B can be given as: f32, or bf16 bits.
+pub(super) trait Moving: Copy {
+    fn value(self) -> f32;
+}
+
+impl Moving for f32 {
+    #[inline(always)]
+    fn value(self) -> f32 {
+        self
+    }
+}
+
+impl Moving for u16 {
+    /// A bf16 is the top half of its f32.
+    #[inline(always)]
+    fn value(self) -> f32 {
+        f32::from_bits(u32::from(self) << 16)
+    }
+}
+
 /// The elements A can be given as: f32, or bf16 bits widened eight at a time as they load.
 #[cfg(target_arch = "x86_64")]
 trait Lanes: Copy {
@@ -236,11 +257,11 @@ impl Lanes for u16 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn sums_in_registers<T: Lanes>(
+unsafe fn sums_in_registers<T: Lanes, U: Moving>(
     a: &[T],
     at: usize,
     cs: usize,
-    b: &[f32],
+    b: &[U],
     bv: View,
     col: usize,
     ks: std::ops::Range<usize>,
@@ -249,7 +270,7 @@ unsafe fn sums_in_registers<T: Lanes>(
     use std::arch::x86_64::*;
     let mut sums = [_mm256_setzero_ps(); ROWS / 8];
     for (i, kk) in ks.enumerate() {
-        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs]);
+        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs].value());
         let row = &a[at + i * cs..at + i * cs + ROWS];
         for (v, s) in sums.iter_mut().enumerate() {
             // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v;
