@@ -646,6 +646,19 @@ mod tests {
         }
     }
 
+    /// A HIGH load that names the LOW pass's very values is recognised where they lie: the
+    /// array is left as `hi(full)`, computed only if a pass must run alone; rewritten
+    /// weights are loaded (and `hi(w)` of the gathered values computed) instead.
+    #[test]
+    fn a_high_load_of_the_low_values_is_recognised_in_place() {
+        let words = pair();
+        let r = run(SEED, true, &words[..3]);
+        assert_eq!(r.pe.w_from_full, Some(super::super::pe::Split::Hi));
+        let changed = [ldw(1), matmul(1, D, false), memset(X, K as u8, 4), ldw(2)];
+        let r = run(SEED, true, &changed);
+        assert_eq!(r.pe.w_from_full, None);
+    }
+
     #[test]
     fn unrelated_words_between_the_passes_keep_the_pair() {
         let words = [

@@ -95,6 +95,11 @@ impl Span {
         self.contiguous
     }
 
+    /// The elements of each partition are one descending run (offsets `0, -1, -2, ...`).
+    pub(super) fn is_descending(&self) -> bool {
+        self.descending
+    }
+
     /// Bytes between partitions in storage.
     pub(super) fn stride(&self) -> usize {
         self.stride

@@ -149,7 +149,19 @@ pub(super) fn ldweights(
         && pe.pair.is_none()
         && pe.last_narrow
         && crate::gemm::narrow::available();
-    let n = if as_bits {
+    // The HIGH load of a pending pair (`passpair::resume` let only that through) that
+    // loads the LOW pass's very values: compared where they lie, not copied (`hi(w)` is
+    // computed only if a pass runs alone).
+    let high = pe.pair.is_some() && !transpose && mode == 2 && dt == Dtype::F32;
+    let in_place = if high {
+        same_weights_in_place(mem, &ap, rows, &pe.full)?
+    } else {
+        None
+    };
+    let same_as_low = in_place == Some(true);
+    let n = if same_as_low {
+        pe.full.len() / rows.max(1)
+    } else if as_bits {
         gather_bits16(mem, &ap, rows, &mut pe.w_bits, true)?
     } else {
         gather_reversed(mem, &ap, dt, rows, a)?
@@ -167,13 +179,9 @@ pub(super) fn ldweights(
     pe.w_from_bits = as_bits;
     // The gathered rows become the array's contents by swapping buffers, not copying.
     a.truncate(rows * n);
-    // The HIGH load of a pending pair (`passpair::resume` let only that through) that
-    // loads the LOW pass's very values: `hi(w)` is computed only if a pass runs alone.
-    let same_as_low = pe.pair.is_some()
-        && !transpose
-        && mode == 2
-        && dt == Dtype::F32
-        && passpair::same_bits(a, &pe.full);
+    // (A pattern not compared in place is compared gathered.)
+    let same_as_low =
+        same_as_low || (high && in_place.is_none() && passpair::same_bits(a, &pe.full));
     if as_bits {
         // `w` is left as it was: `w_from_bits` says it is stale.
     } else if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
@@ -593,4 +601,34 @@ fn narrow_product(
         cs: m,
     };
     Ok(crate::gemm::narrow_bf16(m, k, n, a, wv, bits, bv, beta, c, cv).then_some(n))
+}
+
+/// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights
+/// pattern, whose reverse is memory order) names exactly the values `full` holds, compared
+/// where they lie: a pass pair's HIGH load need not copy weights it only checks. None where
+/// the pattern has another shape (or the host stores f32 otherwise than little-endian).
+fn same_weights_in_place(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    rows: usize,
+    full: &[f32],
+) -> Result<Option<bool>, OpFault> {
+    let sp = span(mem, ap, Dtype::F32, rows)?;
+    if !sp.is_descending() || !cfg!(target_endian = "little") {
+        return Ok(None);
+    }
+    let n = sp.len;
+    if full.len() != rows * n || n == 0 {
+        return Ok(Some(false));
+    }
+    let bytes = mem.bytes(sp.space());
+    let same = full.chunks_exact(n).enumerate().all(|(p, want)| {
+        // The row's lowest byte (`span` checked the whole row lies in its partition).
+        let at = sp.row_base(p) + (1 - n as i64) * 4;
+        usize::try_from(at)
+            .ok()
+            .and_then(|at| bytes.get(at..at + 4 * n))
+            .is_some_and(|row| row == want.as_bytes())
+    });
+    Ok(Some(same))
 }
