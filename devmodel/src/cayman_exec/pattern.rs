@@ -325,6 +325,26 @@ fn gather_impl(
 pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, out: &mut Vec<f32>) {
     // One loop per common dtype so the conversion is inlined, not dispatched per element.
     let es = sp.es as usize;
+    if let Some(b) = small_row(bytes, sp, pb) {
+        // A few elements in one run (a decode step's tensors): converted in place, without
+        // the general walk and a copy or widening call for each partition.
+        let from = out.len();
+        match dt {
+            Dtype::F32 | Dtype::F32r => out.extend(
+                b.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            ),
+            Dtype::Bf16 => out.extend(
+                b.chunks_exact(2)
+                    .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
+            ),
+            _ => out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c))),
+        }
+        if rev {
+            out[from..].reverse();
+        }
+        return;
+    }
     match dt {
         Dtype::F32 | Dtype::F32r => gather_row_with(bytes, sp, pb, out, rev, |b, out| {
             use zerocopy::FromBytes;
@@ -359,6 +379,30 @@ pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, o
             out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
         }),
     }
+}
+
+/// Rows of at most this many elements, in one ascending run, take the short path of
+/// [`read_row`] and [`write_row`].
+const SMALL_ROW: usize = 16;
+
+/// The bytes of a partition's row (`pb`: the byte of its element offset 0) where it is one
+/// ascending run of at most [`SMALL_ROW`] elements.
+#[inline(always)]
+fn small_row<'a>(bytes: &'a [u8], sp: &Span, pb: i64) -> Option<&'a [u8]> {
+    if !sp.contiguous || sp.len > SMALL_ROW {
+        return None;
+    }
+    let at = usize::try_from(pb).ok()?;
+    bytes.get(at..at + sp.len * sp.es as usize)
+}
+
+#[inline(always)]
+fn small_row_mut<'a>(bytes: &'a mut [u8], sp: &Span, pb: i64) -> Option<&'a mut [u8]> {
+    if !sp.contiguous || sp.len > SMALL_ROW {
+        return None;
+    }
+    let at = usize::try_from(pb).ok()?;
+    bytes.get_mut(at..at + sp.len * sp.es as usize)
 }
 
 /// The raw 16-bit elements of a pattern (a bf16 MATMUL's moving tensor for the AMX tiles,
@@ -460,6 +504,27 @@ pub(super) fn scatter(
 /// converted from f32; `pb` is the byte in `bytes` of the partition's element offset 0.
 pub(super) fn write_row(bytes: &mut [u8], sp: &Span, pb: i64, dt: Dtype, vals: &[f32]) {
     let es = sp.es as usize;
+    if let Some(b) = small_row_mut(bytes, sp, pb) {
+        // A few elements in one run: as `read_row`.
+        match dt {
+            Dtype::F32 | Dtype::F32r => {
+                for (c, x) in b.chunks_exact_mut(4).zip(vals) {
+                    c.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            Dtype::Bf16 => {
+                for (c, x) in b.chunks_exact_mut(2).zip(vals) {
+                    c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                }
+            }
+            _ => {
+                for (c, x) in b.chunks_exact_mut(es).zip(vals) {
+                    store_f32(dt, *x, c);
+                }
+            }
+        }
+        return;
+    }
     match dt {
         Dtype::F32 | Dtype::F32r => scatter_row_with(bytes, sp, pb, vals, |v, b| {
             for (c, x) in b.chunks_exact_mut(4).zip(v) {
@@ -928,6 +993,66 @@ mod tests {
             num: [65535, 65535, 65535, 65535],
         };
         assert!(offsets(&huge).is_err());
+    }
+
+    /// Rows of a few elements in one run (the short path of `read_row`/`write_row`) and
+    /// longer ones read and write each element as its dtype encodes it (reference: the
+    /// bytes decoded and encoded with `f32::from_le_bytes` and `half`), reversed too; at the
+    /// short path's limit and one past it.
+    #[test]
+    fn short_and_long_rows_convert_each_element() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut s = 0x51u64;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+        };
+        let (at, ch) = (0x200usize, 3usize);
+        for dt in [Dtype::F32, Dtype::Bf16, Dtype::F16] {
+            let es = dt.size();
+            for n in [1usize, 3, SMALL_ROW, SMALL_ROW + 1] {
+                // Bytes of each dtype's own encoding of arbitrary values.
+                let vals: Vec<f32> = (0..ch * n).map(|_| next()).collect();
+                let enc = |v: f32| -> Vec<u8> {
+                    match dt {
+                        Dtype::F32 => v.to_le_bytes().to_vec(),
+                        Dtype::Bf16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+                        _ => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                    }
+                };
+                let dec = |b: &[u8]| -> f32 {
+                    match dt {
+                        Dtype::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                        Dtype::Bf16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+                        _ => half::f16::from_le_bytes([b[0], b[1]]).to_f32(),
+                    }
+                };
+                let stride = mem.sbuf_stride;
+                scatter(&mut mem, &ap(at as u32, 1, n as u16), dt, ch, &vals).expect("scatter");
+                let bytes = mem.bytes(Space::Sbuf);
+                for p in 0..ch {
+                    for i in 0..n {
+                        let b = &bytes[p * stride + at + i * es..][..es];
+                        assert_eq!(b, &enc(vals[p * n + i])[..], "{dt:?} n {n} write {p}/{i}");
+                    }
+                }
+                let want: Vec<f32> = (0..ch * n)
+                    .map(|j| dec(&bytes[(j / n) * stride + at + (j % n) * es..][..es]))
+                    .collect();
+                let mut got = Vec::new();
+                gather(&mem, &ap(at as u32, 1, n as u16), dt, ch, &mut got).expect("gather");
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{dt:?} n {n} read");
+                gather_reversed(&mem, &ap(at as u32, 1, n as u16), dt, ch, &mut got).expect("rev");
+                let rev: Vec<f32> = want
+                    .chunks(n)
+                    .flat_map(|r| r.iter().rev().copied())
+                    .collect();
+                assert_eq!(bits(&got), bits(&rev), "{dt:?} n {n} reversed");
+            }
+        }
     }
 
     #[test]
