@@ -38,7 +38,7 @@ use crate::gemm::View;
 use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
-use pattern::{copy_bits, elem_count, extent, f32_view, gather, offsets, scatter};
+use pattern::{copy_bits, elem_count, extent, f32_view, gather, scatter};
 use rows::{elementwise, ELEMENTWISE_WEIGHT};
 
 /// A DMA the instruction starts (run by the device's DMA model).
@@ -573,7 +573,7 @@ fn execute_op(
             let dst = need(ci.ap("dst"), ci, "dst")?;
             let dt = need(ci.dtype("dtype"), ci, "dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
-            let n = offsets(&dst)?.len();
+            let n = elem_count(&dst)? as usize;
             // The fill value is the low bytes of `value`, encoded in the dst dtype.
             let bits = (ci.u("value").unwrap_or(0) as u32).to_le_bytes();
             let fill = neuron_isa::dtype::load_f32(dt, &bits);

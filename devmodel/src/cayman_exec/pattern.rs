@@ -313,6 +313,35 @@ fn gather_impl(
     let sp = span(mem, ap, dt, channels)?;
     let bytes = mem.bytes(sp.space);
     out.clear();
+    if let Some(rows) = small_rows(bytes, &sp, channels) {
+        // Rows of a few elements each (a decode step's tensors): one loop over them all.
+        out.resize(channels * sp.len, 0.0);
+        let n = sp.len;
+        let conv = |f: fn(&[u8]) -> f32, out: &mut [f32]| {
+            for (o, at) in out.chunks_exact_mut(n).zip(rows.clone()) {
+                for (x, c) in o.iter_mut().zip(bytes[at..].chunks_exact(sp.es as usize)) {
+                    *x = f(c);
+                }
+                if rev {
+                    o.reverse();
+                }
+            }
+        };
+        match dt {
+            Dtype::F32 | Dtype::F32r => conv(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]), out),
+            Dtype::Bf16 => conv(
+                |c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16),
+                out,
+            ),
+            _ => {
+                out.clear();
+                for p in 0..channels {
+                    read_row(bytes, &sp, sp.row_base(p), dt, rev, out);
+                }
+            }
+        }
+        return Ok(n);
+    }
     out.reserve(channels * sp.len);
     for p in 0..channels {
         read_row(bytes, &sp, sp.row_base(p), dt, rev, out);
@@ -405,6 +434,24 @@ fn small_row_mut<'a>(bytes: &'a mut [u8], sp: &Span, pb: i64) -> Option<&'a mut 
     bytes.get_mut(at..at + sp.len * sp.es as usize)
 }
 
+/// The first byte of each of `channels` rows of a checked span where every row is one
+/// ascending run of 1 to [`SMALL_ROW`] elements lying inside `bytes` (checked here once for
+/// all: the rows ascend by the partition stride), else None.
+fn small_rows(
+    bytes: &[u8],
+    sp: &Span,
+    channels: usize,
+) -> Option<impl Iterator<Item = usize> + Clone> {
+    if !sp.contiguous || sp.len == 0 || sp.len > SMALL_ROW || channels == 0 {
+        return None;
+    }
+    let first = usize::try_from(sp.row_base(0)).ok()?;
+    let last = usize::try_from(sp.row_base(channels - 1)).ok()?;
+    let end = last.checked_add(sp.len * sp.es as usize)?;
+    let stride = sp.stride;
+    (end <= bytes.len() && first <= last).then(|| (0..channels).map(move |p| first + p * stride))
+}
+
 /// The raw 16-bit elements of a pattern (a bf16 MATMUL's moving tensor for the AMX tiles,
 /// which take bf16 bits as they are; bf16 weights a matrix-vector product reads as bits),
 /// `channels` partitions one after another, each reversed if `rev` (as [`gather_reversed`]).
@@ -494,6 +541,25 @@ pub(super) fn scatter(
         ));
     }
     let bytes = mem.bytes_mut(sp.space);
+    if let (Some(rows), Dtype::F32 | Dtype::F32r | Dtype::Bf16) =
+        (small_rows(bytes, &sp, channels), dt)
+    {
+        // Rows of a few elements each: one loop over them all (as `gather`).
+        let es = sp.es as usize;
+        for (v, at) in vals.chunks_exact(sp.len).zip(rows) {
+            let row = &mut bytes[at..at + sp.len * es];
+            if dt == Dtype::Bf16 {
+                for (c, x) in row.chunks_exact_mut(2).zip(v) {
+                    c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                }
+            } else {
+                for (c, x) in row.chunks_exact_mut(4).zip(v) {
+                    c.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+        return Ok(());
+    }
     for (p, row) in vals.chunks_exact(sp.len.max(1)).take(channels).enumerate() {
         write_row(bytes, &sp, sp.row_base(p), dt, row);
     }
