@@ -483,9 +483,11 @@ mod tests {
             eprintln!("SKIPPED: this host has no FMA: the narrow path is off (SGEMM only)");
             return;
         }
-        let mut s = 23;
+        let mut s = 23u64;
         let mut next = move || {
-            s = s * 6364136223846793005u64 + 1442695040888963407;
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             half::bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
         };
         for (m, k, n) in [(128, 128, 1), (128, 128, 2), (64, 7, 8)] {
