@@ -136,6 +136,17 @@ impl SparseMem {
         }
     }
 
+    /// The bytes of page `pg` where it holds data and no backed region is registered (then
+    /// every read of it is a plain copy from this slice); None otherwise (absent pages read as
+    /// zeros or the background pattern, backed regions take part of the address space:
+    /// [`SparseMem::read`] knows both). Lets a loop of short reads look each page up once.
+    pub fn page(&self, pg: u64) -> Option<&[u8]> {
+        if !self.backed.is_empty() {
+            return None;
+        }
+        self.pages.get(&pg).map(|p| &p[..])
+    }
+
     /// Ask for the first cache lines of `[addr, addr + len)` early (at most 8 of them), for
     /// a read that comes soon: a DMA's strided rows each start a new stream too short for
     /// the hardware prefetcher. A hint only; absent pages and backed regions are skipped.
@@ -377,6 +388,25 @@ mod tests {
         let mut back = vec![0u8; 300];
         m.read(PAGE - 150, &mut back);
         assert_eq!(back, data);
+    }
+
+    /// A page's bytes are what reads of it give; absent pages, and every page once a region
+    /// is backed, have none to hand out (their reads are not plain copies).
+    #[test]
+    fn pages_hand_out_the_bytes_reads_give() {
+        let mut m = SparseMem::new();
+        let data: Vec<u8> = (0..300u32).map(|i| (i * 13) as u8).collect();
+        m.write(3 * PAGE + 100, &data);
+        let p = m.page(3).expect("written page");
+        assert_eq!(p.len(), PAGE as usize);
+        assert_eq!(&p[100..400], &data[..]);
+        assert!(m.page(4).is_none(), "absent page");
+        m.scrub(4 * PAGE, 4 * PAGE, 0xdead_beef);
+        assert!(m.page(5).is_none(), "absent page over a background pattern");
+        assert_eq!(&m.page(3).expect("still there")[100..400], &data[..]);
+        let r = HostRegion::new(8192).expect("region");
+        m.back(0x100_0000, r).expect("backed");
+        assert!(m.page(3).is_none(), "a backed region is registered");
     }
 
     #[test]

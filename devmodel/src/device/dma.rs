@@ -6,6 +6,7 @@ use super::memory::space_of;
 use super::{Device, DmaError, Ev, DMA_ENGINES_PER_NC};
 use crate::addrmap::Target;
 use crate::fault::{FaultKind, OpFault};
+use crate::hbm::PAGE;
 use crate::hooks::{DescAction, Site};
 use crate::time::Ps;
 use neuron_abi::udma::UdmaDesc;
@@ -78,6 +79,23 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// An HBM page number and its bytes, remembered by a loop of runs ([`page_of`]).
+type PageMemo<'a> = Option<(u64, &'a [u8])>;
+
+/// The bytes of the HBM page holding `a` (`SparseMem::page`), from `memo` when the last
+/// address asked for lay in the same page, else looked up and remembered.
+fn page_of<'a>(
+    memo: &mut PageMemo<'a>,
+    hbm: &'a crate::hbm::SparseMem,
+    a: u64,
+) -> Option<&'a [u8]> {
+    let pg = a / PAGE;
+    if memo.is_none_or(|(p, _)| p != pg) {
+        *memo = hbm.page(pg).map(|b| (pg, b));
+    }
+    memo.map(|(_, b)| b)
 }
 
 impl Device {
@@ -489,6 +507,9 @@ impl Device {
         // length) go to it in one message after the loop; else each moves at once.
         let away = into_window && self.cores[nc].lane.is_away();
         let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        // The HBM page the last run read and the one the last hint named: a DMA's rows are
+        // short and strided, so consecutive runs mostly lie in one page (`SparseMem::page`).
+        let (mut read_memo, mut hint_memo): (PageMemo, PageMemo) = (None, None);
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
             let (j0, j1) = (k % n0d, k / n0d);
@@ -501,7 +522,16 @@ impl Device {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    self.hbm.prefetch(sf, len as usize);
+                    let off = (sf % PAGE) as usize;
+                    match page_of(&mut hint_memo, &self.hbm, sf) {
+                        Some(p) => {
+                            let end = off.saturating_add(len as usize).min(p.len());
+                            for o in (off..end).step_by(64).take(8) {
+                                crate::prefetch::line(p.as_ptr().wrapping_add(o));
+                            }
+                        }
+                        None => self.hbm.prefetch(sf, len as usize),
+                    }
                 }
             }
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
@@ -519,14 +549,20 @@ impl Device {
             }
             if away {
                 runs.push((hbm_at, at, n));
-            } else {
-                let Device { hbm, cores, .. } = self;
-                let mem = &mut cores[nc].lane.get().mem;
-                if into_window {
-                    hbm.read(hbm_at, &mut mem.bytes_mut(space)[at..at + n]);
-                } else {
-                    hbm.write(hbm_at, &mem.bytes(space)[at..at + n]);
+            } else if into_window {
+                let off = (hbm_at % PAGE) as usize;
+                let from = page_of(&mut read_memo, &self.hbm, hbm_at)
+                    .and_then(|p| p.get(off..off.checked_add(n)?));
+                let to = &mut self.cores[nc].lane.get().mem.bytes_mut(space)[at..at + n];
+                match from {
+                    Some(b) => to.copy_from_slice(b),
+                    None => self.hbm.read(hbm_at, to),
                 }
+            } else {
+                // (Out of the window into HBM: no page is remembered, as writes add pages.)
+                (read_memo, hint_memo) = (None, None);
+                let Device { hbm, cores, .. } = self;
+                hbm.write(hbm_at, &cores[nc].lane.get().mem.bytes(space)[at..at + n]);
             }
             bytes += len;
             k += run;
@@ -693,6 +729,45 @@ mod tests {
         // A run that crosses into unmapped space still aborts.
         d.src = DmaAddr::Absolute(0x7F_FFFF_FF00);
         assert!(dev.dma2d(0, &d, Ps::ZERO).is_err());
+    }
+
+    /// Strided rows out of HBM (a KV cache's: 256 bytes every 4 KiB), one of them across a
+    /// 64 KiB page boundary and the last ones in a page never written, land as HBM holds them
+    /// (zeros for the absent page): a page remembered for one run never serves another's
+    /// (`page_of`). Reference: a flat shadow of what was written.
+    #[test]
+    fn strided_rows_across_hbm_pages_read_their_own_bytes() {
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        // Row 3 starts 128 bytes before a page boundary; 40 rows span three pages.
+        let base = 0x100_0000u64 + PAGE - 3 * 4096 - 128;
+        let written = 2 * PAGE - (base - 0x100_0000); // up to the third page
+        let shadow: Vec<u8> = (0..written).map(|i| (i * 31 + i / 4096) as u8).collect();
+        dev.write(base, &shadow).expect("hbm write");
+        let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+        let d = crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(base),
+            src_step: [4, 4096],
+            src_num: [64, 40],
+            src_elem: 4,
+            dst: DmaAddr::Absolute(sbuf + 0x40),
+            dst_step: [4, tpb::SBUF_PARTITION_STRIDE],
+            dst_num: [64, 40],
+            dst_elem: 4,
+            in_dtype: Some(Dtype::F32),
+            out_dtype: Some(Dtype::F32),
+            semaphore: 0,
+            increment: 0,
+        };
+        dev.dma2d(0, &d, Ps::ZERO).expect("strided dma");
+        for r in 0..40u64 {
+            let mut got = [0u8; 256];
+            dev.read(sbuf + r * tpb::SBUF_PARTITION_STRIDE + 0x40, &mut got)
+                .expect("read back");
+            let want: Vec<u8> = (0..256)
+                .map(|i| shadow.get((r * 4096 + i) as usize).copied().unwrap_or(0))
+                .collect();
+            assert_eq!(&got[..], &want[..], "row {r}");
+        }
     }
 
     /// Runs between HBM and SBUF move in one copy (`direct_run`): a round trip through SBUF
