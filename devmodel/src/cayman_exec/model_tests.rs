@@ -57,6 +57,30 @@ fn get_f32(m: &CoreMem, p: usize, off: usize) -> f32 {
     f32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
+/// A word's 3-dimensional access pattern field: `addr`, steps `[step, 0, 0]`, counts
+/// `[num, 1, 1]`.
+fn ap3(addr: usize, step: i16, num: u16) -> Vec<u8> {
+    let mut v = (addr as u32).to_le_bytes().to_vec();
+    for s in [step, 0, 0] {
+        v.extend_from_slice(&s.to_le_bytes());
+    }
+    for n in [num, 1, 1] {
+        v.extend_from_slice(&n.to_le_bytes());
+    }
+    v
+}
+
+/// Arbitrary values in [-2, 2) from a seed (a 64-bit LCG's top bits).
+fn values(seed: u64) -> impl FnMut() -> f32 {
+    let mut s = seed;
+    move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+    }
+}
+
 /// kgm-moe's offset computation: TENSOR_LOAD'd id → id·0x100000 (+0x10000·k) → ·2.
 #[test]
 fn register_words_compute_the_expert_offset() {
@@ -401,24 +425,8 @@ fn bf16_weights_kept_as_bits_multiply_as_their_values() {
     const K: usize = 128; // partitions: rows of the weights and of the moving tensor
     const W: usize = 0x1000; // weights: K partitions x 128 bf16
     const MOV: usize = 0x8000; // moving: K partitions x 16 fp32
-    let ap = |addr: usize, step: i16, num: u16| {
-        let mut v = (addr as u32).to_le_bytes().to_vec();
-        for s in [step, 0, 0] {
-            v.extend_from_slice(&s.to_le_bytes());
-        }
-        for n in [num, 1, 1] {
-            v.extend_from_slice(&n.to_le_bytes());
-        }
-        v
-    };
     let mut m = mem();
-    let mut s = 0x5eed_u64;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-    };
+    let mut next = values(0x5eed);
     let mut w = vec![0f32; K * 128];
     for kk in 0..K {
         for j in 0..128 {
@@ -434,7 +442,7 @@ fn bf16_weights_kept_as_bits_multiply_as_their_values() {
     let ldw = word(
         0x01,
         &[
-            (16, &ap(W + 2 * 127, -1, 128)),
+            (16, &ap3(W + 2 * 127, -1, 128)),
             (32, &[0x06, 0, 0]),
             (38, &[K as u8]),
         ],
@@ -443,10 +451,10 @@ fn bf16_weights_kept_as_bits_multiply_as_their_values() {
         word(
             0x02,
             &[
-                (16, &ap(MOV, 1, n)),
+                (16, &ap3(MOV, 1, n)),
                 (32, &[0x0a, 3, 0]),
                 (43, &[1]),
-                (48, &ap(0x200_0000 + dst, 1, n)),
+                (48, &ap3(0x200_0000 + dst, 1, n)),
             ],
         )
     };
@@ -504,23 +512,7 @@ fn thin_weights_multiply_rows_of_the_moving_tensor() {
     const MOV16: usize = 0x4000; // K partitions x 128 bf16
     const MOV32: usize = 0x8000; // K partitions x 128 fp32
     const N: usize = 128;
-    let ap = |addr: usize, step: i16, num: u16| {
-        let mut v = (addr as u32).to_le_bytes().to_vec();
-        for s in [step, 0, 0] {
-            v.extend_from_slice(&s.to_le_bytes());
-        }
-        for n in [num, 1, 1] {
-            v.extend_from_slice(&n.to_le_bytes());
-        }
-        v
-    };
-    let mut s = 0x7417_u64;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-    };
+    let mut next = values(0x7417);
     for cols in [1usize, 3] {
         let mut m = mem();
         let put16 = |m: &mut CoreMem, p: usize, off: usize, v: half::bf16| {
@@ -554,7 +546,7 @@ fn thin_weights_multiply_rows_of_the_moving_tensor() {
         let ldw = word(
             0x01,
             &[
-                (16, &ap(W + 2 * (cols - 1), -1, cols as u16)),
+                (16, &ap3(W + 2 * (cols - 1), -1, cols as u16)),
                 (32, &[0x06, 0, 0]),
                 (38, &[K as u8]),
             ],
@@ -563,10 +555,10 @@ fn thin_weights_multiply_rows_of_the_moving_tensor() {
             word(
                 0x02,
                 &[
-                    (16, &ap(src, 1, N as u16)),
+                    (16, &ap3(src, 1, N as u16)),
                     (32, &[dtype, 0, 0]),
                     (43, &[acc]),
-                    (48, &ap(0x200_0000, 1, N as u16)),
+                    (48, &ap3(0x200_0000, 1, N as u16)),
                 ],
             )
         };
@@ -608,23 +600,8 @@ fn narrow_products_read_a_bf16_moving_vector_from_storage() {
     const K: usize = 128;
     const W: usize = 0x1000; // K partitions x 128 bf16 weights
     const MOV: usize = 0x4000; // K partitions x 2 bf16
-    let ap = |addr: usize, step: i16, num: u16| {
-        let mut v = (addr as u32).to_le_bytes().to_vec();
-        for s in [step, 0, 0] {
-            v.extend_from_slice(&s.to_le_bytes());
-        }
-        for n in [num, 1, 1] {
-            v.extend_from_slice(&n.to_le_bytes());
-        }
-        v
-    };
-    let mut s = 0xbeef_u64;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        half::bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
-    };
+    let mut seeded = values(0xbeef);
+    let mut next = move || half::bf16::from_f32(seeded());
     let mut m = mem();
     let mut put = |m: &mut CoreMem, p: usize, off: usize| {
         let v = next();
@@ -641,7 +618,7 @@ fn narrow_products_read_a_bf16_moving_vector_from_storage() {
     let ldw = word(
         0x01,
         &[
-            (16, &ap(W + 2 * 127, -1, 128)),
+            (16, &ap3(W + 2 * 127, -1, 128)),
             (32, &[0x06, 0, 0]),
             (38, &[K as u8]),
         ],
@@ -650,10 +627,10 @@ fn narrow_products_read_a_bf16_moving_vector_from_storage() {
         word(
             0x02,
             &[
-                (16, &ap(MOV, 1, n)),
+                (16, &ap3(MOV, 1, n)),
                 (32, &[0x06, 0, 0]),
                 (43, &[acc]),
-                (48, &ap(0x200_0000, 1, n)),
+                (48, &ap3(0x200_0000, 1, n)),
             ],
         )
     };

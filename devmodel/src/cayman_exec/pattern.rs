@@ -1069,12 +1069,7 @@ mod tests {
     fn short_and_long_rows_convert_each_element() {
         let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
         let mut s = 0x51u64;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
-        };
+        let mut next = move || crate::gemm::amx::tests::lcg(&mut s) * 8.0;
         let (at, ch) = (0x200usize, 3usize);
         for dt in [Dtype::F32, Dtype::Bf16, Dtype::F16] {
             let es = dt.size();

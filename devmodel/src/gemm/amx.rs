@@ -612,11 +612,11 @@ unsafe fn kernel<F: FnMut(usize, usize, &Block)>(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Uniform in [-0.5, 0.5) from a 64-bit LCG: the GEMM tests' seeded operands.
-    pub(in crate::gemm) fn lcg(seed: &mut u64) -> f32 {
+    pub(crate) fn lcg(seed: &mut u64) -> f32 {
         *seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

@@ -484,12 +484,7 @@ mod tests {
             return;
         }
         let mut s = 23u64;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            half::bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
-        };
+        let mut next = move || half::bf16::from_f32(amx::tests::lcg(&mut s) * 4.0);
         for (m, k, n) in [(128, 128, 1), (128, 128, 2), (64, 7, 8)] {
             let w: Vec<half::bf16> = (0..m * k).map(|_| next()).collect();
             let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();

@@ -287,12 +287,12 @@ unsafe fn sums_in_registers<T: Lanes, U: Moving>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::gemm::amx::tests::lcg;
 
     /// The blocked SGEMM itself on the same operands (no narrow path).
-    fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
+    pub(in crate::gemm) fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
         let i = |x: usize| x as isize;
         // SAFETY: the test's views lie inside its buffers (checked by construction).
         unsafe {

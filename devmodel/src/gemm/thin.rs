@@ -125,29 +125,28 @@ mod tests {
     use super::*;
     use crate::gemm::amx::tests::lcg;
 
-    /// The blocked SGEMM itself (`k x n` B dense with rows of `rs`).
+    /// The blocked SGEMM itself into a dense `m x n` C.
     fn blocked(m: usize, k: usize, n: usize, a: &[f32], av: View, b: &[f32], bv: View) -> Vec<f32> {
         let mut c = vec![0f32; m * n];
-        let i = |x: usize| x as isize;
-        // SAFETY: the test's views lie inside its buffers (checked by construction).
-        unsafe {
-            matrixmultiply::sgemm(
-                m,
-                k,
-                n,
-                1.0,
-                a.as_ptr().add(av.off),
-                i(av.rs),
-                i(av.cs),
-                b.as_ptr().add(bv.off),
-                i(bv.rs),
-                i(bv.cs),
-                0.0,
-                c.as_mut_ptr(),
-                i(n),
-                1,
-            )
-        }
+        let p = crate::gemm::narrow::Product {
+            m,
+            k,
+            n,
+            a,
+            av,
+            b,
+            bv,
+            beta: 0.0,
+        };
+        crate::gemm::narrow::tests::blocked(
+            &p,
+            &mut c,
+            View {
+                off: 0,
+                rs: n,
+                cs: 1,
+            },
+        );
         c
     }
 
