@@ -598,8 +598,15 @@ pub(super) fn write_row(bytes: &mut [u8], sp: &Span, pb: i64, dt: Dtype, vals: &
             }
         }),
         Dtype::Bf16 => scatter_row_with(bytes, sp, pb, vals, |v, b| {
-            for (c, x) in b.chunks_exact_mut(2).zip(v) {
-                c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+            use zerocopy::FromBytes;
+            match <[u16]>::mut_from_bytes(b) {
+                // Aligned runs on a little-endian host: narrowed as a slice.
+                Ok(bits) if cfg!(target_endian = "little") => super::widen::bf16_from(v, bits),
+                _ => {
+                    for (c, x) in b.chunks_exact_mut(2).zip(v) {
+                        c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                    }
+                }
             }
         }),
         Dtype::F16 => scatter_row_with(bytes, sp, pb, vals, |v, b| {

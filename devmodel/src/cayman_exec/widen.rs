@@ -1,5 +1,6 @@
-//! bf16 → f32 widening of gathered elements: an LDWEIGHTS of bf16 weights widens 16 Ki of
-//! them per word, and a decode step's layers issue hundreds of those. Compiled for AVX2 where
+//! bf16 → f32 widening of gathered elements (an LDWEIGHTS of bf16 weights widens 16 Ki of
+//! them per word, and a decode step's layers issue hundreds of those), and f32 → bf16
+//! narrowing of scattered ones ([`bf16_from`]). Compiled for AVX2 where
 //! the CPU has it (chosen at run time: zero-extend eight at a time, shift into the top half),
 //! a scalar loop elsewhere; the same bits either way, as a bf16 is the top half of its f32
 //! (`tests::avx2_and_portable_widen_alike`).
@@ -72,9 +73,69 @@ unsafe fn bf16_into_avx2(src: &[u8], out: &mut Vec<f32>) {
     }
 }
 
+/// Store `vals` as bf16 bits in `out` (as many as both hold), rounded as
+/// `pattern::bf16_bits` rounds (to nearest even; a NaN keeps its sign and top payload bits,
+/// quiet): a scatter of bf16 rows. The same loop compiled for AVX2 where the CPU has it
+/// (the baseline x86-64 target has no 32 → 16-bit pack, so it stays scalar there); the
+/// same bits either way (`tests::avx2_and_portable_narrow_alike`).
+pub(super) fn bf16_from(vals: &[f32], out: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if out.len() >= SHORT && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        unsafe { bf16_from_avx2(vals, out) };
+        return;
+    }
+    bf16_from_portable(vals, out);
+}
+
+#[inline(always)]
+fn bf16_from_portable(vals: &[f32], out: &mut [u16]) {
+    for (o, x) in out.iter_mut().zip(vals) {
+        *o = super::pattern::bf16_bits(*x);
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn bf16_from_avx2(vals: &[f32], out: &mut [u16]) {
+    bf16_from_portable(vals, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn avx2_and_portable_narrow_alike() {
+        eprintln!("narrowing path on this host: {}", path());
+        let mut s = 9u64;
+        let mut bits = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (s >> 32) as u32
+        };
+        // Arbitrary bit patterns (NaNs, infinities, denormals among them) and rounding ties.
+        let mut vals: Vec<f32> = (0..5000).map(|_| f32::from_bits(bits())).collect();
+        vals.extend([
+            f32::from_bits(0x3f80_8000),
+            f32::from_bits(0x3f81_8000),
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xff80_0000),
+            f32::from_bits(0x0000_8000),
+            -0.0,
+        ]);
+        for len in (0..70).chain([4097, vals.len()]) {
+            let want: Vec<u16> = vals[..len]
+                .iter()
+                .map(|x| super::super::pattern::bf16_bits(*x))
+                .collect();
+            let mut got = vec![7u16; len + 1];
+            bf16_from(&vals[..len], &mut got);
+            assert_eq!(&got[..len], &want[..], "{len} values");
+            assert_eq!(got[len], 7, "past the values");
+        }
+    }
 
     #[test]
     fn avx2_and_portable_widen_alike() {
