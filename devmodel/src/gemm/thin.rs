@@ -193,6 +193,52 @@ mod tests {
         }
     }
 
+    /// Random shapes, offsets and row strides (a seeded generator, 120 cases): bit for bit
+    /// the SGEMM's, for both forms of the moving tensor.
+    #[test]
+    fn random_thin_products_equal_the_sgemm() {
+        if !available() {
+            eprintln!("SKIPPED: this host has no FMA: the thin path is off (SGEMM only)");
+            return;
+        }
+        let mut s = 77;
+        let mut below = |n: usize| ((lcg(&mut s) + 0.5) * n as f32) as usize % n;
+        for case in 0..120 {
+            let (m, k, n) = (1 + below(MAX_M), 1 + below(128), 1 + below(MAX_N));
+            let (aoff, cs) = (below(5), m + below(3));
+            let (boff, rs) = (below(7), n + below(9));
+            let mut t = case as u64;
+            let a: Vec<f32> = (0..aoff + (k - 1) * cs + m).map(|_| lcg(&mut t)).collect();
+            let bits: Vec<u16> = (0..boff + (k - 1) * rs + n)
+                .map(|_| half::bf16::from_f32(lcg(&mut t) * 3.0).to_bits())
+                .collect();
+            let wide: Vec<f32> = bits
+                .iter()
+                .map(|b| f32::from_bits(u32::from(*b) << 16))
+                .collect();
+            let av = View {
+                off: aoff,
+                rs: 1,
+                cs,
+            };
+            let bv = View {
+                off: boff,
+                rs,
+                cs: 1,
+            };
+            let want = blocked(m, k, n, &a, av, &wide, bv);
+            let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for rows in [Rows::F32(&wide), Rows::Bf16(&bits)] {
+                let mut got = Vec::new();
+                assert!(
+                    sums(m, k, n, &a, av, rows, boff, rs, &mut got),
+                    "case {case}"
+                );
+                assert_eq!(to_bits(&got), to_bits(&want), "case {case}: {m}x{k}x{n}");
+            }
+        }
+    }
+
     #[test]
     fn shapes_and_views_outside_the_path_are_refused() {
         let a = [1.0f32; 64];
