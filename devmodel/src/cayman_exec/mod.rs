@@ -8,6 +8,7 @@
 
 mod act;
 mod alu;
+mod direct;
 
 pub use act::simd_path as activate_simd_path;
 pub mod passpair;

@@ -1,0 +1,165 @@
+//! MATMULs that read their moving tensor where it lies in SBUF/PSUM instead of gathering it
+//! first: a stationary matrix of a few columns against many tokens (`gemm::thin`) and a
+//! matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`). Both are the SGEMM's
+//! bits; where a layout does not fit, nothing is written and `pe::matmul` goes on as before.
+
+use super::pattern::span;
+use super::pe::{PeState, MAX_MOVING};
+use crate::core::CoreMem;
+use crate::fault::OpFault;
+use crate::gemm::{thin, View};
+use neuron_isa::cayman::AccessPattern;
+use neuron_isa::{Dtype, Space};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// A product of the loaded weights (`pe`) and the moving tensor `src` (`dt`; `mv` its fp32
+/// view where it has one) into the fp32 destination `dv`, `beta` as the word's accumulate
+/// flag gives it, read where the moving tensor lies: a thin product for weights of up to
+/// `thin::MAX_M` columns, a matrix-vector one for a bf16 moving vector. The number of moving
+/// columns, or None (nothing written) where neither applies; `sums` is scratch.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dt: Dtype,
+    mv: Option<(Space, View, usize)>,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+    sums: &mut Vec<f32>,
+) -> Result<Option<usize>, OpFault> {
+    if pe.m <= thin::MAX_M {
+        thin_product(mem, pe, src, dt, mv, dv, beta, sums)
+    } else if dt == Dtype::Bf16 {
+        narrow_product(mem, pe, src, dv, beta)
+    } else {
+        Ok(None)
+    }
+}
+
+/// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor
+/// read from storage: fp32 used in place, or bf16 bits, one ascending run per partition.
+/// The number of moving columns, or None (nothing written) where the path does not apply;
+/// `sums` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn thin_product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dt: Dtype,
+    mv: Option<(Space, View, usize)>,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+    sums: &mut Vec<f32>,
+) -> Result<Option<usize>, OpFault> {
+    let Some((dspace, cv, ndst)) = dv else {
+        return Ok(None);
+    };
+    if !thin::available() || ndst > MAX_MOVING {
+        return Ok(None);
+    }
+    pe.materialize();
+    let (k, m) = (pe.k, pe.m);
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    let done = match (dt, mv) {
+        (Dtype::F32, Some((space, bv, n))) if bv.cs == 1 && n == ndst => {
+            let rows = thin::Rows::F32(mem.f32s(space));
+            thin::sums(m, k, n, &pe.w, wv, rows, bv.off, bv.rs, sums)
+        }
+        (Dtype::Bf16, _) => match bf16_rows(mem, src, k)? {
+            Some((space, bv, n)) if n == ndst => match <[u16]>::ref_from_bytes(mem.bytes(space)) {
+                Ok(bits) => {
+                    let rows = thin::Rows::Bf16(bits);
+                    thin::sums(m, k, n, &pe.w, wv, rows, bv.off, bv.rs, sums)
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        },
+        _ => false,
+    };
+    if !done {
+        return Ok(None);
+    }
+    if !crate::gemm::add_into(m, ndst, sums, ndst, beta, mem.f32s_mut(dspace), cv) {
+        return Err(OpFault::bad("MATMUL operand shapes do not fit"));
+    }
+    Ok(Some(ndst))
+}
+
+/// A bf16 moving tensor in storage: its memory and the view of its `k x n` elements among
+/// the memory's 16-bit words (row `kk` the partition's `n` elements, one ascending run), and
+/// `n`. None where the pattern is not one run per partition or not 2-byte aligned.
+fn bf16_rows(
+    mem: &CoreMem,
+    src: &AccessPattern,
+    k: usize,
+) -> Result<Option<(Space, View, usize)>, OpFault> {
+    let sp = span(mem, src, Dtype::Bf16, k)?;
+    let at = usize::try_from(sp.row_base(0)).ok();
+    Ok(match at {
+        Some(at) if sp.is_contiguous() && at % 2 == 0 && sp.stride() % 2 == 0 => {
+            let v = View {
+                off: at / 2,
+                rs: sp.stride() / 2,
+                cs: 1,
+            };
+            Some((sp.space(), v, sp.len))
+        }
+        _ => None,
+    })
+}
+
+/// A matrix-vector product (`gemm::narrow_bf16`) whose bf16 moving tensor is read from
+/// storage as bits, into an fp32 destination in the other memory used in place; the weights
+/// as bits where they were kept so (`PeState::w_from_bits`). The number of moving columns, or
+/// None (nothing written) where the path does not apply.
+fn narrow_product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+) -> Result<Option<usize>, OpFault> {
+    let Some((dspace, cv, n)) = dv else {
+        return Ok(None);
+    };
+    let (k, m) = (pe.k, pe.m);
+    if n > crate::gemm::narrow::MAX_N || !crate::gemm::narrow::available() {
+        return Ok(None);
+    }
+    let Some((space, bv, nmov)) = bf16_rows(mem, src, k)? else {
+        return Ok(None);
+    };
+    // The moving tensor is read while C is written: it must lie in the other memory.
+    if nmov != n || space == dspace {
+        return Ok(None);
+    }
+    let as_bits = pe.w_from_bits && crate::gemm::narrow::bits_apply(m, k, n);
+    if !as_bits {
+        pe.materialize();
+    }
+    let CoreMem { sbuf, psum, .. } = mem;
+    let (b, c): (&[u8], &mut [f32]) = match dspace {
+        Space::Psum => (sbuf.as_bytes(), &mut psum[..]),
+        Space::Sbuf => (psum.as_bytes(), &mut sbuf[..]),
+    };
+    let Ok(bits) = <[u16]>::ref_from_bytes(b) else {
+        return Ok(None);
+    };
+    let a = if as_bits {
+        crate::gemm::Weights::Bf16(&pe.w_bits)
+    } else {
+        crate::gemm::Weights::F32(&pe.w)
+    };
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    Ok(crate::gemm::narrow_bf16(m, k, n, a, wv, bits, bv, beta, c, cv).then_some(n))
+}
