@@ -25,6 +25,19 @@ pub struct SparseMem {
     background: Vec<(u64, u64, u32)>,
 }
 
+/// A page number and its bytes, remembered by a loop of short accesses
+/// ([`SparseMem::page_cached`]).
+pub type PageMemo<'a> = Option<(u64, &'a [u8])>;
+
+/// Ask for the first cache lines (at most 8) of `len` bytes at `off` of a page.
+#[inline]
+fn prefetch_lines(page: &[u8], off: usize, len: usize) {
+    let end = off.saturating_add(len).min(page.len());
+    for o in (off..end).step_by(64).take(8) {
+        crate::prefetch::line(page.as_ptr().wrapping_add(o));
+    }
+}
+
 /// A piece of an access: `(Some((region start, offset in region)) | None for pages, addr, len)`.
 type OwnedSeg = (Option<(u64, usize)>, u64, u64);
 
@@ -140,6 +153,7 @@ impl SparseMem {
     /// every read of it is a plain copy from this slice); None otherwise (absent pages read as
     /// zeros or the background pattern, backed regions take part of the address space:
     /// [`SparseMem::read`] knows both). Lets a loop of short reads look each page up once.
+    #[inline]
     pub fn page(&self, pg: u64) -> Option<&[u8]> {
         if !self.backed.is_empty() {
             return None;
@@ -156,10 +170,29 @@ impl SparseMem {
         }
         let (pg, off) = (addr / PAGE, (addr % PAGE) as usize);
         if let Some(p) = self.pages.get(&pg) {
-            let end = off.saturating_add(len).min(p.len());
-            for o in (off..end).step_by(64).take(8) {
-                crate::prefetch::line(p.as_ptr().wrapping_add(o));
-            }
+            prefetch_lines(p, off, len);
+        }
+    }
+
+    /// [`SparseMem::page`] of the page holding `addr`, from `memo` when the last address
+    /// asked for lay in the same page, else looked up and remembered there: a DMA's rows are
+    /// short and strided, so consecutive ones mostly share a page.
+    #[inline]
+    pub fn page_cached<'a>(&'a self, memo: &mut PageMemo<'a>, addr: u64) -> Option<&'a [u8]> {
+        let pg = addr / PAGE;
+        if memo.is_none_or(|(p, _)| p != pg) {
+            *memo = self.page(pg).map(|b| (pg, b));
+        }
+        memo.map(|(_, b)| b)
+    }
+
+    /// [`SparseMem::prefetch`] with the page looked up through `memo`
+    /// ([`SparseMem::page_cached`]).
+    #[inline]
+    pub fn prefetch_cached<'a>(&'a self, memo: &mut PageMemo<'a>, addr: u64, len: usize) {
+        match self.page_cached(memo, addr) {
+            Some(p) => prefetch_lines(p, (addr % PAGE) as usize, len),
+            None => self.prefetch(addr, len),
         }
     }
 

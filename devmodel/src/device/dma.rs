@@ -6,7 +6,7 @@ use super::memory::space_of;
 use super::{Device, DmaError, Ev, DMA_ENGINES_PER_NC};
 use crate::addrmap::Target;
 use crate::fault::{FaultKind, OpFault};
-use crate::hbm::PAGE;
+use crate::hbm::{PageMemo, PAGE};
 use crate::hooks::{DescAction, Site};
 use crate::time::Ps;
 use neuron_abi::udma::UdmaDesc;
@@ -79,23 +79,6 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
             }
         }
     }
-}
-
-/// An HBM page number and its bytes, remembered by a loop of runs ([`page_of`]).
-type PageMemo<'a> = Option<(u64, &'a [u8])>;
-
-/// The bytes of the HBM page holding `a` (`SparseMem::page`), from `memo` when the last
-/// address asked for lay in the same page, else looked up and remembered.
-fn page_of<'a>(
-    memo: &mut PageMemo<'a>,
-    hbm: &'a crate::hbm::SparseMem,
-    a: u64,
-) -> Option<&'a [u8]> {
-    let pg = a / PAGE;
-    if memo.is_none_or(|(p, _)| p != pg) {
-        *memo = hbm.page(pg).map(|b| (pg, b));
-    }
-    memo.map(|(_, b)| b)
 }
 
 impl Device {
@@ -522,16 +505,7 @@ impl Device {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    let off = (sf % PAGE) as usize;
-                    match page_of(&mut hint_memo, &self.hbm, sf) {
-                        Some(p) => {
-                            let end = off.saturating_add(len as usize).min(p.len());
-                            for o in (off..end).step_by(64).take(8) {
-                                crate::prefetch::line(p.as_ptr().wrapping_add(o));
-                            }
-                        }
-                        None => self.hbm.prefetch(sf, len as usize),
-                    }
+                    self.hbm.prefetch_cached(&mut hint_memo, sf, len as usize);
                 }
             }
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
@@ -551,7 +525,9 @@ impl Device {
                 runs.push((hbm_at, at, n));
             } else if into_window {
                 let off = (hbm_at % PAGE) as usize;
-                let from = page_of(&mut read_memo, &self.hbm, hbm_at)
+                let from = self
+                    .hbm
+                    .page_cached(&mut read_memo, hbm_at)
                     .and_then(|p| p.get(off..off.checked_add(n)?));
                 let to = &mut self.cores[nc].lane.get().mem.bytes_mut(space)[at..at + n];
                 match from {
@@ -734,7 +710,7 @@ mod tests {
     /// Strided rows out of HBM (a KV cache's: 256 bytes every 4 KiB), one of them across a
     /// 64 KiB page boundary and the last ones in a page never written, land as HBM holds them
     /// (zeros for the absent page): a page remembered for one run never serves another's
-    /// (`page_of`). Reference: a flat shadow of what was written.
+    /// (`SparseMem::page_cached`). Reference: a flat shadow of what was written.
     #[test]
     fn strided_rows_across_hbm_pages_read_their_own_bytes() {
         let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
