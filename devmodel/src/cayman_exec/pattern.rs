@@ -747,7 +747,7 @@ pub(super) fn copy_bits(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// The span's runs, read off the steps and counts, are what the walked offsets give: one
@@ -901,7 +901,8 @@ mod tests {
     }
 
     /// A one-dimensional pattern.
-    fn ap(addr: u32, step: i16, num: u16) -> AccessPattern {
+    /// A one-dimensional pattern: `num` elements `step` apart from `addr`.
+    pub(in crate::cayman_exec) fn ap(addr: u32, step: i16, num: u16) -> AccessPattern {
         AccessPattern {
             addr,
             dims: 1,
@@ -1156,18 +1157,12 @@ mod tests {
     #[test]
     fn copies_across_memories_shared_or_not_move_each_partition() {
         let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
-        let ap = |addr: u32, num: u16| AccessPattern {
-            addr,
-            dims: 1,
-            step: [1, 0, 0, 0],
-            num: [num, 1, 1, 1],
-        };
         let psum = crate::cayman_exec::PSUM_BIT_FOR_TESTS;
         // (source, destination, channels): PSUM to SBUF from partition 0, SBUF from partition
         // 32 to PSUM at an offset.
         let cases = [
-            (ap(psum | 0x800, 512), ap(0x4820, 512), 128usize),
-            (ap((32 << 18) + 0x100, 300), ap(psum | 0x40, 300), 96),
+            (ap(psum | 0x800, 1, 512), ap(0x4820, 1, 512), 128usize),
+            (ap((32 << 18) + 0x100, 1, 300), ap(psum | 0x40, 1, 300), 96),
         ];
         for (src, dst, ch) in cases {
             for shared in [false, true] {

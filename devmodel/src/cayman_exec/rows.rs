@@ -314,12 +314,7 @@ mod tests {
     #[test]
     fn refused_layouts_are_done_whole() {
         let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
-        let ap = |addr: u32, num: u16| AccessPattern {
-            addr,
-            dims: 1,
-            step: [1, 0, 0, 0],
-            num: [num, 1, 1, 1],
-        };
+        let ap = |addr: u32, num: u16| super::super::pattern::tests::ap(addr, 1, num);
         let psum = crate::cayman_exec::PSUM_BIT_FOR_TESTS;
         let step = |p: usize, row: &mut Vec<f32>| {
             row.iter_mut().for_each(|v| *v = *v * 0.5 - p as f32);

@@ -474,6 +474,69 @@ mod tests {
         }
     }
 
+    /// One matrix-vector product of a bf16 moving tensor given as bits (B rows `rs` apart,
+    /// C rows `cpitch` apart) against the blocked SGEMM on its widened values, bit for bit:
+    /// with f32 weights, and with bf16 weights as bits where that path takes `m` (whole
+    /// 64-row chunks). Operands from `seed`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_narrow_bf16(
+        m: usize,
+        k: usize,
+        n: usize,
+        rs: usize,
+        cpitch: usize,
+        beta: f32,
+        seed: u64,
+    ) {
+        let mut t = seed;
+        let mut bf = || half::bf16::from_f32(amx::tests::lcg(&mut t) * 4.0);
+        let w: Vec<half::bf16> = (0..m * k).map(|_| bf()).collect();
+        let b_bits: Vec<u16> = (0..1 + (k - 1) * rs + n).map(|_| bf().to_bits()).collect();
+        let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();
+        let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+        let b_f32: Vec<f32> = b_bits
+            .iter()
+            .map(|x| f32::from_bits(u32::from(*x) << 16))
+            .collect();
+        let av = View {
+            off: 0,
+            rs: 1,
+            cs: m,
+        };
+        let bv = View { off: 1, rs, cs: 1 };
+        let cv = View {
+            off: 1,
+            rs: cpitch,
+            cs: 1,
+        };
+        let old: Vec<f32> = (0..1 + m * cpitch).map(|i| i as f32 * 0.25).collect();
+        let mut want = old.clone();
+        let p = narrow::Product {
+            m,
+            k,
+            n,
+            a: &w_f32[..],
+            av,
+            b: &b_f32[..],
+            bv,
+            beta,
+        };
+        narrow::tests::blocked(&p, &mut want, cv);
+        let mut forms = vec![Weights::F32(&w_f32)];
+        if m.is_multiple_of(64) {
+            forms.push(Weights::Bf16(&w_bits));
+        }
+        for a in forms {
+            let mut got = old.clone();
+            assert!(
+                narrow_bf16(m, k, n, a, av, &b_bits, bv, beta, &mut got, cv),
+                "seed {seed}"
+            );
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta} {a:?}");
+        }
+    }
+
     /// A bf16 moving tensor given as bits gives the bits of the SGEMM on its widened values,
     /// with f32 weights and with bf16 weights as bits, both β, B rows strided as storage
     /// partitions are; a wider B or a view that leaves its slice is refused, C untouched.
@@ -483,39 +546,9 @@ mod tests {
             eprintln!("SKIPPED: this host has no FMA: the narrow path is off (SGEMM only)");
             return;
         }
-        let mut s = 23u64;
-        let mut next = move || half::bf16::from_f32(amx::tests::lcg(&mut s) * 4.0);
         for (m, k, n) in [(128, 128, 1), (128, 128, 2), (64, 7, 8)] {
-            let w: Vec<half::bf16> = (0..m * k).map(|_| next()).collect();
-            let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();
-            let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
-            let rs = 37;
-            let b_bits: Vec<u16> = (0..2 + k * rs).map(|_| next().to_bits()).collect();
-            let b_f32: Vec<f32> = b_bits
-                .iter()
-                .map(|x| f32::from_bits(u32::from(*x) << 16))
-                .collect();
-            let av = View {
-                off: 0,
-                rs: 1,
-                cs: m,
-            };
-            let bv = View { off: 2, rs, cs: 1 };
-            let cv = View {
-                off: 1,
-                rs: n + 2,
-                cs: 1,
-            };
             for beta in [0.0, 1.0] {
-                let old: Vec<f32> = (0..1 + m * (n + 2)).map(|i| i as f32 * 0.25).collect();
-                let mut want = old.clone();
-                assert!(sgemm(m, k, n, &w_f32, av, &b_f32, bv, beta, &mut want, cv));
-                for a in [Weights::F32(&w_f32), Weights::Bf16(&w_bits)] {
-                    let mut got = old.clone();
-                    assert!(narrow_bf16(m, k, n, a, av, &b_bits, bv, beta, &mut got, cv));
-                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta} {a:?}");
-                }
+                check_narrow_bf16(m, k, n, 37, n + 2, beta, 23);
             }
         }
         let ones = vec![0x3f80u16; 64 * 64];
@@ -554,8 +587,7 @@ mod tests {
         let mut s = 91u64;
         let mut below = |n: usize| ((amx::tests::lcg(&mut s) + 0.5) * n as f32) as usize % n;
         for case in 0..80 {
-            let bits_weights = case % 2 == 1;
-            let m = if bits_weights {
+            let m = if case % 2 == 1 {
                 64 * (1 + below(3))
             } else {
                 1 + below(130)
@@ -563,58 +595,7 @@ mod tests {
             let (k, n) = (1 + below(300), 1 + below(narrow::MAX_N));
             let (rs, cpitch) = (n + below(40), n + below(3));
             let beta = if case % 3 == 0 { 0.0 } else { 1.0 };
-            let mut t = case as u64 + 1000;
-            let bf = |x: &mut u64| half::bf16::from_f32(amx::tests::lcg(x) * 3.0);
-            let w: Vec<half::bf16> = (0..m * k).map(|_| bf(&mut t)).collect();
-            let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();
-            let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
-            let b_bits: Vec<u16> = (0..1 + (k - 1) * rs + n)
-                .map(|_| bf(&mut t).to_bits())
-                .collect();
-            let b_f32: Vec<f32> = b_bits
-                .iter()
-                .map(|x| f32::from_bits(u32::from(*x) << 16))
-                .collect();
-            let av = View {
-                off: 0,
-                rs: 1,
-                cs: m,
-            };
-            let bv = View { off: 1, rs, cs: 1 };
-            let cv = View {
-                off: 0,
-                rs: cpitch,
-                cs: 1,
-            };
-            let old: Vec<f32> = (0..m * cpitch).map(|_| amx::tests::lcg(&mut t)).collect();
-            let mut want = old.clone();
-            let p = narrow::Product {
-                m,
-                k,
-                n,
-                a: &w_f32[..],
-                av,
-                b: &b_f32[..],
-                bv,
-                beta,
-            };
-            narrow::tests::blocked(&p, &mut want, cv);
-            let a = if bits_weights {
-                Weights::Bf16(&w_bits)
-            } else {
-                Weights::F32(&w_f32)
-            };
-            let mut got = old.clone();
-            assert!(
-                narrow_bf16(m, k, n, a, av, &b_bits, bv, beta, &mut got, cv),
-                "case {case}"
-            );
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(
-                bits(&got),
-                bits(&want),
-                "case {case}: {m}x{k}x{n} beta {beta}"
-            );
+            check_narrow_bf16(m, k, n, rs, cpitch, beta, case + 1000);
         }
     }
 }

@@ -150,6 +150,49 @@ mod tests {
         c
     }
 
+    /// One thin product against the blocked SGEMM, bit for bit, for both forms of the
+    /// moving tensor: A (`m x k`, the PE layout: column `kk` at `aoff + kk * cs`) and B
+    /// (`k x n`, row `kk` at `boff + kk * rs`, bf16-representable so both forms hold the same
+    /// values) filled from `seed`.
+    fn check(
+        m: usize,
+        k: usize,
+        n: usize,
+        (aoff, cs): (usize, usize),
+        (boff, rs): (usize, usize),
+        seed: u64,
+    ) {
+        let mut t = seed;
+        let a: Vec<f32> = (0..aoff + (k - 1) * cs + m).map(|_| lcg(&mut t)).collect();
+        let bits: Vec<u16> = (0..boff + (k - 1) * rs + n)
+            .map(|_| half::bf16::from_f32(lcg(&mut t) * 4.0).to_bits())
+            .collect();
+        let wide: Vec<f32> = bits
+            .iter()
+            .map(|b| f32::from_bits(u32::from(*b) << 16))
+            .collect();
+        let av = View {
+            off: aoff,
+            rs: 1,
+            cs,
+        };
+        let bv = View {
+            off: boff,
+            rs,
+            cs: 1,
+        };
+        let want = blocked(m, k, n, &a, av, &wide, bv);
+        let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for rows in [Rows::F32(&wide), Rows::Bf16(&bits)] {
+            let mut got = Vec::new();
+            assert!(
+                sums(m, k, n, &a, av, rows, boff, rs, &mut got),
+                "seed {seed}"
+            );
+            assert_eq!(to_bits(&got), to_bits(&want), "seed {seed}: {m}x{k}x{n}");
+        }
+    }
+
     #[test]
     fn thin_products_equal_the_sgemm_bit_for_bit() {
         if !available() {
@@ -157,7 +200,6 @@ mod tests {
             return;
         }
         eprintln!("FMA present: testing the thin path against the SGEMM");
-        let mut s = 5;
         for (m, k, n) in [
             (1, 128, 128),
             (1, 128, 512),
@@ -165,31 +207,7 @@ mod tests {
             (8, 128, 100),
             (5, 1, 1),
         ] {
-            // A in the PE layout (a column of A contiguous), at an offset.
-            let a: Vec<f32> = (0..m * k + 2).map(|_| lcg(&mut s)).collect();
-            let av = View {
-                off: 2,
-                rs: 1,
-                cs: m,
-            };
-            // B's rows `rs` apart (storage partitions), bf16-representable so both forms
-            // of it hold the same values.
-            let rs = n + 7;
-            let bits: Vec<u16> = (0..3 + k * rs)
-                .map(|_| half::bf16::from_f32(lcg(&mut s) * 4.0).to_bits())
-                .collect();
-            let wide: Vec<f32> = bits
-                .iter()
-                .map(|b| f32::from_bits(u32::from(*b) << 16))
-                .collect();
-            let bv = View { off: 3, rs, cs: 1 };
-            let want = blocked(m, k, n, &a, av, &wide, bv);
-            let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            for rows in [Rows::F32(&wide), Rows::Bf16(&bits)] {
-                let mut got = Vec::new();
-                assert!(sums(m, k, n, &a, av, rows, 3, rs, &mut got));
-                assert_eq!(to_bits(&got), to_bits(&want), "{m}x{k}x{n}");
-            }
+            check(m, k, n, (2, m), (3, n + 7), 5);
         }
     }
 
@@ -205,37 +223,9 @@ mod tests {
         let mut below = |n: usize| ((lcg(&mut s) + 0.5) * n as f32) as usize % n;
         for case in 0..120 {
             let (m, k, n) = (1 + below(MAX_M), 1 + below(128), 1 + below(MAX_N));
-            let (aoff, cs) = (below(5), m + below(3));
-            let (boff, rs) = (below(7), n + below(9));
-            let mut t = case as u64;
-            let a: Vec<f32> = (0..aoff + (k - 1) * cs + m).map(|_| lcg(&mut t)).collect();
-            let bits: Vec<u16> = (0..boff + (k - 1) * rs + n)
-                .map(|_| half::bf16::from_f32(lcg(&mut t) * 3.0).to_bits())
-                .collect();
-            let wide: Vec<f32> = bits
-                .iter()
-                .map(|b| f32::from_bits(u32::from(*b) << 16))
-                .collect();
-            let av = View {
-                off: aoff,
-                rs: 1,
-                cs,
-            };
-            let bv = View {
-                off: boff,
-                rs,
-                cs: 1,
-            };
-            let want = blocked(m, k, n, &a, av, &wide, bv);
-            let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            for rows in [Rows::F32(&wide), Rows::Bf16(&bits)] {
-                let mut got = Vec::new();
-                assert!(
-                    sums(m, k, n, &a, av, rows, boff, rs, &mut got),
-                    "case {case}"
-                );
-                assert_eq!(to_bits(&got), to_bits(&want), "case {case}: {m}x{k}x{n}");
-            }
+            let a = (below(5), m + below(3));
+            let b = (below(7), n + below(9));
+            check(m, k, n, a, b, case);
         }
     }
 
