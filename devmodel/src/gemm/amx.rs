@@ -623,6 +623,19 @@ pub(crate) mod tests {
         ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
     }
 
+    /// `n` bf16 values from `seed` (`lcg` times `scale`, rounded), as bits and widened: the
+    /// same values in both forms.
+    pub(crate) fn bf16_values(seed: &mut u64, n: usize, scale: f32) -> (Vec<u16>, Vec<f32>) {
+        let bits: Vec<u16> = (0..n)
+            .map(|_| half::bf16::from_f32(lcg(seed) * scale).to_bits())
+            .collect();
+        let wide = bits
+            .iter()
+            .map(|b| f32::from_bits(u32::from(*b) << 16))
+            .collect();
+        (bits, wide)
+    }
+
     /// Exact products summed in f64: the reference every path is held to.
     fn reference(w: &[f32], bm: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
         let mut out = vec![0f64; m * n];

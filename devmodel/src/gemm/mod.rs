@@ -489,15 +489,8 @@ mod tests {
         seed: u64,
     ) {
         let mut t = seed;
-        let mut bf = || half::bf16::from_f32(amx::tests::lcg(&mut t) * 4.0);
-        let w: Vec<half::bf16> = (0..m * k).map(|_| bf()).collect();
-        let b_bits: Vec<u16> = (0..1 + (k - 1) * rs + n).map(|_| bf().to_bits()).collect();
-        let w_bits: Vec<u16> = w.iter().map(|v| v.to_bits()).collect();
-        let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
-        let b_f32: Vec<f32> = b_bits
-            .iter()
-            .map(|x| f32::from_bits(u32::from(*x) << 16))
-            .collect();
+        let (w_bits, w_f32) = amx::tests::bf16_values(&mut t, m * k, 4.0);
+        let (b_bits, b_f32) = amx::tests::bf16_values(&mut t, 1 + (k - 1) * rs + n, 4.0);
         let av = View {
             off: 0,
             rs: 1,

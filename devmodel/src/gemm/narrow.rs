@@ -289,7 +289,7 @@ unsafe fn sums_in_registers<T: Lanes, U: Moving>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::gemm::amx::tests::lcg;
+    use crate::gemm::amx::tests::{bf16_values, lcg};
 
     /// The blocked SGEMM itself on the same operands (no narrow path).
     pub(in crate::gemm) fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
@@ -398,13 +398,7 @@ pub(super) mod tests {
         }
         let mut s = 17;
         for (m, k, n) in [(128, 128, 1), (128, 128, 8), (64, 300, 3), (192, 1, 2)] {
-            let bits: Vec<u16> = (0..m * k + 3)
-                .map(|_| half::bf16::from_f32(lcg(&mut s) * 3.0).to_bits())
-                .collect();
-            let wide: Vec<f32> = bits
-                .iter()
-                .map(|b| f32::from_bits(u32::from(*b) << 16))
-                .collect();
+            let (bits, wide) = bf16_values(&mut s, m * k + 3, 3.0);
             let av = View {
                 off: 3,
                 rs: 1,

@@ -123,7 +123,7 @@ unsafe fn sums_fma(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::amx::tests::lcg;
+    use crate::gemm::amx::tests::{bf16_values, lcg};
 
     /// The blocked SGEMM itself into a dense `m x n` C.
     fn blocked(m: usize, k: usize, n: usize, a: &[f32], av: View, b: &[f32], bv: View) -> Vec<f32> {
@@ -164,13 +164,7 @@ mod tests {
     ) {
         let mut t = seed;
         let a: Vec<f32> = (0..aoff + (k - 1) * cs + m).map(|_| lcg(&mut t)).collect();
-        let bits: Vec<u16> = (0..boff + (k - 1) * rs + n)
-            .map(|_| half::bf16::from_f32(lcg(&mut t) * 4.0).to_bits())
-            .collect();
-        let wide: Vec<f32> = bits
-            .iter()
-            .map(|b| f32::from_bits(u32::from(*b) << 16))
-            .collect();
+        let (bits, wide) = bf16_values(&mut t, boff + (k - 1) * rs + n, 4.0);
         let av = View {
             off: aoff,
             rs: 1,
