@@ -328,11 +328,8 @@ fn gather_impl(
             }
         };
         match dt {
-            Dtype::F32 | Dtype::F32r => conv(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]), out),
-            Dtype::Bf16 => conv(
-                |c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16),
-                out,
-            ),
+            Dtype::F32 | Dtype::F32r => conv(f32_at, out),
+            Dtype::Bf16 => conv(bf16_at, out),
             _ => {
                 out.clear();
                 for p in 0..channels {
@@ -359,14 +356,8 @@ pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, o
         // the general walk and a copy or widening call for each partition.
         let from = out.len();
         match dt {
-            Dtype::F32 | Dtype::F32r => out.extend(
-                b.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            ),
-            Dtype::Bf16 => out.extend(
-                b.chunks_exact(2)
-                    .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
-            ),
+            Dtype::F32 | Dtype::F32r => out.extend(b.chunks_exact(4).map(f32_at)),
+            Dtype::Bf16 => out.extend(b.chunks_exact(2).map(bf16_at)),
             _ => out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c))),
         }
         if rev {
@@ -408,6 +399,28 @@ pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, o
             out.extend(b.chunks_exact(es).map(|c| load_f32(dt, c)))
         }),
     }
+}
+
+/// The element converters of the short paths and the whole-operand row loops (`c`: one
+/// element's little-endian bytes).
+#[inline(always)]
+fn f32_at(c: &[u8]) -> f32 {
+    f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+}
+
+#[inline(always)]
+fn bf16_at(c: &[u8]) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
+}
+
+#[inline(always)]
+fn put_f32(c: &mut [u8], x: f32) {
+    c.copy_from_slice(&x.to_le_bytes());
+}
+
+#[inline(always)]
+fn put_bf16(c: &mut [u8], x: f32) {
+    c.copy_from_slice(&bf16_bits(x).to_le_bytes());
 }
 
 /// Rows of at most this many elements, in one ascending run, take the short path of
@@ -550,11 +563,11 @@ pub(super) fn scatter(
             let row = &mut bytes[at..at + sp.len * es];
             if dt == Dtype::Bf16 {
                 for (c, x) in row.chunks_exact_mut(2).zip(v) {
-                    c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                    put_bf16(c, *x);
                 }
             } else {
                 for (c, x) in row.chunks_exact_mut(4).zip(v) {
-                    c.copy_from_slice(&x.to_le_bytes());
+                    put_f32(c, *x);
                 }
             }
         }
@@ -575,12 +588,12 @@ pub(super) fn write_row(bytes: &mut [u8], sp: &Span, pb: i64, dt: Dtype, vals: &
         match dt {
             Dtype::F32 | Dtype::F32r => {
                 for (c, x) in b.chunks_exact_mut(4).zip(vals) {
-                    c.copy_from_slice(&x.to_le_bytes());
+                    put_f32(c, *x);
                 }
             }
             Dtype::Bf16 => {
                 for (c, x) in b.chunks_exact_mut(2).zip(vals) {
-                    c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                    put_bf16(c, *x);
                 }
             }
             _ => {
@@ -594,7 +607,7 @@ pub(super) fn write_row(bytes: &mut [u8], sp: &Span, pb: i64, dt: Dtype, vals: &
     match dt {
         Dtype::F32 | Dtype::F32r => scatter_row_with(bytes, sp, pb, vals, |v, b| {
             for (c, x) in b.chunks_exact_mut(4).zip(v) {
-                c.copy_from_slice(&x.to_le_bytes());
+                put_f32(c, *x);
             }
         }),
         Dtype::Bf16 => scatter_row_with(bytes, sp, pb, vals, |v, b| {
@@ -604,7 +617,7 @@ pub(super) fn write_row(bytes: &mut [u8], sp: &Span, pb: i64, dt: Dtype, vals: &
                 Ok(bits) if cfg!(target_endian = "little") => super::widen::bf16_from(v, bits),
                 _ => {
                     for (c, x) in b.chunks_exact_mut(2).zip(v) {
-                        c.copy_from_slice(&bf16_bits(*x).to_le_bytes());
+                        put_bf16(c, *x);
                     }
                 }
             }
