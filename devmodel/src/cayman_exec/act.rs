@@ -12,7 +12,7 @@ use super::OpFault;
 
 /// The widest loop kind this host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Simd {
+pub(super) enum Simd {
     Portable,
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx2,
@@ -29,7 +29,7 @@ pub fn simd_path() -> &'static str {
     }
 }
 
-fn simd() -> Simd {
+pub(super) fn simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
         // std caches the CPUID reads.

@@ -1,5 +1,6 @@
 //! The arithmetic of the data path: ALU codes, elementwise and reducing loops, and the
 //! identity test a transposing MATMUL uses (the transposes: `transpose`).
+#![allow(unsafe_code)]
 
 use super::{CaymanInstr, OpFault};
 use crate::gemm::View;
@@ -56,7 +57,11 @@ pub(super) fn alu_scalar(op: Alu, x: &mut [f32], s: f32) {
 pub(super) fn alu_reduce(op: Alu, row: &[f32]) -> f32 {
     match op {
         Alu::Bypass => row[0],
-        Alu::Max => row[1..].iter().fold(row[0], |a, b| a.max(*b)),
+        // The lanes' answer is the fold's whenever the maximum is unique in bits: no NaN
+        // (which `f32::max` skips) and not zero (whose sign a tie of ±0 decides).
+        Alu::Max => {
+            max_lanes(row).unwrap_or_else(|| row[1..].iter().fold(row[0], |a, b| a.max(*b)))
+        }
         Alu::Add | Alu::Mul => {
             let unit = if op == Alu::Add { 0.0 } else { 1.0 };
             let mut lanes = [unit; 8];
@@ -80,6 +85,64 @@ pub(super) fn alu_reduce(op: Alu, row: &[f32]) -> f32 {
             f(f(q[0], q[2]), f(q[1], q[3]))
         }
     }
+}
+
+/// The maximum of `row` in sixteen lanes, or `None` where the row holds a NaN or the maximum
+/// is ±0 (the one-lane fold decides those). A fold of `f32::max` is a chain of dependent
+/// compares, four cycles each; lanes run it at the width the host has.
+fn max_lanes(row: &[f32]) -> Option<f32> {
+    match super::act::simd() {
+        // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+        #[cfg(target_arch = "x86_64")]
+        super::act::Simd::Avx512 => unsafe { max_lanes_avx512(row) },
+        // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+        #[cfg(target_arch = "x86_64")]
+        super::act::Simd::Avx2 => unsafe { max_lanes_avx2(row) },
+        _ => max_lanes_body(row),
+    }
+}
+
+/// [`max_lanes_body`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_lanes_avx2(row: &[f32]) -> Option<f32> {
+    max_lanes_body(row)
+}
+
+/// [`max_lanes_body`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn max_lanes_avx512(row: &[f32]) -> Option<f32> {
+    max_lanes_body(row)
+}
+
+#[inline(always)]
+fn max_lanes_body(row: &[f32]) -> Option<f32> {
+    const LANES: usize = 16;
+    // `v > l` is false for a NaN `v`, so NaNs leave the lanes alone; `odd` records them.
+    let pick = |l: f32, v: f32| if v > l { v } else { l };
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut odd = [0u32; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for i in 0..LANES {
+            lanes[i] = pick(lanes[i], c[i]);
+            odd[i] |= c[i].is_nan() as u32;
+        }
+    }
+    for (i, v) in tail.iter().enumerate() {
+        lanes[i] = pick(lanes[i], *v);
+        odd[i] |= v.is_nan() as u32;
+    }
+    let m = lanes.iter().fold(f32::NEG_INFINITY, |a, v| pick(a, *v));
+    (odd.iter().all(|o| *o == 0) && m != 0.0).then_some(m)
 }
 
 /// Whether the `n x n` matrix at `view` in `m` is the identity (a transpose's moving tensor).
@@ -146,6 +209,90 @@ mod tests {
         assert!(
             !is_identity(&m[..20], v, n),
             "short slice is not an identity"
+        );
+    }
+
+    /// A max reduction gives the one-lane fold's bits (the fold is written out here, not
+    /// taken from `alu_reduce`) on every lane width the host runs, for rows of 1 to 70
+    /// elements drawn from ordinary values, ±0, ±inf, NaN and subnormals, wherever the
+    /// maximum sits.
+    #[test]
+    fn lane_maxima_equal_the_fold_bit_for_bit() {
+        let fold = |row: &[f32]| row[1..].iter().fold(row[0], |a, b| a.max(*b));
+        type Lanes = fn(&[f32]) -> Option<f32>;
+        let mut kinds: Vec<(&str, Lanes)> = vec![("portable", max_lanes_body)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY (both): called only where the feature is detected.
+            let avx2: Lanes = |r| unsafe { max_lanes_avx2(r) };
+            let avx512: Lanes = |r| unsafe { max_lanes_avx512(r) };
+            for (name, present, f) in [
+                ("AVX2", std::is_x86_feature_detected!("avx2"), avx2),
+                ("AVX-512F", std::is_x86_feature_detected!("avx512f"), avx512),
+            ] {
+                if present {
+                    kinds.push((name, f));
+                } else {
+                    eprintln!("SKIPPED: no {name} on this host; its loop did not run");
+                }
+            }
+        }
+        let pool = [
+            1.5f32,
+            -2.25,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            -1e-40,
+            3.0e38,
+            -7.0,
+        ];
+        // A small LCG: the rows only need to cover the mixes, not be random.
+        let mut seed = 0x2545_f491_u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed >> 8
+        };
+        let (mut fell_back, mut laned) = (0, 0);
+        for _ in 0..4000 {
+            let n = 1 + (next() % 70) as usize;
+            // Mostly ordinary values, with a specials drawn from the pool now and then.
+            let row: Vec<f32> = (0..n)
+                .map(|_| match next() % 8 {
+                    0 => pool[(next() as usize) % pool.len()],
+                    _ => (next() % 2001) as f32 * 0.01 - 10.0,
+                })
+                .collect();
+            let want = fold(&row);
+            assert_eq!(
+                alu_reduce(Alu::Max, &row).to_bits(),
+                want.to_bits(),
+                "{row:?}"
+            );
+            for (name, lanes) in &kinds {
+                match lanes(&row) {
+                    Some(m) => {
+                        laned += 1;
+                        assert_eq!(m.to_bits(), want.to_bits(), "{name}: {row:?}");
+                    }
+                    None => {
+                        fell_back += 1;
+                        assert!(want.is_nan() || want == 0.0 || row.iter().any(|v| v.is_nan()));
+                    }
+                }
+            }
+        }
+        // Both branches ran.
+        assert!(laned > 1000 && fell_back > 100, "{laned} {fell_back}");
+        // Where the lanes refuse: a NaN anywhere, a maximum of ±0.
+        assert_eq!(max_lanes_body(&[1.0, f32::NAN, 2.0]), None);
+        assert_eq!(max_lanes_body(&[-0.0, 0.0, -1.0]), None);
+        assert_eq!(
+            max_lanes_body(&[f32::NEG_INFINITY; 3]),
+            Some(f32::NEG_INFINITY)
         );
     }
 
