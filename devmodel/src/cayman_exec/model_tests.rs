@@ -659,3 +659,132 @@ fn narrow_products_read_a_bf16_moving_vector_from_storage() {
         }
     }
 }
+
+/// A bf16 transpose (LDWEIGHTS in transpose mode, MATMUL against the identity) writes
+/// `out[j][c] = w[c][j]` as the same 16-bit values, into a bf16 PSUM destination; the weights
+/// stay bits throughout (`pe::transpose_bits`). Weights holding a signalling NaN, an
+/// accumulating MATMUL and a moving tensor that is not the identity take the general path
+/// (the weights widened): the NaN comes back quieted, the sums are the old values plus the
+/// transposed ones, and 2·I doubles each value. Expected values from the indices (plain
+/// Rust, `half` for the sums).
+#[test]
+fn bf16_transposes_move_the_bits() {
+    const K: usize = 128; // partitions of the weights and of the moving tensor
+    const M: usize = 96; // columns of the weights: rows of the transpose
+    const W: usize = 0x1000;
+    const MOV: usize = 0x8000;
+    let mut m = mem();
+    let mut next = values(0x7a05);
+    let mut w = vec![0u16; K * M];
+    let put16 = |m: &mut CoreMem, p: usize, off: usize, v: u16| {
+        let at = p * m.sbuf_stride + off;
+        m.bytes_mut(Space::Sbuf)[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    };
+    let write_weights = |m: &mut CoreMem, w: &[u16]| {
+        for kk in 0..K {
+            for j in 0..M {
+                put16(m, kk, W + 2 * j, w[kk * M + j]);
+            }
+        }
+    };
+    for v in w.iter_mut() {
+        *v = half::bf16::from_f32(next()).to_bits();
+    }
+    // -0.0 and a subnormal among them: bits, not values, are what must come through.
+    w[5] = 0x8000;
+    w[6] = 0x0001;
+    write_weights(&mut m, &w);
+    let diag = |m: &mut CoreMem, one: u16| {
+        for p in 0..K {
+            for c in 0..K {
+                // -0.0 off the diagonal counts as zero, as in `is_identity`.
+                put16(
+                    m,
+                    p,
+                    MOV + 2 * c,
+                    if p == c {
+                        one
+                    } else if c % 3 == 0 {
+                        0x8000
+                    } else {
+                        0
+                    },
+                );
+            }
+        }
+    };
+    diag(&mut m, 0x3f80);
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap3(W + 2 * (M - 1), -1, M as u16)),
+            (32, &[0x06, 0, 1]),
+            (38, &[K as u8]),
+        ],
+    );
+    let mm = |acc: u8, dst: usize| {
+        word(
+            0x02,
+            &[
+                (16, &ap3(MOV, 1, K as u16)),
+                (32, &[0x06, 0, 0]),
+                (43, &[acc]),
+                (48, &ap3(0x200_0000 + dst, 1, K as u16)),
+            ],
+        )
+    };
+    let psum16 = |m: &CoreMem, p: usize, off: usize| {
+        let at = p * m.psum_stride + off;
+        let b = &m.bytes(Space::Psum)[at..at + 2];
+        u16::from_le_bytes([b[0], b[1]])
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
+        execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
+    };
+    let w_at = |j: usize, c: usize| w[c * M + j];
+    let check = |m: &CoreMem, dst: usize, want: &dyn Fn(u16, usize, usize) -> u16, what: &str| {
+        for j in 0..M {
+            for c in 0..K {
+                let (got, w) = (psum16(m, j, dst + 2 * c), w_at(j, c));
+                assert_eq!(got, want(w, j, c), "{what}: out[{j}][{c}] from w {w:#06x}");
+            }
+        }
+    };
+    // The bits path: the weights are still bits after the MATMUL.
+    exec(&ldw, &mut m, &mut pe);
+    assert!(pe.w_from_bits, "transpose weights kept as bits");
+    exec(&mm(3, 0), &mut m, &mut pe);
+    assert!(pe.w_from_bits, "the transpose moved bits");
+    check(&m, 0, &|w, _, _| w, "bits path");
+    // Accumulating: the general path adds the transposed values to what PSUM holds (the
+    // bits path's output just written: each value doubled, rounded to bf16).
+    exec(&mm(2, 0), &mut m, &mut pe);
+    assert!(!pe.w_from_bits, "the general path widened the weights");
+    let twice = |w: u16, _: usize, _: usize| {
+        let v = half::bf16::from_bits(w).to_f32();
+        half::bf16::from_f32(v + v).to_bits()
+    };
+    check(&m, 0, &twice, "accumulated");
+    // A moving tensor of 2·I is a product, not a transpose: each value doubled (a sum with
+    // +0 products, so -0 comes out +0).
+    diag(&mut m, 0x4000);
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(3, 0x200), &mut m, &mut pe);
+    let product = |w: u16, j: usize, c: usize| if w == 0x8000 { 0 } else { twice(w, j, c) };
+    check(&m, 0x200, &product, "2·I");
+    // A signalling NaN among the weights: the general path, which quiets it.
+    diag(&mut m, 0x3f80);
+    let mut w2 = w.clone();
+    w2[7 * M + 3] = 0x7f81;
+    write_weights(&mut m, &w2);
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(3, 0x400), &mut m, &mut pe);
+    assert!(!pe.w_from_bits, "NaN weights go the general way");
+    check(
+        &m,
+        0x400,
+        &|w, j, c| if (j, c) == (3, 7) { 0x7fc1 } else { w },
+        "NaN",
+    );
+}

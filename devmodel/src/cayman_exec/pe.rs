@@ -3,9 +3,9 @@
 //! portable SGEMM or AMX tiles), with transposes done as data movement and fp32 pass pairs
 //! handed to `passpair`.
 
-use super::alu::{hi_part, is_identity};
+use super::alu::{hi_part, identity_row_bf16, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
-use super::transpose::{transpose, transpose_into};
+use super::transpose::{transpose, transpose16, transpose_into};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
@@ -143,12 +143,11 @@ pub(super) fn ldweights(
     // column: the compiler emits reversed patterns (step -1) to load rows in order.
     // Each row of the pattern, reversed, gives w[k][j]. bf16 weights for what is likely
     // another matrix-vector product stay bits (`PeState::w_from_bits`).
+    // bf16 weights of a transpose are only moved, so they stay bits too (`transpose_bits`).
     let as_bits = dt == Dtype::Bf16
-        && !transpose
         && !matches!(mode, 1 | 2)
         && pe.pair.is_none()
-        && pe.last_narrow
-        && crate::gemm::narrow::available();
+        && (transpose || (pe.last_narrow && crate::gemm::narrow::available()));
     // The HIGH load of a pending pair (`passpair::resume` let only that through) that
     // loads the LOW pass's very values: compared where they lie, not copied (`hi(w)` is
     // computed only if a pass runs alone).
@@ -251,6 +250,20 @@ pub(super) fn matmul(
     } else {
         Dtype::F32
     };
+    // A bf16 transpose of weights kept as bits moves the bits (or leaves it all to the
+    // general path below, which widens them).
+    if pe.transpose && pe.w_from_bits && dt == Dtype::Bf16 && acc & 1 == 1 {
+        if let Some(n) = transpose_bits(mem, pe, &src, &dst, bits16)? {
+            pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
+            return Ok(Exec::Done {
+                elems: n as u64,
+                sgemm_macs: 0,
+                amx_macs: 0,
+                math_macs: 0,
+                onchip_bytes: 0,
+            });
+        }
+    }
     // fp32 operands that lie contiguously in each partition are used in place (no copy).
     let mut mv = match dt {
         Dtype::F32 => f32_view(mem, &src, k)?,
@@ -319,7 +332,8 @@ pub(super) fn matmul(
     }
     // bf16 weights kept as bits feed a matrix-vector product as they are; anything else
     // (tiles need at least 16 columns, so never these) widens them now.
-    let bits_product = pe.w_from_bits && crate::gemm::narrow::bits_apply(m, k, nmov);
+    let bits_product =
+        pe.w_from_bits && !pe.transpose && crate::gemm::narrow::bits_apply(m, k, nmov);
     if pe.w_from_bits && !bits_product {
         pe.materialize();
     }
@@ -467,6 +481,61 @@ pub(super) fn matmul(
         },
         onchip_bytes: 0,
     })
+}
+
+/// A transpose of bf16 weights kept as bits (`pe.w_bits`, `k x m`) against an identity
+/// moving tensor, written over a bf16 destination: `out[j][c] = w[c][j]` as 16-bit values,
+/// with no pass through f32. The general path gives the same bits, only slower: there a NaN
+/// comes back quieted (`bf16_bits`), so weights holding a NaN are left to it. `Some(columns)`
+/// when done; `None`, with nothing written, for any other shape (a moving tensor that is
+/// not the identity, rows not one run each, a destination of another length), which the
+/// general path then computes or refuses.
+fn transpose_bits(
+    mem: &mut CoreMem,
+    pe: &PeState,
+    src: &AccessPattern,
+    dst: &AccessPattern,
+    out: &mut Vec<u16>,
+) -> Result<Option<usize>, OpFault> {
+    let (k, m) = (pe.k, pe.m);
+    let w = match pe.w_bits.get(..k * m) {
+        Some(w) if k > 0 && m > 0 => w,
+        _ => return Ok(None),
+    };
+    let sp = span(mem, src, Dtype::Bf16, k)?;
+    if !sp.is_contiguous() || sp.len != k {
+        return Ok(None);
+    }
+    let bytes = mem.bytes(sp.space());
+    /// Partition `p`'s `n` 16-bit elements, where they lie in `bytes`.
+    fn row<'a>(sp: &super::pattern::Span, bytes: &'a [u8], p: usize, n: usize) -> Option<&'a [u8]> {
+        let at = usize::try_from(sp.row_base(p)).ok()?;
+        bytes.get(at..at.checked_add(2 * n)?)
+    }
+    let ident = (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)));
+    // (A NaN's bits: exponent all ones, fraction not zero.)
+    if !ident || w.iter().fold(false, |nan, b| nan | (b & 0x7fff > 0x7f80)) {
+        return Ok(None);
+    }
+    let dsp = span(mem, dst, Dtype::Bf16, m)?;
+    if !dsp.is_contiguous() || dsp.len != k {
+        return Ok(None);
+    }
+    out.clear();
+    out.resize(m * k, 0);
+    transpose16(w, k, m, out);
+    let bytes = mem.bytes_mut(dsp.space());
+    // Every row is checked before any is written: all or nothing.
+    if (0..m).any(|j| row(&dsp, bytes, j, k).is_none()) {
+        return Ok(None);
+    }
+    for (j, vals) in out.chunks_exact(k).enumerate() {
+        let at = dsp.row_base(j) as usize;
+        for (b, v) in bytes[at..at + 2 * k].chunks_exact_mut(2).zip(vals) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    Ok(Some(k))
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights

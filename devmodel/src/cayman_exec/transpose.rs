@@ -71,6 +71,38 @@ pub(super) fn transpose_into(
     true
 }
 
+/// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source of 16-bit values (a
+/// bf16 transpose's bits), in 8 x 8 blocks read as eight 16-byte rows and written as eight,
+/// element by element at the edges. Nothing is written unless `src` and `dst` hold
+/// `rows * cols` values.
+pub(super) fn transpose16(src: &[u16], rows: usize, cols: usize, dst: &mut [u16]) {
+    let n = rows * cols;
+    let (Some(src), Some(dst)) = (src.get(..n), dst.get_mut(..n)) else {
+        return;
+    };
+    let (rb, cb) = (rows - rows % B, cols - cols % B);
+    for j0 in (0..cb).step_by(B) {
+        for c0 in (0..rb).step_by(B) {
+            let mut t = [[0u16; B]; B];
+            for (i, r) in t.iter_mut().enumerate() {
+                r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
+            }
+            for j in 0..B {
+                let d = &mut dst[(j0 + j) * rows + c0..][..B];
+                for (i, x) in d.iter_mut().enumerate() {
+                    *x = t[i][j];
+                }
+            }
+        }
+    }
+    for c in 0..rows {
+        let from = if c < rb { cb } else { 0 };
+        for j in from..cols {
+            dst[j * rows + c] = src[c * cols + j];
+        }
+    }
+}
+
 /// The transposes' block size.
 const B: usize = 8;
 
@@ -177,6 +209,45 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 16-bit transpose against the definition, for square and ragged shapes (edges in
+    /// one dimension, the other, both) and short buffers (nothing written).
+    #[test]
+    fn transpose16_matches_the_definition_for_any_shape() {
+        for (rows, cols) in [
+            (1, 1),
+            (8, 8),
+            (128, 128),
+            (16, 9),
+            (13, 24),
+            (21, 35),
+            (3, 128),
+        ] {
+            let src: Vec<u16> = (0..rows * cols)
+                .map(|i| (i * 7919 % 65_521) as u16)
+                .collect();
+            let mut dst = vec![0u16; rows * cols];
+            transpose16(&src, rows, cols, &mut dst);
+            for c in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(
+                        dst[j * rows + c],
+                        src[c * cols + j],
+                        "{rows}x{cols} at {c},{j}"
+                    );
+                }
+            }
+        }
+        let mut short = vec![7u16; 63];
+        transpose16(&[1; 64], 8, 8, &mut short);
+        assert!(
+            short.iter().all(|v| *v == 7),
+            "a short destination is left alone"
+        );
+        let mut dst = vec![7u16; 64];
+        transpose16(&[1; 63], 8, 8, &mut dst);
+        assert!(dst.iter().all(|v| *v == 7), "a short source writes nothing");
+    }
 
     #[test]
     fn transpose_matches_the_definition_for_any_shape() {
