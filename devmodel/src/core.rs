@@ -18,8 +18,51 @@ pub struct CoreMem {
     pub psum_stride: usize,
     /// SBUF, partition-major, `partitions * sbuf_pb` bytes, stored as f32 words so fp32 tiles
     /// can feed the GEMM without copies; page-aligned, possibly in memory user space maps.
-    pub sbuf: F32Mem,
-    pub psum: F32Mem,
+    /// Private, like `psum`: every write reaches them through a method that counts it.
+    sbuf: F32Mem,
+    psum: F32Mem,
+    /// Mutable borrows of each space so far (SBUF, PSUM): equal counts at two moments mean
+    /// nothing on the device wrote that space in between (user space's mapping of SBUF aside,
+    /// whose writes race with the engines as on hardware).
+    writes: [u64; 2],
+    /// Values a deferred pass pair reads where they lie, copied out before their space is
+    /// next written ([`CoreMem::keep`]).
+    kept: Option<Kept>,
+}
+
+/// Rows of fp32 values kept for a later reader: `k` rows of `n` words at `off + r * rs` in
+/// `space`, and their copy once the space has been written.
+#[derive(Debug)]
+pub struct Kept {
+    pub space: Space,
+    off: usize,
+    rs: usize,
+    k: usize,
+    n: usize,
+    /// The rows as they were (dense, `k x n`), once a write to `space` came; the buffer
+    /// otherwise (its capacity reused).
+    copy: Vec<f32>,
+    copied: bool,
+}
+
+impl Kept {
+    /// The rows' copy, if the space has been written since they were kept (the values then
+    /// lie only here: dense, `k x n`).
+    pub fn copy(&self) -> Option<&[f32]> {
+        self.copied.then_some(&self.copy[..])
+    }
+
+    /// The copy's buffer, for reuse.
+    pub fn into_buffer(self) -> Vec<f32> {
+        self.copy
+    }
+}
+
+fn index(s: Space) -> usize {
+    match s {
+        Space::Sbuf => 0,
+        Space::Psum => 1,
+    }
 }
 
 impl CoreMem {
@@ -42,13 +85,102 @@ impl CoreMem {
             // untouched pages cost nothing.
             sbuf: alloc(words(crate::arch::tpb::SBUF_PARTITION_STRIDE)),
             psum: alloc(words(crate::arch::tpb::PSUM_PARTITION_STRIDE)),
+            writes: [0; 2],
+            kept: None,
         }
+    }
+
+    /// Count a write to `s`, first copying out rows kept there.
+    fn before_write(&mut self, s: Space) {
+        let i = index(s);
+        self.writes[i] = self.writes[i].wrapping_add(1);
+        if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s && !kp.copied) {
+            let from: &[f32] = match s {
+                Space::Sbuf => &self.sbuf,
+                Space::Psum => &self.psum,
+            };
+            kp.copy.clear();
+            for r in 0..kp.k {
+                let at = kp.off + r * kp.rs;
+                // `keep` checked every row lies in the space.
+                kp.copy.extend_from_slice(&from[at..at + kp.n]);
+            }
+            kp.copied = true;
+        }
+    }
+
+    /// Writes to `s` so far (see the field).
+    pub fn writes(&self, s: Space) -> u64 {
+        self.writes[index(s)]
+    }
+
+    /// Keep `k` rows of `n` fp32 words at `off + r * rs` of `space` for a later reader: they
+    /// are read where they lie until the space is next written, and copied out (into `buf`)
+    /// just before that. Replaces rows kept before; false, nothing kept, if a row would lie
+    /// outside the space.
+    pub fn keep(
+        &mut self,
+        space: Space,
+        off: usize,
+        rs: usize,
+        k: usize,
+        n: usize,
+        buf: Vec<f32>,
+    ) -> bool {
+        let len = self.f32s(space).len();
+        let last = k
+            .checked_sub(1)
+            .and_then(|r| r.checked_mul(rs))
+            .and_then(|x| x.checked_add(off))
+            .and_then(|x| x.checked_add(n));
+        if k == 0 || last.is_none_or(|l| l > len) {
+            return false;
+        }
+        self.kept = Some(Kept {
+            space,
+            off,
+            rs,
+            k,
+            n,
+            copy: buf,
+            copied: false,
+        });
+        true
+    }
+
+    /// The rows kept now, if any.
+    pub fn kept(&self) -> Option<&Kept> {
+        self.kept.as_ref()
+    }
+
+    /// Stop keeping rows: what was kept (its copy, if one was made, and its buffer).
+    pub fn release(&mut self) -> Option<Kept> {
+        self.kept.take()
+    }
+
+    /// The other space's words to read and `write`'s to write (a product from one space into
+    /// the other), the write counted.
+    pub fn split_f32(&mut self, write: Space) -> (&[f32], &mut [f32]) {
+        self.before_write(write);
+        match write {
+            Space::Psum => (&self.sbuf, &mut self.psum),
+            Space::Sbuf => (&self.psum, &mut self.sbuf),
+        }
+    }
+
+    /// The SBUF storage's address, for user space's mapping of the SBUF window (counted as a
+    /// write: what the mapping writes is not seen).
+    pub fn sbuf_ptr(&mut self) -> *mut f32 {
+        self.before_write(Space::Sbuf);
+        self.sbuf.as_mut_ptr()
     }
 
     /// Reset-time clearing. PSUM (2 MiB) is zeroed; SBUF keeps its contents, as SRAM does
     /// across a core reset: zeroing the 32 MiB window would touch every page of it on each
     /// load, and programs must initialise what they read anyway.
     pub fn clear(&mut self) {
+        self.before_write(Space::Psum);
+        self.kept = None;
         self.psum.fill(0.0);
     }
 
@@ -68,6 +200,7 @@ impl CoreMem {
     }
 
     pub fn f32s_mut(&mut self, s: Space) -> &mut [f32] {
+        self.before_write(s);
         match s {
             Space::Sbuf => &mut self.sbuf,
             Space::Psum => &mut self.psum,
@@ -75,6 +208,7 @@ impl CoreMem {
     }
 
     pub fn bytes_mut(&mut self, s: Space) -> &mut [u8] {
+        self.before_write(s);
         match s {
             Space::Sbuf => self.sbuf.as_mut_bytes(),
             Space::Psum => self.psum.as_mut_bytes(),
@@ -84,6 +218,10 @@ impl CoreMem {
     /// The bytes of `from` to read and of the other space to write (a move between SBUF and
     /// PSUM in one copy).
     pub fn across(&mut self, from: Space) -> (&[u8], &mut [u8]) {
+        self.before_write(match from {
+            Space::Sbuf => Space::Psum,
+            Space::Psum => Space::Sbuf,
+        });
         match from {
             Space::Sbuf => (self.sbuf.as_bytes(), self.psum.as_mut_bytes()),
             Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
@@ -103,4 +241,77 @@ pub struct Scratch {
     pub tiles: Vec<f32>,
     /// A bf16 moving tensor's raw bits, for the tiles.
     pub bits16: Vec<u16>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem() -> CoreMem {
+        CoreMem::new(&ArchProfile::new(neuron_abi::Arch::V3Trn2))
+    }
+
+    /// Every way to write a space counts as a write to it (and only to it); reads do not.
+    #[test]
+    fn every_mutable_borrow_counts_as_a_write_to_its_space() {
+        let mut m = mem();
+        let count = |m: &CoreMem| (m.writes(Space::Sbuf), m.writes(Space::Psum));
+        assert_eq!(count(&m), (0, 0));
+        let _ = m.bytes(Space::Sbuf);
+        let _ = m.f32s(Space::Psum);
+        assert_eq!(count(&m), (0, 0), "reads");
+        m.bytes_mut(Space::Sbuf)[0] = 1;
+        assert_eq!(count(&m), (1, 0));
+        m.f32s_mut(Space::Psum)[0] = 1.0;
+        assert_eq!(count(&m), (1, 1));
+        let _ = m.across(Space::Sbuf); // reads SBUF, writes PSUM
+        assert_eq!(count(&m), (1, 2));
+        let _ = m.across(Space::Psum);
+        assert_eq!(count(&m), (2, 2));
+        let _ = m.split_f32(Space::Sbuf);
+        assert_eq!(count(&m), (3, 2));
+        let _ = m.sbuf_ptr();
+        assert_eq!(count(&m), (4, 2));
+        m.clear();
+        assert_eq!(count(&m), (4, 3));
+    }
+
+    /// Kept rows are read where they lie until their space is written; the first write copies
+    /// them out as they were (later writes do not copy again); writes to the other space copy
+    /// nothing; rows outside the space are refused.
+    #[test]
+    fn kept_rows_are_copied_out_before_their_space_is_written() {
+        let mut m = mem();
+        let (k, n, rs, off) = (3, 5, m.sbuf_stride / 4, 7);
+        let at = |r: usize, c: usize| off + r * rs + c;
+        for r in 0..k {
+            for c in 0..n {
+                m.f32s_mut(Space::Sbuf)[at(r, c)] = (10 * r + c) as f32;
+            }
+        }
+        assert!(m.keep(Space::Sbuf, off, rs, k, n, Vec::new()));
+        m.f32s_mut(Space::Psum)[0] = 9.0;
+        assert!(
+            m.kept().is_some_and(|kp| kp.copy().is_none()),
+            "a PSUM write"
+        );
+        m.f32s_mut(Space::Sbuf)[at(1, 2)] = -1.0;
+        m.bytes_mut(Space::Sbuf)[0] = 0xff;
+        let want: Vec<f32> = (0..k)
+            .flat_map(|r| (0..n).map(move |c| (10 * r + c) as f32))
+            .collect();
+        assert_eq!(m.kept().and_then(Kept::copy), Some(&want[..]));
+        let kp = m.release().expect("kept");
+        assert!(m.kept().is_none());
+        assert!(kp.into_buffer().capacity() >= k * n);
+        // The last row would end past the storage; zero rows are nothing to keep.
+        let len = m.f32s(Space::Psum).len();
+        assert!(!m.keep(Space::Psum, len - 4, 0, 1, 5, Vec::new()));
+        assert!(!m.keep(Space::Psum, 0, usize::MAX / 2, 3, 1, Vec::new()));
+        assert!(!m.keep(Space::Psum, 0, 1, 0, 1, Vec::new()));
+        assert!(m.kept().is_none());
+        assert!(m.keep(Space::Psum, len - 5, 0, 1, 5, Vec::new()));
+        m.clear();
+        assert!(m.kept().is_none(), "a reset drops kept rows");
+    }
 }

@@ -143,11 +143,8 @@ fn narrow_product(
     if !as_bits {
         pe.materialize();
     }
-    let CoreMem { sbuf, psum, .. } = mem;
-    let (b, c): (&[u8], &mut [f32]) = match dspace {
-        Space::Psum => (sbuf.as_bytes(), &mut psum[..]),
-        Space::Sbuf => (psum.as_bytes(), &mut sbuf[..]),
-    };
+    let (other, c) = mem.split_f32(dspace);
+    let b: &[u8] = other.as_bytes();
     let Ok(bits) = <[u16]>::ref_from_bytes(b) else {
         return Ok(None);
     };

@@ -7,12 +7,21 @@
 //!
 //! Safety: the pair is fused only if the words that follow are its HIGH LDWEIGHTS (the loaded
 //! `hi` bitwise equal to the `hi` of the LOW pass's values) and second MATMUL (same moving
-//! pattern, its values bitwise equal to the LOW pass's snapshot, same destination,
-//! accumulating), with no semaphore signal or wait inside the pair (another engine could
-//! otherwise see or change the partial sum). Any other word that could see the deferred sum
-//! (one touching the destination, a DMA, another PE word) first runs the LOW pass as it was
-//! issued (`lo(w)·M` on the snapshot), so every mismatch gives the two-pass result bit for
-//! bit. `NEURON_EMU_PASS_PAIRS=0` turns fusion off (read when a core's PE state is created or
+//! pattern, its values bitwise equal to the LOW pass's, same destination, accumulating), with
+//! no semaphore signal or wait inside the pair (another engine could otherwise see or change
+//! the partial sum). Any other word that could see the deferred sum (one touching the
+//! destination, a DMA, another PE word) first runs the LOW pass as it was issued (`lo(w)·M`
+//! on the moving values the LOW pass read), so every mismatch gives the two-pass result bit
+//! for bit.
+//!
+//! The LOW pass's moving values: an fp32 tensor of whole rows in the space the product does
+//! not write is left where it lies and kept by the core's memory (`CoreMem::keep`), which
+//! copies it out before anything next writes that space; every write to SBUF or PSUM goes
+//! through a `CoreMem` method that does so, and counts it (`CoreMem::writes`). So the common
+//! pair, with nothing written between its passes, costs no snapshot and no comparison: the
+//! HIGH LDWEIGHTS of the same pattern with its space's write count unchanged loads the LOW
+//! values, and the second MATMUL finds the moving tensor not copied, so unchanged. Other
+//! moving tensors are copied at the LOW pass and compared at the HIGH one. `NEURON_EMU_PASS_PAIRS=0` turns fusion off (read when a core's PE state is created or
 //! reset); so do installed device hooks (fault injection may write memory between the passes,
 //! which a fused pair would not see: `Device::set_hooks`).
 
@@ -43,10 +52,15 @@ pub struct Pending {
     k: usize,
     m: usize,
     nmov: usize,
-    /// The moving tensor as the LOW pass read it, dense `k × nmov`. The unsplit weights stay
-    /// in `PeState::full`: only a LOW LDWEIGHTS replaces them, and any LDWEIGHTS but the
-    /// matched HIGH one settles the pair first.
+    /// The moving tensor as the LOW pass read it, dense `k × nmov`, unless `in_place`. The
+    /// unsplit weights stay in `PeState::full`: only a LOW LDWEIGHTS replaces them, and any
+    /// LDWEIGHTS but the matched HIGH one settles the pair first.
     moving: Vec<f32>,
+    /// The moving tensor is read where it lies (at this view of the space other than
+    /// `dspace`), kept by the core's memory (`CoreMem::keep`): copied out there only if that
+    /// space is written before the pair ends. The common case, nothing written in between,
+    /// then costs neither a snapshot nor a comparison.
+    in_place: Option<View>,
 }
 
 /// What the word after a fused LOW pass does.
@@ -141,7 +155,7 @@ pub(super) fn same_bits(a: &[f32], b: &[f32]) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn start(
     ci: &CaymanInstr,
-    mem: &CoreMem,
+    mem: &mut CoreMem,
     pe: &mut PeState,
     src: AccessPattern,
     dst: AccessPattern,
@@ -158,8 +172,23 @@ pub(super) fn start(
         return Ok(false);
     }
     let mut mv = std::mem::take(&mut pe.snapshot);
-    let nmov = moving(mem, &src, k, &mut mv)?;
-    let dext = extent(mem, &dst, Dtype::F32, m)?;
+    let (nmov, in_place) = match f32_view(mem, &src, k)? {
+        Some((sp, v, n)) if v.cs == 1 && sp != dspace => {
+            let buf = std::mem::take(&mut mv);
+            if !mem.keep(sp, v.off, v.rs, k, n, buf) {
+                return Ok(false);
+            }
+            (n, Some(v))
+        }
+        _ => (moving(mem, &src, k, &mut mv)?, None),
+    };
+    let dext = match extent(mem, &dst, Dtype::F32, m) {
+        Ok(d) => d,
+        Err(e) => {
+            mem.release();
+            return Err(e);
+        }
+    };
     pe.pair = Some(Pending {
         high_loaded: false,
         ldw,
@@ -173,28 +202,48 @@ pub(super) fn start(
         m,
         nmov,
         moving: mv,
+        in_place,
     });
     Ok(true)
 }
 
-/// `D = beta·D + w·M` on the snapshot: the whole pair (`w` unsplit) or the LOW pass alone.
-fn product(p: &Pending, w: &[f32], mem: &mut CoreMem) -> Result<(), OpFault> {
-    if crate::gemm::sgemm(
-        p.m,
-        p.k,
-        p.nmov,
-        w,
-        wv(p.m),
-        &p.moving,
-        dense(p.nmov),
-        p.beta,
-        mem.f32s_mut(p.dspace),
-        p.cv,
-    ) {
+/// `D = beta·D + w·M` on the moving tensor as the LOW pass read it: the whole pair (`w`
+/// unsplit) or the LOW pass alone. Ends the keeping of a moving tensor read in place; gives
+/// back the buffer for the next pair's snapshot.
+fn product(p: Pending, w: &[f32], mem: &mut CoreMem) -> (Result<(), OpFault>, Vec<f32>) {
+    let sgemm = |b: &[f32], bv: View, c: &mut [f32]| {
+        crate::gemm::sgemm(p.m, p.k, p.nmov, w, wv(p.m), b, bv, p.beta, c, p.cv)
+    };
+    let (done, buf) = match p.in_place {
+        None => (
+            sgemm(&p.moving, dense(p.nmov), mem.f32s_mut(p.dspace)),
+            p.moving,
+        ),
+        Some(v) => match mem.release() {
+            // Its space was written: the values as they were are in the copy.
+            Some(kp) if kp.copy().is_some() => {
+                let done = sgemm(
+                    kp.copy().unwrap_or(&[]),
+                    dense(p.nmov),
+                    mem.f32s_mut(p.dspace),
+                );
+                (done, kp.into_buffer())
+            }
+            kept => {
+                let (b, c) = mem.split_f32(p.dspace);
+                (
+                    sgemm(b, v, c),
+                    kept.map(|kp| kp.into_buffer()).unwrap_or_default(),
+                )
+            }
+        },
+    };
+    let r = if done {
         Ok(())
     } else {
         Err(OpFault::bad("MATMUL operand shapes do not fit"))
-    }
+    };
+    (r, buf)
 }
 
 /// Run the deferred LOW pass as it was issued: the two-pass state, bit for bit.
@@ -203,8 +252,8 @@ fn settle(p: Pending, mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault
     tracing::debug!(target: "devmodel", "pass pair: LOW pass run alone ({} so far)", pe.settled);
     // The array's LOW weights, exactly as LDWEIGHTS mode 1 computes them.
     let lo: Vec<f32> = pe.full.iter().map(|v| v - hi_part(*v)).collect();
-    let r = product(&p, &lo, mem);
-    pe.snapshot = p.moving;
+    let (r, buf) = product(p, &lo, mem);
+    pe.snapshot = buf;
     r
 }
 
@@ -244,18 +293,29 @@ pub(super) fn resume(
                 && pe.m == p.m
                 && !pe.transpose =>
         {
-            if moving_is(mem, &p.src, p.k, p.nmov, &p.moving, scratch)? {
-                let r = product(&p, &pe.full, mem);
-                pe.snapshot = p.moving;
+            let same = match (p.in_place, mem.kept()) {
+                (None, _) => moving_is(mem, &p.src, p.k, p.nmov, &p.moving, scratch)?,
+                // Nothing has written the moving tensor's space since the LOW pass.
+                (Some(_), Some(kp)) if kp.copy().is_none() => true,
+                (Some(_), Some(kp)) => {
+                    let copy = kp.copy().unwrap_or(&[]);
+                    moving_is(mem, &p.src, p.k, p.nmov, copy, scratch)?
+                }
+                (Some(_), None) => false,
+            };
+            if same {
+                let (nmov, macs) = (p.nmov, (p.m * p.k * p.nmov) as u64);
+                let (r, buf) = product(p, &pe.full, mem);
+                pe.snapshot = buf;
                 r?;
                 pe.fresh = false;
                 pe.fused_pairs += 1;
                 tracing::trace!(target: "devmodel", "pass pair fused ({} so far)", pe.fused_pairs);
                 return Ok(Resume::Done(Exec::Done {
-                    elems: p.nmov as u64 * 4,
+                    elems: nmov as u64 * 4,
                     sgemm_macs: 0,
                     amx_macs: 0,
-                    math_macs: (p.m * p.k * p.nmov) as u64,
+                    math_macs: macs,
                     onchip_bytes: 0,
                 }));
             }

@@ -833,7 +833,7 @@ pub(super) mod tests {
         for (from, to) in [(0usize, 1usize), (1, 0), (0, 2), (3, 1)] {
             for p in 0..8 {
                 for j in 0..4 {
-                    mem.sbuf[p * stride / 4 + j] = (p * 10 + j) as f32;
+                    mem.f32s_mut(Space::Sbuf)[p * stride / 4 + j] = (p * 10 + j) as f32;
                 }
             }
             let src = row((from * stride) as u32);
@@ -843,7 +843,7 @@ pub(super) mod tests {
             for p in 0..4 {
                 for j in 0..4 {
                     assert_eq!(
-                        mem.sbuf[(to + p) * stride / 4 + j],
+                        mem.f32s(Space::Sbuf)[(to + p) * stride / 4 + j],
                         ((from + p) * 10 + j) as f32,
                         "{from}->{to}: partition {p} element {j}"
                     );

@@ -11,7 +11,7 @@ use crate::core::CoreMem;
 use crate::fault::OpFault;
 use crate::gemm::{amx, Path, View};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr};
-use neuron_isa::{Dtype, Space};
+use neuron_isa::Dtype;
 use zerocopy::IntoBytes;
 
 /// The stationary matrix TensorE holds between LDWEIGHTS and MATMUL: `w[k * m + j]`.
@@ -31,6 +31,9 @@ pub struct PeState {
     /// The weights are a LOW pass (fp32, with fusion on): the LDWEIGHTS' pattern, dtype and
     /// rows, and the unsplit values in `full`.
     pub low_src: Option<(AccessPattern, Dtype, usize)>,
+    /// Writes to the LOW pass's weights' space when they were loaded (`CoreMem::writes`):
+    /// the same count at the HIGH load means it loads the very same values.
+    pub low_writes: u64,
     /// The weights are an fp32 LOW pass (fusion on or off): its math is counted at the HIGH
     /// pass (`Exec::Done::math_macs`).
     pub low_pass: bool,
@@ -52,7 +55,8 @@ pub struct PeState {
     pub wpack: amx::PackedA,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
-    /// A deferred pass's moving-tensor snapshot buffer, kept between pairs.
+    /// A deferred pass's moving-tensor snapshot buffer (or the buffer its kept rows are
+    /// copied into), kept between pairs.
     pub snapshot: Vec<f32>,
     /// Pairs computed as one product, and deferred LOW passes run alone (diagnostics, tests).
     pub fused_pairs: u64,
@@ -80,6 +84,7 @@ impl Default for PeState {
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             pair: None,
+            low_writes: 0,
             snapshot: Vec::new(),
             fused_pairs: 0,
             settled: 0,
@@ -153,7 +158,15 @@ pub(super) fn ldweights(
     // computed only if a pass runs alone).
     let high = pe.pair.is_some() && !transpose && mode == 2 && dt == Dtype::F32;
     let in_place = if high {
-        same_weights_in_place(mem, &ap, rows, &pe.full)?
+        // The LOW load's pattern, and nothing written to its space since: its values.
+        let unwritten = pe.low_src == Some((ap, dt, rows))
+            && mem.writes(ap.space()) == pe.low_writes
+            && pe.full.len().is_multiple_of(rows.max(1));
+        if unwritten {
+            Some(true)
+        } else {
+            same_weights_in_place(mem, &ap, rows, &pe.full)?
+        }
     } else {
         None
     };
@@ -187,6 +200,7 @@ pub(super) fn ldweights(
         // Split only if the LOW pass must run alone.
         std::mem::swap(&mut pe.full, a);
         pe.low_src = Some((ap, dt, rows));
+        pe.low_writes = mem.writes(ap.space());
         pe.w_from_full = Some(Split::Lo);
     } else if same_as_low {
         pe.w_from_full = Some(Split::Hi);
@@ -429,13 +443,9 @@ pub(super) fn matmul(
         if !fused && !bits_product {
             pe.materialize();
         }
-        let CoreMem { sbuf, psum, .. } = mem;
-        let (bsl, csl): (&[f32], &mut [f32]) = match (&mv, dspace) {
-            (Some((Space::Sbuf, _, _)), Space::Psum) => (&sbuf[..], &mut psum[..]),
-            (Some((Space::Psum, _, _)), Space::Sbuf) => (&psum[..], &mut sbuf[..]),
-            (_, Space::Psum) => (&a[..], &mut psum[..]),
-            (_, Space::Sbuf) => (&a[..], &mut sbuf[..]),
-        };
+        // (A moving tensor in place lies in the other space: one in `dspace` was copied.)
+        let (other, csl) = mem.split_f32(dspace);
+        let bsl: &[f32] = if mv.is_some() { other } else { &a[..] };
         let bv = mv.map_or(dense, |(_, v, _)| v);
         let done = fused
             || if bits_product {

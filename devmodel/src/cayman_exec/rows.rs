@@ -251,8 +251,10 @@ mod tests {
                 let mut whole = CoreMem::new(&profile);
                 fill(&mut whole);
                 let mut rows = CoreMem::new(&profile);
-                rows.sbuf.copy_from_slice(&whole.sbuf);
-                rows.psum.copy_from_slice(&whole.psum);
+                rows.f32s_mut(Space::Sbuf)
+                    .copy_from_slice(whole.f32s(Space::Sbuf));
+                rows.f32s_mut(Space::Psum)
+                    .copy_from_slice(whole.f32s(Space::Psum));
                 // The step: a per-channel affine map, or the groups' sums.
                 let inner = if groups > 0 { src.num[0] as usize } else { 1 };
                 let step = |p: usize, row: &mut Vec<f32>| {
@@ -332,8 +334,10 @@ mod tests {
                 }
             }
             let mut done = CoreMem::new(&profile);
-            done.sbuf.copy_from_slice(&whole.sbuf);
-            done.psum.copy_from_slice(&whole.psum);
+            done.f32s_mut(Space::Sbuf)
+                .copy_from_slice(whole.f32s(Space::Sbuf));
+            done.f32s_mut(Space::Psum)
+                .copy_from_slice(whole.f32s(Space::Psum));
             let mut a = Vec::new();
             let n = elementwise(
                 &mut done,

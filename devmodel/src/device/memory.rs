@@ -353,7 +353,7 @@ impl Device {
     pub fn sbuf_window_ptr(&mut self, nc: usize) -> Option<*mut u8> {
         self.cores
             .get_mut(nc)
-            .map(|c| c.lane.get().mem.sbuf.as_mut_ptr() as *mut u8)
+            .map(|c| c.lane.get().mem.sbuf_ptr() as *mut u8)
     }
 
     /// Address of engine `e`'s instruction port on core `nc`.
