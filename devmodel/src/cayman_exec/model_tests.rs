@@ -788,3 +788,69 @@ fn bf16_transposes_move_the_bits() {
         "NaN",
     );
 }
+
+/// An fp32 transpose against an identity where it lies: the identity is remembered while
+/// nothing writes its space (`PeState::identity_at`), and a write to it (here one diagonal
+/// element doubled) makes the next MATMUL a product again: that column comes out doubled.
+/// Expected values from the indices (plain Rust).
+#[test]
+fn fp32_transposes_remember_their_identity_until_it_is_written() {
+    const K: usize = 64;
+    const M: usize = 40;
+    const W: usize = 0x1000;
+    const MOV: usize = 0x9000;
+    let mut m = mem();
+    // Values with few mantissa bits, none zero: doubling and sums with zeros are exact.
+    let w = |kk: usize, j: usize| ((kk * 7 + j * 3) % 29) as f32 * 0.25 + 0.5;
+    fill_f32(&mut m, 0, K, M, W, w);
+    fill_f32(&mut m, 0, K, K, MOV, |p, c| if p == c { 1.0 } else { 0.0 });
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap3(W + 4 * (M - 1), -1, M as u16)),
+            (32, &[0x0a, 0, 1]),
+            (38, &[K as u8]),
+        ],
+    );
+    let mm = |dst: usize| {
+        word(
+            0x02,
+            &[
+                (16, &ap3(MOV, 1, K as u16)),
+                (32, &[0x0a, 0, 0]),
+                (43, &[3]),
+                (48, &ap3(0x200_0000 + dst, 1, K as u16)),
+            ],
+        )
+    };
+    let psum = |m: &CoreMem, p: usize, off: usize| {
+        let at = p * m.psum_stride + off;
+        let b = &m.bytes(Space::Psum)[at..at + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
+        execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
+    };
+    let check = |m: &CoreMem, dst: usize, doubled: Option<usize>| {
+        for j in 0..M {
+            for c in 0..K {
+                let f = if Some(c) == doubled { 2.0 } else { 1.0 };
+                assert_eq!(psum(m, j, dst + 4 * c), w(c, j) * f, "out[{j}][{c}]");
+            }
+        }
+    };
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0), &mut m, &mut pe);
+    check(&m, 0, None);
+    assert!(pe.identity_at.is_some(), "the identity is remembered");
+    // Again, nothing written to SBUF in between: the same transpose.
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0x400), &mut m, &mut pe);
+    check(&m, 0x400, None);
+    // One diagonal element doubled: a product now.
+    put_f32(&mut m, 5, MOV + 4 * 5, 2.0);
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0x800), &mut m, &mut pe);
+    check(&m, 0x800, Some(5));
+}

@@ -55,6 +55,10 @@ pub struct PeState {
     pub wpack: amx::PackedA,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
+    /// Where a transpose last found an identity moving tensor (a kernel transposes against
+    /// the same one again and again): while its space's write count is unchanged, it still
+    /// is one.
+    pub identity_at: Option<IdentityAt>,
     /// A deferred pass's moving-tensor snapshot buffer (or the buffer its kept rows are
     /// copied into), kept between pairs.
     pub snapshot: Vec<f32>,
@@ -84,6 +88,7 @@ impl Default for PeState {
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             pair: None,
+            identity_at: None,
             low_writes: 0,
             snapshot: Vec::new(),
             fused_pairs: 0,
@@ -121,6 +126,32 @@ impl PeState {
             }
         }
     }
+}
+
+/// An identity moving tensor where it lies: `n x n` values from element `off` of `space`
+/// (rows `rs` apart), fp32 words or bf16 (`bits16`: byte offsets), seen when the space's
+/// write count was `writes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdentityAt {
+    space: neuron_isa::Space,
+    off: usize,
+    rs: usize,
+    n: usize,
+    bits16: bool,
+    writes: u64,
+}
+
+/// Whether `at` is where `pe` last found an identity, with nothing written since; else
+/// `check` decides, and a yes is remembered.
+fn identity_memo(pe: &mut PeState, at: IdentityAt, check: impl FnOnce() -> bool) -> bool {
+    if pe.identity_at == Some(at) {
+        return true;
+    }
+    let yes = check();
+    if yes {
+        pe.identity_at = Some(at);
+    }
+    yes
 }
 
 /// MATMULs with fewer moving columns stay on the SGEMM: a tile is 16 columns wide, and a
@@ -365,13 +396,23 @@ pub(super) fn matmul(
     };
     // A transpose against an identity moving tensor is data movement: do it as such
     // (bit-exact, as the hardware's transpose path is; no 0 * inf products).
-    let ident = pe.transpose && k == nmov && {
-        let (msl, view) = match &mv {
-            Some((sp, v, _)) => (mem.f32s(*sp), *v),
-            None => (&a[..], dense),
+    let ident = pe.transpose
+        && k == nmov
+        && match &mv {
+            Some((sp, v, _)) if v.cs == 1 => {
+                let at = IdentityAt {
+                    space: *sp,
+                    off: v.off,
+                    rs: v.rs,
+                    n: k,
+                    bits16: false,
+                    writes: mem.writes(*sp),
+                };
+                identity_memo(pe, at, || is_identity(mem.f32s(*sp), *v, k))
+            }
+            Some((sp, v, _)) => is_identity(mem.f32s(*sp), *v, k),
+            None => is_identity(&a[..], dense, k),
         };
-        is_identity(msl, view, k)
-    };
     // bf16-representable operands on AMX tiles where the host has them (`gemm::amx`;
     // their moving tensor is always gathered, as only fp32 is used in place).
     // An fp32 destination takes the product block by block (`amx::gemm_into`); any other
@@ -502,27 +543,37 @@ pub(super) fn matmul(
 /// general path then computes or refuses.
 fn transpose_bits(
     mem: &mut CoreMem,
-    pe: &PeState,
+    pe: &mut PeState,
     src: &AccessPattern,
     dst: &AccessPattern,
     out: &mut Vec<u16>,
 ) -> Result<Option<usize>, OpFault> {
     let (k, m) = (pe.k, pe.m);
-    let w = match pe.w_bits.get(..k * m) {
-        Some(w) if k > 0 && m > 0 => w,
-        _ => return Ok(None),
-    };
+    if k == 0 || m == 0 || pe.w_bits.len() < k * m {
+        return Ok(None);
+    }
     let sp = span(mem, src, Dtype::Bf16, k)?;
     if !sp.is_contiguous() || sp.len != k {
         return Ok(None);
     }
-    let bytes = mem.bytes(sp.space());
     /// Partition `p`'s `n` 16-bit elements, where they lie in `bytes`.
     fn row<'a>(sp: &super::pattern::Span, bytes: &'a [u8], p: usize, n: usize) -> Option<&'a [u8]> {
         let at = usize::try_from(sp.row_base(p)).ok()?;
         bytes.get(at..at.checked_add(2 * n)?)
     }
-    let ident = (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)));
+    let at = IdentityAt {
+        space: sp.space(),
+        off: usize::try_from(sp.row_base(0)).unwrap_or(usize::MAX),
+        rs: sp.stride(),
+        n: k,
+        bits16: true,
+        writes: mem.writes(sp.space()),
+    };
+    let bytes = mem.bytes(sp.space());
+    let ident = identity_memo(pe, at, || {
+        (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)))
+    });
+    let w = &pe.w_bits[..k * m];
     // (A NaN's bits: exponent all ones, fraction not zero.)
     if !ident || w.iter().fold(false, |nan, b| nan | (b & 0x7fff > 0x7f80)) {
         return Ok(None);
