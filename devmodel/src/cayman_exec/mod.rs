@@ -508,13 +508,37 @@ fn execute_op(
             // dim=X: reduce the innermost dimension; the destination holds the rest.
             let inner = (src.num[0].max(1) as usize).min(n.max(1));
             let groups = n / inner.max(1);
+            // The groups' results from the source row where it lies (fp32 rows in one run),
+            // else from a converted copy; the whole operands where rows cannot be used.
+            let reduce = |src: &[f32], out: &mut Vec<f32>| {
+                out.extend(src.chunks_exact(inner).take(groups).map(|g| {
+                    let acc = alu_reduce(op, g);
+                    if neg {
+                        -acc
+                    } else {
+                        acc
+                    }
+                }));
+            };
+            let from = |_: usize, src: &[f32], out: &mut Vec<f32>| reduce(src, out);
+            let (sdt, ddt) = (u.sdt, u.ddt);
+            if let Some(n) = rows::map_rows_from(
+                mem,
+                &src,
+                sdt,
+                &u.dst,
+                ddt,
+                u.ch,
+                Some(groups),
+                ELEMENTWISE_WEIGHT,
+                from,
+            )? {
+                return done(n);
+            }
             let step = |_: usize, row: &mut Vec<f32>| {
-                // Group g's result overwrites element g, which no later group reads.
-                for g in 0..groups {
-                    let acc = alu_reduce(op, &row[g * inner..(g + 1) * inner]);
-                    row[g] = if neg { -acc } else { acc };
-                }
-                row.truncate(groups);
+                let mut out = Vec::with_capacity(groups);
+                reduce(row, &mut out);
+                *row = out;
             };
             done(u.each_row(mem, Some(groups), a, step)?)
         }

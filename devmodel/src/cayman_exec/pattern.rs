@@ -346,6 +346,19 @@ fn gather_impl(
     Ok(sp.len)
 }
 
+/// One partition's elements of a checked span where they lie, when they are fp32 in one
+/// ascending run (`pb`: the byte in `bytes` of the partition's element offset 0); None for
+/// any other row, which [`read_row`] converts.
+pub(super) fn f32_row<'a>(bytes: &'a [u8], sp: &Span, pb: i64, dt: Dtype) -> Option<&'a [f32]> {
+    use zerocopy::FromBytes;
+    if !matches!(dt, Dtype::F32 | Dtype::F32r) || !sp.contiguous || cfg!(target_endian = "big") {
+        return None;
+    }
+    let at = usize::try_from(pb).ok()?;
+    let b = bytes.get(at..at.checked_add(4 * sp.len)?)?;
+    <[f32]>::ref_from_bytes(b).ok()
+}
+
 /// Append one partition's elements of a checked span, converted to f32 (reversed if `rev`);
 /// `pb` is the byte in `bytes` of the partition's element offset 0.
 pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, out: &mut Vec<f32>) {

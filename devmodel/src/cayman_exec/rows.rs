@@ -3,7 +3,7 @@
 //! data-path helper that takes some partitions takes their whole pass (`fanout`), not just
 //! the arithmetic between a serial gather and scatter (`docs/performance.md`, 2026-12-05).
 
-use super::pattern::{gather, read_row, scatter, span, write_row};
+use super::pattern::{f32_row, gather, read_row, scatter, span, write_row};
 use super::OpFault;
 use crate::core::CoreMem;
 use neuron_isa::cayman::AccessPattern;
@@ -68,6 +68,63 @@ pub(super) fn map_rows(
     weight: u64,
     f: impl Fn(usize, &mut Vec<f32>) + Sync,
 ) -> Result<Option<usize>, OpFault> {
+    let step = |p: usize, src: Source, _: &mut Vec<f32>, row: &mut Vec<f32>| {
+        read_row(src.bytes, src.span, src.base, sdt, false, row);
+        f(p, row);
+    };
+    rows_with(mem, src, sdt, dst, ddt, channels, out_len, weight, step)
+}
+
+/// [`map_rows`] for a step that only reads its source row: `f(p, source, out)` fills `out`
+/// from channel `p`'s source elements, which an fp32 row in one run hands over where it lies
+/// (no copy; other rows are converted into a buffer first).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn map_rows_from(
+    mem: &mut CoreMem,
+    src: &AccessPattern,
+    sdt: Dtype,
+    dst: &AccessPattern,
+    ddt: Dtype,
+    channels: usize,
+    out_len: Option<usize>,
+    weight: u64,
+    f: impl Fn(usize, &[f32], &mut Vec<f32>) + Sync,
+) -> Result<Option<usize>, OpFault> {
+    let step = |p: usize, src: Source, buf: &mut Vec<f32>, row: &mut Vec<f32>| match f32_row(
+        src.bytes, src.span, src.base, sdt,
+    ) {
+        Some(vals) => f(p, vals, row),
+        None => {
+            buf.clear();
+            read_row(src.bytes, src.span, src.base, sdt, false, buf);
+            f(p, buf, row);
+        }
+    };
+    rows_with(mem, src, sdt, dst, ddt, channels, out_len, weight, step)
+}
+
+/// Where a channel's source row lies: `base` is the byte in `bytes` of its element offset 0.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    bytes: &'a [u8],
+    span: &'a super::pattern::Span,
+    base: i64,
+}
+
+/// The walk [`map_rows`] and [`map_rows_from`] share: `step(p, source, buffer, row)` leaves
+/// channel `p`'s destination elements in `row` (empty on entry; `buffer` is scratch).
+#[allow(clippy::too_many_arguments)]
+fn rows_with(
+    mem: &mut CoreMem,
+    src: &AccessPattern,
+    sdt: Dtype,
+    dst: &AccessPattern,
+    ddt: Dtype,
+    channels: usize,
+    out_len: Option<usize>,
+    weight: u64,
+    step: impl Fn(usize, Source, &mut Vec<f32>, &mut Vec<f32>) + Sync,
+) -> Result<Option<usize>, OpFault> {
     let s = span(mem, src, sdt, channels)?;
     let d = span(mem, dst, ddt, channels)?;
     let out_len = out_len.unwrap_or(s.len);
@@ -93,15 +150,24 @@ pub(super) fn map_rows(
     let rows = crate::fanout::rows_per_piece(channels, work);
     crate::fanout::for_each_mut(&mut parts, rows, work, |i, piece| {
         let mut row = Vec::with_capacity(s.len.max(out_len));
+        let mut buf = Vec::new();
         for (j, part) in piece.iter_mut().enumerate() {
             let p = i * rows + j;
             row.clear();
-            if same {
-                read_row(part, &s, sin, sdt, false, &mut row);
+            let source = if same {
+                Source {
+                    bytes: part,
+                    span: &s,
+                    base: sin,
+                }
             } else {
-                read_row(shared, &s, s.row_base(p), sdt, false, &mut row);
-            }
-            f(p, &mut row);
+                Source {
+                    bytes: shared,
+                    span: &s,
+                    base: s.row_base(p),
+                }
+            };
+            step(p, source, &mut buf, &mut row);
             debug_assert!(row.len() >= out_len, "a row step left too few values");
             if let Some(vals) = row.get(..out_len) {
                 write_row(part, &d, din, ddt, vals);
@@ -274,6 +340,27 @@ mod tests {
                     map_rows(&mut rows, &src, sdt, &dst, ddt, ch, out_len, weight, step)
                 })
                 .expect("in bounds");
+                // The same step handed its source row (where it lies, or converted): the
+                // same memories and answer as `map_rows`.
+                let mut from = CoreMem::new(&profile);
+                from.f32s_mut(Space::Sbuf)
+                    .copy_from_slice(whole.f32s(Space::Sbuf));
+                from.f32s_mut(Space::Psum)
+                    .copy_from_slice(whole.f32s(Space::Psum));
+                let read = |p: usize, src: &[f32], out: &mut Vec<f32>| {
+                    out.extend_from_slice(src);
+                    step(p, out);
+                };
+                let got_from = crate::fanout::with(shared, || {
+                    map_rows_from(&mut from, &src, sdt, &dst, ddt, ch, out_len, weight, read)
+                })
+                .expect("in bounds");
+                assert_eq!(got_from, got, "{what}: map_rows_from");
+                assert!(
+                    from.bytes(Space::Sbuf) == rows.bytes(Space::Sbuf)
+                        && from.bytes(Space::Psum) == rows.bytes(Space::Psum),
+                    "{what} (shared: {shared}): map_rows_from wrote otherwise"
+                );
                 let mut a = Vec::new();
                 let n = gather(&whole, &src, sdt, ch, &mut a).expect("in bounds");
                 let mut vals = Vec::new();
