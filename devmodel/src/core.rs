@@ -90,10 +90,20 @@ impl CoreMem {
         }
     }
 
-    /// Count a write to `s`, first copying out rows kept there.
+    /// Count a write to `s`, first copying out rows kept there. (Inlined: a DMA borrows its
+    /// destination once per row.)
+    #[inline(always)]
     fn before_write(&mut self, s: Space) {
         let i = index(s);
         self.writes[i] = self.writes[i].wrapping_add(1);
+        if self.kept.is_some() {
+            self.copy_kept(s);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn copy_kept(&mut self, s: Space) {
         if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s && !kp.copied) {
             let from: &[f32] = match s {
                 Space::Sbuf => &self.sbuf,
@@ -199,6 +209,7 @@ impl CoreMem {
         }
     }
 
+    #[inline]
     pub fn f32s_mut(&mut self, s: Space) -> &mut [f32] {
         self.before_write(s);
         match s {
@@ -207,6 +218,7 @@ impl CoreMem {
         }
     }
 
+    #[inline]
     pub fn bytes_mut(&mut self, s: Space) -> &mut [u8] {
         self.before_write(s);
         match s {
@@ -217,6 +229,7 @@ impl CoreMem {
 
     /// The bytes of `from` to read and of the other space to write (a move between SBUF and
     /// PSUM in one copy).
+    #[inline]
     pub fn across(&mut self, from: Space) -> (&[u8], &mut [u8]) {
         self.before_write(match from {
             Space::Sbuf => Space::Psum,

@@ -439,6 +439,14 @@ impl Device {
     }
 }
 
+/// A transfer's side in a core's window: its bytes to write or to read, or its lane away on
+/// its thread.
+enum Window<'a> {
+    Away,
+    Into(&'a mut [u8]),
+    From(&'a [u8]),
+}
+
 impl Device {
     /// The runs of a DMA_DIRECT2D between one HBM range and one core's SBUF/PSUM window, each
     /// side resolved once for the whole transfer instead of once per run (a KV-cache load is
@@ -493,6 +501,16 @@ impl Device {
         // The HBM page the last run read and the one the last hint named: a DMA's rows are
         // short and strided, so consecutive runs mostly lie in one page (`SparseMem::page`).
         let (mut read_memo, mut hint_memo): (PageMemo, PageMemo) = (None, None);
+        // The window's partition bounds (`partition_span`), then its bytes, borrowed once for
+        // the whole transfer (a write is counted per borrow, `CoreMem::writes`), unless the
+        // lane is away (its runs then go to it after the loop).
+        let geometry = self.partition_geometry(space);
+        let Device { hbm, cores, .. } = self;
+        let mut window = match (away, into_window) {
+            (true, _) => Window::Away,
+            (false, true) => Window::Into(cores[nc].lane.get().mem.bytes_mut(space)),
+            (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
+        };
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
             let (j0, j1) = (k % n0d, k / n0d);
@@ -505,7 +523,7 @@ impl Device {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    self.hbm.prefetch_cached(&mut hint_memo, sf, len as usize);
+                    hbm.prefetch_cached(&mut hint_memo, sf, len as usize);
                 }
             }
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
@@ -514,38 +532,42 @@ impl Device {
             } else {
                 (t, woff + (s - src))
             };
-            let Some(at) = self.partition_span(space, win_at, len) else {
+            let Some(at) = super::memory::span_in_partition(geometry, win_at, len) else {
                 break;
             };
             let n = len as usize;
             if at.checked_add(n).is_none_or(|end| end > limit) {
                 break;
             }
-            if away {
-                runs.push((hbm_at, at, n));
-            } else if into_window {
-                let off = (hbm_at % PAGE) as usize;
-                let from = self
-                    .hbm
-                    .page_cached(&mut read_memo, hbm_at)
-                    .and_then(|p| p.get(off..off.checked_add(n)?));
-                let to = &mut self.cores[nc].lane.get().mem.bytes_mut(space)[at..at + n];
-                match from {
-                    Some(b) => to.copy_from_slice(b),
-                    None => self.hbm.read(hbm_at, to),
+            match &mut window {
+                Window::Away => runs.push((hbm_at, at, n)),
+                Window::Into(mem) => {
+                    let Some(to) = mem.get_mut(at..at + n) else {
+                        break;
+                    };
+                    let off = (hbm_at % PAGE) as usize;
+                    let from = hbm
+                        .page_cached(&mut read_memo, hbm_at)
+                        .and_then(|p| p.get(off..off.checked_add(n)?));
+                    match from {
+                        Some(b) => to.copy_from_slice(b),
+                        None => hbm.read(hbm_at, to),
+                    }
                 }
-            } else {
-                // (Out of the window into HBM: no page is remembered, as writes add pages.)
-                (read_memo, hint_memo) = (None, None);
-                let Device { hbm, cores, .. } = self;
-                hbm.write(hbm_at, &cores[nc].lane.get().mem.bytes(space)[at..at + n]);
+                Window::From(mem) => {
+                    let Some(from) = mem.get(at..at + n) else {
+                        break;
+                    };
+                    // (Out of the window into HBM: no page is remembered, as writes add pages.)
+                    (read_memo, hint_memo) = (None, None);
+                    hbm.write(hbm_at, from);
+                }
             }
             bytes += len;
             k += run;
         }
         if away {
             let spans: Vec<(usize, usize)> = runs.iter().map(|r| (r.1, r.2)).collect();
-            let Device { hbm, cores, .. } = self;
             cores[nc].lane.write_runs(space, &spans, |i, to| {
                 if let Some(r) = runs.get(i + RUNS_AHEAD as usize) {
                     hbm.prefetch(r.0, r.2);

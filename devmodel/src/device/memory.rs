@@ -141,7 +141,12 @@ impl Device {
     /// they lie inside one partition. Storage uses the window's stride, so a window offset
     /// inside a partition is a storage offset.
     pub(super) fn partition_span(&self, space: Space, off: u64, len: u64) -> Option<usize> {
-        let (stride, pb) = match space {
+        span_in_partition(self.partition_geometry(space), off, len)
+    }
+
+    /// The window's partition stride and the bytes each partition holds.
+    pub(super) fn partition_geometry(&self, space: Space) -> (u64, u64) {
+        match space {
             Space::Sbuf => (
                 tpb::SBUF_PARTITION_STRIDE,
                 self.profile.sbuf_partition_bytes as u64,
@@ -150,8 +155,7 @@ impl Device {
                 tpb::PSUM_PARTITION_STRIDE,
                 self.profile.psum_partition_bytes as u64,
             ),
-        };
-        (off % stride + len <= pb).then_some(off as usize)
+        }
     }
 
     // ---------------------------------------------------------------- access
@@ -360,6 +364,12 @@ impl Device {
     pub fn instr_port(&self, nc: usize, e: Engine) -> u64 {
         self.profile.tpb_base(nc) + tpb::INSTR_PORT + e.index() as u64 * tpb::INSTR_PORT_STRIDE
     }
+}
+
+/// [`Device::partition_span`] with the space's geometry (partition stride, bytes per
+/// partition, [`Device::partition_geometry`]) fetched beforehand.
+pub(super) fn span_in_partition((stride, pb): (u64, u64), off: u64, len: u64) -> Option<usize> {
+    (off % stride + len <= pb).then_some(off as usize)
 }
 
 pub(super) fn space_of(t: Target) -> Space {
