@@ -147,6 +147,18 @@ impl Func {
     }
 }
 
+/// Values every loop test includes: ±0, ±inf, NaN and a subnormal of each sign.
+#[cfg(test)]
+pub(super) const SPECIAL_F32: [f32; 7] = [
+    0.0,
+    -0.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    1e-40,
+    -1e-40,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,15 +200,7 @@ mod tests {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn compare(wide: impl Fn(Func, &mut [f32], f32, f32)) {
         let mut xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.0371).collect();
-        xs.extend([
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            1e-40,
-            -1e-40,
-        ]);
+        xs.extend(SPECIAL_F32);
         xs.extend([88.7, 88.8, -103.0, -104.0, f32::MAX, f32::MIN]);
         for code in [0, 7, 10, 29, 36, 2, 6, 30, 33, 31, 130] {
             let f = Func::of(code).expect("known code");

@@ -521,18 +521,16 @@ fn execute_op(
                 }));
             };
             let from = |_: usize, src: &[f32], out: &mut Vec<f32>| reduce(src, out);
-            let (sdt, ddt) = (u.sdt, u.ddt);
-            if let Some(n) = rows::map_rows_from(
-                mem,
-                &src,
-                sdt,
-                &u.dst,
-                ddt,
-                u.ch,
-                Some(groups),
-                ELEMENTWISE_WEIGHT,
-                from,
-            )? {
+            let op = rows::Rows {
+                src: &src,
+                sdt: u.sdt,
+                dst: &u.dst,
+                ddt: u.ddt,
+                channels: u.ch,
+                out_len: Some(groups),
+                weight: ELEMENTWISE_WEIGHT,
+            };
+            if let Some(n) = rows::map_rows_from(mem, &op, from)? {
                 return done(n);
             }
             let step = |_: usize, row: &mut Vec<f32>| {

@@ -31,7 +31,16 @@ pub(super) fn elementwise(
     a: &mut Vec<f32>,
     f: impl Fn(usize, &mut Vec<f32>) + Sync,
 ) -> Result<usize, OpFault> {
-    if let Some(n) = map_rows(mem, src, sdt, dst, ddt, channels, out_len, weight, &f)? {
+    let rows = Rows {
+        src,
+        sdt,
+        dst,
+        ddt,
+        channels,
+        out_len,
+        weight,
+    };
+    if let Some(n) = map_rows(mem, &rows, &f)? {
         return Ok(n);
     }
     let n = gather(mem, src, sdt, channels, a)?;
@@ -56,40 +65,41 @@ pub(super) fn elementwise(
 /// bytes with another channel's source: the operands lie in different memories, or in the
 /// same partitions. Elsewhere (or where the destination does not hold `out_len` elements
 /// per channel) nothing is done and None returned, for the caller to do it whole.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn map_rows(
     mem: &mut CoreMem,
-    src: &AccessPattern,
-    sdt: Dtype,
-    dst: &AccessPattern,
-    ddt: Dtype,
-    channels: usize,
-    out_len: Option<usize>,
-    weight: u64,
+    op: &Rows,
     f: impl Fn(usize, &mut Vec<f32>) + Sync,
 ) -> Result<Option<usize>, OpFault> {
     let step = |p: usize, src: Source, _: &mut Vec<f32>, row: &mut Vec<f32>| {
-        read_row(src.bytes, src.span, src.base, sdt, false, row);
+        read_row(src.bytes, src.span, src.base, op.sdt, false, row);
         f(p, row);
     };
-    rows_with(mem, src, sdt, dst, ddt, channels, out_len, weight, step)
+    rows_with(mem, op, step)
+}
+
+/// A row step's operands: `channels` partitions of `src` (as `sdt`) to `dst` (as `ddt`),
+/// `out_len` destination elements per channel (None: the source's count), `weight` element
+/// operations per source element (for sharing it out).
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub(super) src: &'a AccessPattern,
+    pub(super) sdt: Dtype,
+    pub(super) dst: &'a AccessPattern,
+    pub(super) ddt: Dtype,
+    pub(super) channels: usize,
+    pub(super) out_len: Option<usize>,
+    pub(super) weight: u64,
 }
 
 /// [`map_rows`] for a step that only reads its source row: `f(p, source, out)` fills `out`
 /// from channel `p`'s source elements, which an fp32 row in one run hands over where it lies
 /// (no copy; other rows are converted into a buffer first).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn map_rows_from(
     mem: &mut CoreMem,
-    src: &AccessPattern,
-    sdt: Dtype,
-    dst: &AccessPattern,
-    ddt: Dtype,
-    channels: usize,
-    out_len: Option<usize>,
-    weight: u64,
+    op: &Rows,
     f: impl Fn(usize, &[f32], &mut Vec<f32>) + Sync,
 ) -> Result<Option<usize>, OpFault> {
+    let sdt = op.sdt;
     let step = |p: usize, src: Source, buf: &mut Vec<f32>, row: &mut Vec<f32>| match f32_row(
         src.bytes, src.span, src.base, sdt,
     ) {
@@ -100,7 +110,7 @@ pub(super) fn map_rows_from(
             f(p, buf, row);
         }
     };
-    rows_with(mem, src, sdt, dst, ddt, channels, out_len, weight, step)
+    rows_with(mem, op, step)
 }
 
 /// Where a channel's source row lies: `base` is the byte in `bytes` of its element offset 0.
@@ -113,24 +123,18 @@ struct Source<'a> {
 
 /// The walk [`map_rows`] and [`map_rows_from`] share: `step(p, source, buffer, row)` leaves
 /// channel `p`'s destination elements in `row` (empty on entry; `buffer` is scratch).
-#[allow(clippy::too_many_arguments)]
 fn rows_with(
     mem: &mut CoreMem,
-    src: &AccessPattern,
-    sdt: Dtype,
-    dst: &AccessPattern,
-    ddt: Dtype,
-    channels: usize,
-    out_len: Option<usize>,
-    weight: u64,
+    op: &Rows,
     step: impl Fn(usize, Source, &mut Vec<f32>, &mut Vec<f32>) + Sync,
 ) -> Result<Option<usize>, OpFault> {
-    let s = span(mem, src, sdt, channels)?;
-    let d = span(mem, dst, ddt, channels)?;
-    let out_len = out_len.unwrap_or(s.len);
+    let (channels, ddt) = (op.channels, op.ddt);
+    let s = span(mem, op.src, op.sdt, channels)?;
+    let d = span(mem, op.dst, ddt, channels)?;
+    let out_len = op.out_len.unwrap_or(s.len);
     let work = (channels as u64)
         .saturating_mul(s.len as u64)
-        .saturating_mul(weight);
+        .saturating_mul(op.weight);
     let same = s.space() == d.space();
     if d.len != out_len || channels == 0 || (same && s.first() != d.first()) {
         return Ok(None);
@@ -336,10 +340,17 @@ mod tests {
                 let out_len = (groups > 0).then_some(groups);
                 // Shared out: a weight that makes any step large.
                 let weight = if shared { 1 << 30 } else { 1 };
-                let got = crate::fanout::with(shared, || {
-                    map_rows(&mut rows, &src, sdt, &dst, ddt, ch, out_len, weight, step)
-                })
-                .expect("in bounds");
+                let op = Rows {
+                    src: &src,
+                    sdt,
+                    dst: &dst,
+                    ddt,
+                    channels: ch,
+                    out_len,
+                    weight,
+                };
+                let got = crate::fanout::with(shared, || map_rows(&mut rows, &op, step))
+                    .expect("in bounds");
                 // The same step handed its source row (where it lies, or converted): the
                 // same memories and answer as `map_rows`.
                 let mut from = CoreMem::new(&profile);
@@ -351,10 +362,8 @@ mod tests {
                     out.extend_from_slice(src);
                     step(p, out);
                 };
-                let got_from = crate::fanout::with(shared, || {
-                    map_rows_from(&mut from, &src, sdt, &dst, ddt, ch, out_len, weight, read)
-                })
-                .expect("in bounds");
+                let got_from = crate::fanout::with(shared, || map_rows_from(&mut from, &op, read))
+                    .expect("in bounds");
                 assert_eq!(got_from, got, "{what}: map_rows_from");
                 assert!(
                     from.bytes(Space::Sbuf) == rows.bytes(Space::Sbuf)

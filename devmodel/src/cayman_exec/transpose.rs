@@ -210,6 +210,25 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
 mod tests {
     use super::*;
 
+    /// `dst` holds the `rows x cols` matrix `src` transposed (the definition, element by
+    /// element).
+    fn assert_transposed<T: PartialEq + std::fmt::Debug>(
+        src: &[T],
+        dst: &[T],
+        rows: usize,
+        cols: usize,
+    ) {
+        for c in 0..rows {
+            for j in 0..cols {
+                assert_eq!(
+                    dst[j * rows + c],
+                    src[c * cols + j],
+                    "{rows}x{cols} at ({c},{j})"
+                );
+            }
+        }
+    }
+
     /// The 16-bit transpose against the definition, for square and ragged shapes (edges in
     /// one dimension, the other, both) and short buffers (nothing written).
     #[test]
@@ -228,15 +247,7 @@ mod tests {
                 .collect();
             let mut dst = vec![0u16; rows * cols];
             transpose16(&src, rows, cols, &mut dst);
-            for c in 0..rows {
-                for j in 0..cols {
-                    assert_eq!(
-                        dst[j * rows + c],
-                        src[c * cols + j],
-                        "{rows}x{cols} at {c},{j}"
-                    );
-                }
-            }
+            assert_transposed(&src, &dst, rows, cols);
         }
         let mut short = vec![7u16; 63];
         transpose16(&[1; 64], 8, 8, &mut short);
@@ -255,15 +266,7 @@ mod tests {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
             let mut dst = vec![f32::NAN; rows * cols];
             transpose(&src, rows, cols, &mut dst);
-            for c in 0..rows {
-                for j in 0..cols {
-                    assert_eq!(
-                        dst[j * rows + c],
-                        src[c * cols + j],
-                        "{rows}x{cols} ({c},{j})"
-                    );
-                }
-            }
+            assert_transposed(&src, &dst, rows, cols);
         }
     }
 
