@@ -28,6 +28,9 @@ pub struct CoreMem {
     /// Values a deferred pass pair reads where they lie, copied out before their space is
     /// next written ([`CoreMem::keep`]).
     kept: Option<Kept>,
+    /// User space has been handed the SBUF storage's address (a mapping of the SBUF window):
+    /// its writes are not counted, so SBUF's count proves nothing from then on.
+    sbuf_mapped: bool,
 }
 
 /// Rows of fp32 values kept for a later reader: `k` rows of `n` words at `off + r * rs` in
@@ -87,6 +90,7 @@ impl CoreMem {
             psum: alloc(words(crate::arch::tpb::PSUM_PARTITION_STRIDE)),
             writes: [0; 2],
             kept: None,
+            sbuf_mapped: false,
         }
     }
 
@@ -124,10 +128,22 @@ impl CoreMem {
         self.writes[index(s)]
     }
 
+    /// Whether [`CoreMem::writes`] sees every write to `s`: not SBUF once user space maps it.
+    pub fn sees_all_writes(&self, s: Space) -> bool {
+        !(s == Space::Sbuf && self.sbuf_mapped)
+    }
+
+    /// Whether nothing has written `s` since its count was `count` (false where the count
+    /// does not see every write).
+    pub fn unwritten_since(&self, s: Space, count: u64) -> bool {
+        self.sees_all_writes(s) && self.writes(s) == count
+    }
+
     /// Keep `k` rows of `n` fp32 words at `off + r * rs` of `space` for a later reader: they
     /// are read where they lie until the space is next written, and copied out (into `buf`)
     /// just before that. Replaces rows kept before; false, nothing kept, if a row would lie
-    /// outside the space.
+    /// outside the space or the space has writers the model does not see (user space's
+    /// mapping of SBUF).
     pub fn keep(
         &mut self,
         space: Space,
@@ -137,6 +153,9 @@ impl CoreMem {
         n: usize,
         buf: Vec<f32>,
     ) -> bool {
+        if !self.sees_all_writes(space) {
+            return false;
+        }
         let len = self.f32s(space).len();
         let last = k
             .checked_sub(1)
@@ -178,10 +197,12 @@ impl CoreMem {
         }
     }
 
-    /// The SBUF storage's address, for user space's mapping of the SBUF window (counted as a
-    /// write: what the mapping writes is not seen).
+    /// The SBUF storage's address, for user space's mapping of the SBUF window: counted as a
+    /// write, rows kept there copied out, and SBUF's count no proof of anything from now on
+    /// (what the mapping writes is not seen).
     pub fn sbuf_ptr(&mut self) -> *mut f32 {
         self.before_write(Space::Sbuf);
+        self.sbuf_mapped = true;
         self.sbuf.as_mut_ptr()
     }
 
@@ -326,5 +347,26 @@ mod tests {
         assert!(m.keep(Space::Psum, len - 5, 0, 1, 5, Vec::new()));
         m.clear();
         assert!(m.kept().is_none(), "a reset drops kept rows");
+    }
+
+    /// Once user space has SBUF's address, SBUF's count proves nothing and nothing is kept
+    /// there; PSUM's still does.
+    #[test]
+    fn a_user_mapping_of_sbuf_ends_trust_in_its_count() {
+        let mut m = mem();
+        let (sb, ps) = (m.writes(Space::Sbuf), m.writes(Space::Psum));
+        assert!(m.unwritten_since(Space::Sbuf, sb) && m.unwritten_since(Space::Psum, ps));
+        assert!(m.keep(Space::Sbuf, 0, 1, 1, 4, Vec::new()));
+        let _ = m.sbuf_ptr();
+        assert!(
+            m.kept().is_some_and(|kp| kp.copy().is_some()),
+            "kept rows copied out"
+        );
+        let (sb, ps) = (m.writes(Space::Sbuf), m.writes(Space::Psum));
+        assert!(!m.sees_all_writes(Space::Sbuf) && m.sees_all_writes(Space::Psum));
+        assert!(!m.unwritten_since(Space::Sbuf, sb));
+        assert!(m.unwritten_since(Space::Psum, ps));
+        assert!(!m.keep(Space::Sbuf, 0, 1, 1, 4, Vec::new()));
+        assert!(m.keep(Space::Psum, 0, 1, 1, 4, Vec::new()));
     }
 }

@@ -853,4 +853,14 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(0x800), &mut m, &mut pe);
     check(&m, 0x800, Some(5));
+    // Once user space maps SBUF (whose writes are not counted), nothing is remembered.
+    put_f32(&mut m, 5, MOV + 4 * 5, 1.0);
+    let _ = m.sbuf_ptr();
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0xc00), &mut m, &mut pe);
+    check(&m, 0xc00, None);
+    assert!(
+        pe.identity_at.is_none(),
+        "nothing remembered under a user mapping"
+    );
 }

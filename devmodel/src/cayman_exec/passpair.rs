@@ -21,7 +21,9 @@
 //! pair, with nothing written between its passes, costs no snapshot and no comparison: the
 //! HIGH LDWEIGHTS of the same pattern with its space's write count unchanged loads the LOW
 //! values, and the second MATMUL finds the moving tensor not copied, so unchanged. Other
-//! moving tensors are copied at the LOW pass and compared at the HIGH one. `NEURON_EMU_PASS_PAIRS=0` turns fusion off (read when a core's PE state is created or
+//! moving tensors are copied at the LOW pass and compared at the HIGH one, and so is every
+//! SBUF one once user space has mapped SBUF (its writes are not counted:
+//! `CoreMem::sees_all_writes`). `NEURON_EMU_PASS_PAIRS=0` turns fusion off (read when a core's PE state is created or
 //! reset); so do installed device hooks (fault injection may write memory between the passes,
 //! which a fused pair would not see: `Device::set_hooks`).
 
@@ -173,7 +175,7 @@ pub(super) fn start(
     }
     let mut mv = std::mem::take(&mut pe.snapshot);
     let (nmov, in_place) = match f32_view(mem, &src, k)? {
-        Some((sp, v, n)) if v.cs == 1 && sp != dspace => {
+        Some((sp, v, n)) if v.cs == 1 && sp != dspace && mem.sees_all_writes(sp) => {
             let buf = std::mem::take(&mut mv);
             if !mem.keep(sp, v.off, v.rs, k, n, buf) {
                 return Ok(false);
@@ -495,7 +497,15 @@ mod tests {
 
     /// Fill weights, moving data and the destination, then run `words` with fusion on or off.
     fn run(seed: u64, fuse: bool, words: &[CaymanInstr]) -> Run {
+        run_with(seed, fuse, words, false)
+    }
+
+    /// [`run`], with SBUF mapped by user space first where `mapped`.
+    fn run_with(seed: u64, fuse: bool, words: &[CaymanInstr], mapped: bool) -> Run {
         let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        if mapped {
+            let _ = mem.sbuf_ptr();
+        }
         put(&mut mem, Space::Sbuf, X, K, &values(seed, K * M));
         put(&mut mem, Space::Sbuf, MOV, K, &values(seed + 1, K * N));
         put(&mut mem, Space::Psum, D, M, &values(seed + 2, M * N));
@@ -717,6 +727,30 @@ mod tests {
         let changed = [ldw(1), matmul(1, D, false), memset(X, K as u8, 4), ldw(2)];
         let r = run(SEED, true, &changed);
         assert_eq!(r.pe.w_from_full, None);
+    }
+
+    /// With SBUF mapped by user space (writes the model does not count), a pair snapshots
+    /// and compares as before: it still fuses, to the same bits, and a rewritten moving
+    /// tensor still settles it.
+    #[test]
+    fn a_pair_under_a_user_mapping_snapshots_and_compares() {
+        let (plain, mapped) = (
+            run(SEED, true, &pair()),
+            run_with(SEED, true, &pair(), true),
+        );
+        assert_eq!((mapped.pe.fused_pairs, mapped.pe.settled), (1, 0));
+        assert_eq!(dest(&mapped.mem, D), dest(&plain.mem, D));
+        assert!(mapped.mem.kept().is_none(), "nothing kept in a mapped SBUF");
+        let moved = [
+            ldw(1),
+            matmul(1, D, false),
+            ldw(2),
+            memset(MOV, K as u8, 8),
+            matmul(0, D, false),
+        ];
+        let (two, one) = (run(SEED, false, &moved), run_with(SEED, true, &moved, true));
+        assert_eq!((one.pe.fused_pairs, one.pe.settled), (0, 1));
+        assert_eq!(dest(&one.mem, D), dest(&two.mem, D));
     }
 
     #[test]

@@ -142,15 +142,19 @@ pub struct IdentityAt {
 }
 
 /// Whether `at` is where `pe` last found an identity, with nothing written since; else
-/// `check` decides, and a yes is remembered.
-fn identity_memo(pe: &mut PeState, at: IdentityAt, check: impl FnOnce() -> bool) -> bool {
-    if pe.identity_at == Some(at) {
+/// `check` decides, and a yes is remembered (where `mem` sees every write to the space).
+fn identity_memo(
+    pe: &mut PeState,
+    mem: &CoreMem,
+    at: IdentityAt,
+    check: impl FnOnce() -> bool,
+) -> bool {
+    let trusted = mem.sees_all_writes(at.space);
+    if trusted && pe.identity_at == Some(at) {
         return true;
     }
     let yes = check();
-    if yes {
-        pe.identity_at = Some(at);
-    }
+    pe.identity_at = (yes && trusted).then_some(at);
     yes
 }
 
@@ -191,7 +195,7 @@ pub(super) fn ldweights(
     let in_place = if high {
         // The LOW load's pattern, and nothing written to its space since: its values.
         let unwritten = pe.low_src == Some((ap, dt, rows))
-            && mem.writes(ap.space()) == pe.low_writes
+            && mem.unwritten_since(ap.space(), pe.low_writes)
             && pe.full.len().is_multiple_of(rows.max(1));
         if unwritten {
             Some(true)
@@ -408,7 +412,7 @@ pub(super) fn matmul(
                     bits16: false,
                     writes: mem.writes(*sp),
                 };
-                identity_memo(pe, at, || is_identity(mem.f32s(*sp), *v, k))
+                identity_memo(pe, mem, at, || is_identity(mem.f32s(*sp), *v, k))
             }
             Some((sp, v, _)) => is_identity(mem.f32s(*sp), *v, k),
             None => is_identity(&a[..], dense, k),
@@ -570,7 +574,7 @@ fn transpose_bits(
         writes: mem.writes(sp.space()),
     };
     let bytes = mem.bytes(sp.space());
-    let ident = identity_memo(pe, at, || {
+    let ident = identity_memo(pe, mem, at, || {
         (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)))
     });
     let w = &pe.w_bits[..k * m];
