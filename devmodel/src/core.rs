@@ -2,7 +2,9 @@
 //! reuses. The trn2 instruction semantics that work on them are in `cayman_exec`.
 
 use crate::arch::ArchProfile;
+use crate::gemm::View;
 use crate::hostmem::{F32Mem, MemSource};
+pub use crate::kept::Kept;
 use neuron_isa::Space;
 use zerocopy::IntoBytes;
 
@@ -31,34 +33,6 @@ pub struct CoreMem {
     /// User space has been handed the SBUF storage's address (a mapping of the SBUF window):
     /// its writes are not counted, so SBUF's count proves nothing from then on.
     sbuf_mapped: bool,
-}
-
-/// Rows of fp32 values kept for a later reader: `k` rows of `n` words at `off + r * rs` in
-/// `space`, and their copy once the space has been written.
-#[derive(Debug)]
-pub struct Kept {
-    pub space: Space,
-    off: usize,
-    rs: usize,
-    k: usize,
-    n: usize,
-    /// The rows as they were (dense, `k x n`), once a write to `space` came; the buffer
-    /// otherwise (its capacity reused).
-    copy: Vec<f32>,
-    copied: bool,
-}
-
-impl Kept {
-    /// The rows' copy, if the space has been written since they were kept (the values then
-    /// lie only here: dense, `k x n`).
-    pub fn copy(&self) -> Option<&[f32]> {
-        self.copied.then_some(&self.copy[..])
-    }
-
-    /// The copy's buffer, for reuse.
-    pub fn into_buffer(self) -> Vec<f32> {
-        self.copy
-    }
 }
 
 fn index(s: Space) -> usize {
@@ -108,18 +82,11 @@ impl CoreMem {
     #[cold]
     #[inline(never)]
     fn copy_kept(&mut self, s: Space) {
-        if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s && !kp.copied) {
-            let from: &[f32] = match s {
+        if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s) {
+            kp.save(match s {
                 Space::Sbuf => &self.sbuf,
                 Space::Psum => &self.psum,
-            };
-            kp.copy.clear();
-            for r in 0..kp.k {
-                let at = kp.off + r * kp.rs;
-                // `keep` checked every row lies in the space.
-                kp.copy.extend_from_slice(&from[at..at + kp.n]);
-            }
-            kp.copied = true;
+            });
         }
     }
 
@@ -139,42 +106,18 @@ impl CoreMem {
         self.sees_all_writes(s) && self.writes(s) == count
     }
 
-    /// Keep `k` rows of `n` fp32 words at `off + r * rs` of `space` for a later reader: they
-    /// are read where they lie until the space is next written, and copied out (into `buf`)
-    /// just before that. Replaces rows kept before; false, nothing kept, if a row would lie
-    /// outside the space or the space has writers the model does not see (user space's
+    /// Keep `k` rows of `n` fp32 words of `space` at `view` (`cs` 1) for a later reader
+    /// ([`Kept`]): read where they lie until the space is next written, copied out (into
+    /// `buf`) just before that. Replaces rows kept before; false, nothing kept, if a row would
+    /// lie outside the space or the space has writers the model does not see (user space's
     /// mapping of SBUF).
-    pub fn keep(
-        &mut self,
-        space: Space,
-        off: usize,
-        rs: usize,
-        k: usize,
-        n: usize,
-        buf: Vec<f32>,
-    ) -> bool {
+    pub fn keep(&mut self, space: Space, view: View, k: usize, n: usize, buf: Vec<f32>) -> bool {
         if !self.sees_all_writes(space) {
             return false;
         }
         let len = self.f32s(space).len();
-        let last = k
-            .checked_sub(1)
-            .and_then(|r| r.checked_mul(rs))
-            .and_then(|x| x.checked_add(off))
-            .and_then(|x| x.checked_add(n));
-        if k == 0 || last.is_none_or(|l| l > len) {
-            return false;
-        }
-        self.kept = Some(Kept {
-            space,
-            off,
-            rs,
-            k,
-            n,
-            copy: buf,
-            copied: false,
-        });
-        true
+        self.kept = Kept::new(space, view, k, n, len, buf);
+        self.kept.is_some()
     }
 
     /// The rows kept now, if any.
@@ -323,7 +266,8 @@ mod tests {
                 m.f32s_mut(Space::Sbuf)[at(r, c)] = (10 * r + c) as f32;
             }
         }
-        assert!(m.keep(Space::Sbuf, off, rs, k, n, Vec::new()));
+        let view = |off: usize, rs: usize| View { off, rs, cs: 1 };
+        assert!(m.keep(Space::Sbuf, view(off, rs), k, n, Vec::new()));
         m.f32s_mut(Space::Psum)[0] = 9.0;
         assert!(
             m.kept().is_some_and(|kp| kp.copy().is_none()),
@@ -340,11 +284,11 @@ mod tests {
         assert!(kp.into_buffer().capacity() >= k * n);
         // The last row would end past the storage; zero rows are nothing to keep.
         let len = m.f32s(Space::Psum).len();
-        assert!(!m.keep(Space::Psum, len - 4, 0, 1, 5, Vec::new()));
-        assert!(!m.keep(Space::Psum, 0, usize::MAX / 2, 3, 1, Vec::new()));
-        assert!(!m.keep(Space::Psum, 0, 1, 0, 1, Vec::new()));
+        assert!(!m.keep(Space::Psum, view(len - 4, 0), 1, 5, Vec::new()));
+        assert!(!m.keep(Space::Psum, view(0, usize::MAX / 2), 3, 1, Vec::new()));
+        assert!(!m.keep(Space::Psum, view(0, 1), 0, 1, Vec::new()));
         assert!(m.kept().is_none());
-        assert!(m.keep(Space::Psum, len - 5, 0, 1, 5, Vec::new()));
+        assert!(m.keep(Space::Psum, view(len - 5, 0), 1, 5, Vec::new()));
         m.clear();
         assert!(m.kept().is_none(), "a reset drops kept rows");
     }
@@ -356,7 +300,12 @@ mod tests {
         let mut m = mem();
         let (sb, ps) = (m.writes(Space::Sbuf), m.writes(Space::Psum));
         assert!(m.unwritten_since(Space::Sbuf, sb) && m.unwritten_since(Space::Psum, ps));
-        assert!(m.keep(Space::Sbuf, 0, 1, 1, 4, Vec::new()));
+        let row = View {
+            off: 0,
+            rs: 1,
+            cs: 1,
+        };
+        assert!(m.keep(Space::Sbuf, row, 1, 4, Vec::new()));
         let _ = m.sbuf_ptr();
         assert!(
             m.kept().is_some_and(|kp| kp.copy().is_some()),
@@ -366,7 +315,7 @@ mod tests {
         assert!(!m.sees_all_writes(Space::Sbuf) && m.sees_all_writes(Space::Psum));
         assert!(!m.unwritten_since(Space::Sbuf, sb));
         assert!(m.unwritten_since(Space::Psum, ps));
-        assert!(!m.keep(Space::Sbuf, 0, 1, 1, 4, Vec::new()));
-        assert!(m.keep(Space::Psum, 0, 1, 1, 4, Vec::new()));
+        assert!(!m.keep(Space::Sbuf, row, 1, 4, Vec::new()));
+        assert!(m.keep(Space::Psum, row, 1, 4, Vec::new()));
     }
 }

@@ -17,6 +17,7 @@ pub mod gemm;
 pub mod hbm;
 pub mod hooks;
 pub mod hostmem;
+pub mod kept;
 pub mod prefetch;
 pub mod regs;
 pub mod sched;

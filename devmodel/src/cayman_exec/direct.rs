@@ -12,26 +12,32 @@ use neuron_isa::cayman::AccessPattern;
 use neuron_isa::{Dtype, Space};
 use zerocopy::{FromBytes, IntoBytes};
 
-/// A product of the loaded weights (`pe`) and the moving tensor `src` (`dt`; `mv` its fp32
-/// view where it has one) into the fp32 destination `dv`, `beta` as the word's accumulate
-/// flag gives it, read where the moving tensor lies: a thin product for weights of up to
-/// `thin::MAX_M` columns, a matrix-vector one for a bf16 moving vector. The number of moving
-/// columns, or None (nothing written) where neither applies; `sums` is scratch.
-#[allow(clippy::too_many_arguments)]
+/// A MATMUL's operands as `pe::matmul` resolved them: the moving tensor `src` (`dt`; `mv`
+/// its fp32 view where it has one), the destination's fp32 view `dv` where it has one, and
+/// `beta` as the word's accumulate flag gives it.
+#[derive(Clone, Copy)]
+pub(super) struct Operands<'a> {
+    pub(super) src: &'a AccessPattern,
+    pub(super) dt: Dtype,
+    pub(super) mv: Option<(Space, View, usize)>,
+    pub(super) dv: Option<(Space, View, usize)>,
+    pub(super) beta: f32,
+}
+
+/// A product of the loaded weights (`pe`) and the moving tensor into the fp32 destination,
+/// read where the moving tensor lies: a thin product for weights of up to `thin::MAX_M`
+/// columns, a matrix-vector one for a bf16 moving vector. The number of moving columns, or
+/// None (nothing written) where neither applies; `sums` is scratch.
 pub(super) fn product(
     mem: &mut CoreMem,
     pe: &mut PeState,
-    src: &AccessPattern,
-    dt: Dtype,
-    mv: Option<(Space, View, usize)>,
-    dv: Option<(Space, View, usize)>,
-    beta: f32,
+    op: &Operands,
     sums: &mut Vec<f32>,
 ) -> Result<Option<usize>, OpFault> {
     if pe.m <= thin::MAX_M {
-        thin_product(mem, pe, src, dt, mv, dv, beta, sums)
-    } else if dt == Dtype::Bf16 {
-        narrow_product(mem, pe, src, dv, beta)
+        thin_product(mem, pe, op, sums)
+    } else if op.dt == Dtype::Bf16 {
+        narrow_product(mem, pe, op.src, op.dv, op.beta)
     } else {
         Ok(None)
     }
@@ -41,18 +47,16 @@ pub(super) fn product(
 /// read from storage: fp32 used in place, or bf16 bits, one ascending run per partition.
 /// The number of moving columns, or None (nothing written) where the path does not apply;
 /// `sums` is scratch.
-#[allow(clippy::too_many_arguments)]
 fn thin_product(
     mem: &mut CoreMem,
     pe: &mut PeState,
-    src: &AccessPattern,
-    dt: Dtype,
-    mv: Option<(Space, View, usize)>,
-    dv: Option<(Space, View, usize)>,
-    beta: f32,
+    op: &Operands,
     sums: &mut Vec<f32>,
 ) -> Result<Option<usize>, OpFault> {
-    let Some((dspace, cv, ndst)) = dv else {
+    let Operands {
+        src, dt, mv, beta, ..
+    } = *op;
+    let Some((dspace, cv, ndst)) = op.dv else {
         return Ok(None);
     };
     if !thin::available() || ndst > MAX_MOVING {

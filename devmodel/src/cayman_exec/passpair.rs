@@ -177,7 +177,7 @@ pub(super) fn start(
     let (nmov, in_place) = match f32_view(mem, &src, k)? {
         Some((sp, v, n)) if v.cs == 1 && sp != dspace && mem.sees_all_writes(sp) => {
             let buf = std::mem::take(&mut mv);
-            if !mem.keep(sp, v.off, v.rs, k, n, buf) {
+            if !mem.keep(sp, v, k, n, buf) {
                 return Ok(false);
             }
             (n, Some(v))

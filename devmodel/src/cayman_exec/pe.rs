@@ -3,9 +3,9 @@
 //! portable SGEMM or AMX tiles), with transposes done as data movement and fp32 pass pairs
 //! handed to `passpair`.
 
-use super::alu::{hi_part, identity_row_bf16, is_identity};
+use super::alu::{hi_part, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
-use super::transpose::{transpose, transpose16, transpose_into};
+use super::transpose::{identity_memo, transpose, transpose_bits, transpose_into, IdentityAt};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
@@ -126,36 +126,6 @@ impl PeState {
             }
         }
     }
-}
-
-/// An identity moving tensor where it lies: `n x n` values from element `off` of `space`
-/// (rows `rs` apart), fp32 words or bf16 (`bits16`: byte offsets), seen when the space's
-/// write count was `writes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdentityAt {
-    space: neuron_isa::Space,
-    off: usize,
-    rs: usize,
-    n: usize,
-    bits16: bool,
-    writes: u64,
-}
-
-/// Whether `at` is where `pe` last found an identity, with nothing written since; else
-/// `check` decides, and a yes is remembered (where `mem` sees every write to the space).
-fn identity_memo(
-    pe: &mut PeState,
-    mem: &CoreMem,
-    at: IdentityAt,
-    check: impl FnOnce() -> bool,
-) -> bool {
-    let trusted = mem.sees_all_writes(at.space);
-    if trusted && pe.identity_at == Some(at) {
-        return true;
-    }
-    let yes = check();
-    pe.identity_at = (yes && trusted).then_some(at);
-    yes
 }
 
 /// MATMULs with fewer moving columns stay on the SGEMM: a tile is 16 columns wide, and a
@@ -331,7 +301,14 @@ pub(super) fn matmul(
     // each row of the moving tensor straight from storage (`gemm::thin`), and so does a
     // matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`).
     if !pe.transpose && !may_defer && pe.pair.is_none() {
-        if let Some(n) = super::direct::product(mem, pe, &src, dt, mv, dv, beta, c)? {
+        let op = super::direct::Operands {
+            src: &src,
+            dt,
+            mv,
+            dv,
+            beta,
+        };
+        if let Some(n) = super::direct::product(mem, pe, &op, c)? {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             let macs = (m * k * n) as u64;
             return Ok(Exec::Done {
@@ -536,71 +513,6 @@ pub(super) fn matmul(
         },
         onchip_bytes: 0,
     })
-}
-
-/// A transpose of bf16 weights kept as bits (`pe.w_bits`, `k x m`) against an identity
-/// moving tensor, written over a bf16 destination: `out[j][c] = w[c][j]` as 16-bit values,
-/// with no pass through f32. The general path gives the same bits, only slower: there a NaN
-/// comes back quieted (`bf16_bits`), so weights holding a NaN are left to it. `Some(columns)`
-/// when done; `None`, with nothing written, for any other shape (a moving tensor that is
-/// not the identity, rows not one run each, a destination of another length), which the
-/// general path then computes or refuses.
-fn transpose_bits(
-    mem: &mut CoreMem,
-    pe: &mut PeState,
-    src: &AccessPattern,
-    dst: &AccessPattern,
-    out: &mut Vec<u16>,
-) -> Result<Option<usize>, OpFault> {
-    let (k, m) = (pe.k, pe.m);
-    if k == 0 || m == 0 || pe.w_bits.len() < k * m {
-        return Ok(None);
-    }
-    let sp = span(mem, src, Dtype::Bf16, k)?;
-    if !sp.is_contiguous() || sp.len != k {
-        return Ok(None);
-    }
-    /// Partition `p`'s `n` 16-bit elements, where they lie in `bytes`.
-    fn row<'a>(sp: &super::pattern::Span, bytes: &'a [u8], p: usize, n: usize) -> Option<&'a [u8]> {
-        let at = usize::try_from(sp.row_base(p)).ok()?;
-        bytes.get(at..at.checked_add(2 * n)?)
-    }
-    let at = IdentityAt {
-        space: sp.space(),
-        off: usize::try_from(sp.row_base(0)).unwrap_or(usize::MAX),
-        rs: sp.stride(),
-        n: k,
-        bits16: true,
-        writes: mem.writes(sp.space()),
-    };
-    let bytes = mem.bytes(sp.space());
-    let ident = identity_memo(pe, mem, at, || {
-        (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)))
-    });
-    let w = &pe.w_bits[..k * m];
-    // (A NaN's bits: exponent all ones, fraction not zero.)
-    if !ident || w.iter().fold(false, |nan, b| nan | (b & 0x7fff > 0x7f80)) {
-        return Ok(None);
-    }
-    let dsp = span(mem, dst, Dtype::Bf16, m)?;
-    if !dsp.is_contiguous() || dsp.len != k {
-        return Ok(None);
-    }
-    out.clear();
-    out.resize(m * k, 0);
-    transpose16(w, k, m, out);
-    let bytes = mem.bytes_mut(dsp.space());
-    // Every row is checked before any is written: all or nothing.
-    if (0..m).any(|j| row(&dsp, bytes, j, k).is_none()) {
-        return Ok(None);
-    }
-    for (j, vals) in out.chunks_exact(k).enumerate() {
-        let at = dsp.row_base(j) as usize;
-        for (b, v) in bytes[at..at + 2 * k].chunks_exact_mut(2).zip(vals) {
-            b.copy_from_slice(&v.to_le_bytes());
-        }
-    }
-    Ok(Some(k))
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights

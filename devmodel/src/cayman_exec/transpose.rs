@@ -1,8 +1,18 @@
 //! Transposes done as data movement (a PE transpose against an identity moving tensor):
 //! 8 x 8 blocks, in AVX registers where the CPU has AVX (chosen at run time), element by
-//! element elsewhere and at the edges; the same bits either way.
+//! element elsewhere and at the edges; the same bits either way. bf16 transposes of weights
+//! kept as bits move 16-bit values (`transpose_bits`), and where a transpose found its
+//! identity is remembered while nothing writes that memory (`identity_memo`).
 // The AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
 #![allow(unsafe_code)]
+
+use super::alu::identity_row_bf16;
+use super::pattern::span;
+use super::pe::PeState;
+use crate::core::CoreMem;
+use crate::fault::OpFault;
+use neuron_isa::cayman::AccessPattern;
+use neuron_isa::Dtype;
 
 /// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source, in 8 x 8 blocks.
 pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
@@ -101,6 +111,101 @@ pub(super) fn transpose16(src: &[u16], rows: usize, cols: usize, dst: &mut [u16]
             dst[j * rows + c] = src[c * cols + j];
         }
     }
+}
+
+/// An identity moving tensor where it lies: `n x n` values from element `off` of `space`
+/// (rows `rs` apart), fp32 words or bf16 (`bits16`: byte offsets), seen when the space's
+/// write count was `writes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdentityAt {
+    pub(super) space: neuron_isa::Space,
+    pub(super) off: usize,
+    pub(super) rs: usize,
+    pub(super) n: usize,
+    pub(super) bits16: bool,
+    pub(super) writes: u64,
+}
+
+/// Whether `at` is where `pe` last found an identity, with nothing written since; else
+/// `check` decides, and a yes is remembered (where `mem` sees every write to the space).
+pub(super) fn identity_memo(
+    pe: &mut PeState,
+    mem: &CoreMem,
+    at: IdentityAt,
+    check: impl FnOnce() -> bool,
+) -> bool {
+    let trusted = mem.sees_all_writes(at.space);
+    if trusted && pe.identity_at == Some(at) {
+        return true;
+    }
+    let yes = check();
+    pe.identity_at = (yes && trusted).then_some(at);
+    yes
+}
+
+/// A transpose of bf16 weights kept as bits (`pe.w_bits`, `k x m`) against an identity
+/// moving tensor, written over a bf16 destination: `out[j][c] = w[c][j]` as 16-bit values,
+/// with no pass through f32. The general path gives the same bits, only slower: there a NaN
+/// comes back quieted (`bf16_bits`), so weights holding a NaN are left to it. `Some(columns)`
+/// when done; `None`, with nothing written, for any other shape (a moving tensor that is
+/// not the identity, rows not one run each, a destination of another length), which the
+/// general path then computes or refuses.
+pub(super) fn transpose_bits(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dst: &AccessPattern,
+    out: &mut Vec<u16>,
+) -> Result<Option<usize>, OpFault> {
+    let (k, m) = (pe.k, pe.m);
+    if k == 0 || m == 0 || pe.w_bits.len() < k * m {
+        return Ok(None);
+    }
+    let sp = span(mem, src, Dtype::Bf16, k)?;
+    if !sp.is_contiguous() || sp.len != k {
+        return Ok(None);
+    }
+    /// Partition `p`'s `n` 16-bit elements, where they lie in `bytes`.
+    fn row<'a>(sp: &super::pattern::Span, bytes: &'a [u8], p: usize, n: usize) -> Option<&'a [u8]> {
+        let at = usize::try_from(sp.row_base(p)).ok()?;
+        bytes.get(at..at.checked_add(2 * n)?)
+    }
+    let at = IdentityAt {
+        space: sp.space(),
+        off: usize::try_from(sp.row_base(0)).unwrap_or(usize::MAX),
+        rs: sp.stride(),
+        n: k,
+        bits16: true,
+        writes: mem.writes(sp.space()),
+    };
+    let bytes = mem.bytes(sp.space());
+    let ident = identity_memo(pe, mem, at, || {
+        (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)))
+    });
+    let w = &pe.w_bits[..k * m];
+    // (A NaN's bits: exponent all ones, fraction not zero.)
+    if !ident || w.iter().fold(false, |nan, b| nan | (b & 0x7fff > 0x7f80)) {
+        return Ok(None);
+    }
+    let dsp = span(mem, dst, Dtype::Bf16, m)?;
+    if !dsp.is_contiguous() || dsp.len != k {
+        return Ok(None);
+    }
+    out.clear();
+    out.resize(m * k, 0);
+    transpose16(w, k, m, out);
+    let bytes = mem.bytes_mut(dsp.space());
+    // Every row is checked before any is written: all or nothing.
+    if (0..m).any(|j| row(&dsp, bytes, j, k).is_none()) {
+        return Ok(None);
+    }
+    for (j, vals) in out.chunks_exact(k).enumerate() {
+        let at = dsp.row_base(j) as usize;
+        for (b, v) in bytes[at..at + 2 * k].chunks_exact_mut(2).zip(vals) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    Ok(Some(k))
 }
 
 /// The transposes' block size.

@@ -68,7 +68,7 @@ pub struct View {
 
 impl View {
     /// Largest index touched by a `rows x cols` matrix, or None on overflow.
-    fn last(&self, rows: usize, cols: usize) -> Option<usize> {
+    pub(crate) fn last(&self, rows: usize, cols: usize) -> Option<usize> {
         if rows == 0 || cols == 0 {
             return Some(self.off);
         }
