@@ -30,6 +30,9 @@ pub struct CoreMem {
     /// Values a deferred pass pair reads where they lie, copied out before their space is
     /// next written ([`CoreMem::keep`]).
     kept: Option<Kept>,
+    /// bf16 weights a matrix-vector MATMUL reads where LDWEIGHTS found them, likewise
+    /// ([`CoreMem::keep_weights`]).
+    weights: Option<Kept<u16>>,
     /// User space has been handed the SBUF storage's address (a mapping of the SBUF window):
     /// its writes are not counted, so SBUF's count proves nothing from then on.
     sbuf_mapped: bool,
@@ -64,6 +67,7 @@ impl CoreMem {
             psum: alloc(words(crate::arch::tpb::PSUM_PARTITION_STRIDE)),
             writes: [0; 2],
             kept: None,
+            weights: None,
             sbuf_mapped: false,
         }
     }
@@ -74,7 +78,7 @@ impl CoreMem {
     fn before_write(&mut self, s: Space) {
         let i = index(s);
         self.writes[i] = self.writes[i].wrapping_add(1);
-        if self.kept.is_some() {
+        if self.kept.is_some() || self.weights.is_some() {
             self.copy_kept(s);
         }
     }
@@ -87,6 +91,13 @@ impl CoreMem {
                 Space::Sbuf => &self.sbuf,
                 Space::Psum => &self.psum,
             });
+        }
+        if let Some(kp) = self.weights.as_mut().filter(|kp| kp.space == s) {
+            let bits = match s {
+                Space::Sbuf => bits16(&self.sbuf),
+                Space::Psum => bits16(&self.psum),
+            };
+            kp.save(bits);
         }
     }
 
@@ -130,6 +141,49 @@ impl CoreMem {
         self.kept.take()
     }
 
+    /// [`CoreMem::keep`] for LDWEIGHTS' bf16 weights, in their own slot: `k` rows of `n`
+    /// 16-bit elements of `space` at `view` (in 16-bit units, `cs` 1).
+    pub fn keep_weights(
+        &mut self,
+        space: Space,
+        view: View,
+        k: usize,
+        n: usize,
+        buf: Vec<u16>,
+    ) -> bool {
+        if !self.sees_all_writes(space) {
+            return false;
+        }
+        let len = self.bits16(space).len();
+        self.weights = Kept::new(space, view, k, n, len, buf);
+        self.weights.is_some()
+    }
+
+    /// The weights kept now, if any.
+    pub fn kept_weights(&self) -> Option<&Kept<u16>> {
+        self.weights.as_ref()
+    }
+
+    /// Stop keeping the weights: what was kept.
+    pub fn release_weights(&mut self) -> Option<Kept<u16>> {
+        self.weights.take()
+    }
+
+    /// The storage of `s` as 16-bit words (bf16 elements at even byte offsets).
+    pub fn bits16(&self, s: Space) -> &[u16] {
+        bits16(self.f32s(s))
+    }
+
+    /// [`CoreMem::split_f32`] with the kept weights, read alongside the other space.
+    pub fn split_f32_weights(&mut self, write: Space) -> (&[f32], Option<&Kept<u16>>, &mut [f32]) {
+        self.before_write(write);
+        let kept = self.weights.as_ref();
+        match write {
+            Space::Psum => (&self.sbuf, kept, &mut self.psum),
+            Space::Sbuf => (&self.psum, kept, &mut self.sbuf),
+        }
+    }
+
     /// The other space's words to read and `write`'s to write (a product from one space into
     /// the other), the write counted.
     pub fn split_f32(&mut self, write: Space) -> (&[f32], &mut [f32]) {
@@ -155,6 +209,7 @@ impl CoreMem {
     pub fn clear(&mut self) {
         self.before_write(Space::Psum);
         self.kept = None;
+        self.weights = None;
         self.psum.fill(0.0);
     }
 
@@ -204,6 +259,12 @@ impl CoreMem {
             Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
         }
     }
+}
+
+/// f32 words as 16-bit words (always whole: four-byte words hold two each).
+fn bits16(words: &[f32]) -> &[u16] {
+    use zerocopy::FromBytes;
+    <[u16]>::ref_from_bytes(words.as_bytes()).unwrap_or(&[])
 }
 
 /// Scratch buffers reused across instructions (no allocation on the hot path).
@@ -317,5 +378,57 @@ mod tests {
         assert!(m.unwritten_since(Space::Psum, ps));
         assert!(!m.keep(Space::Sbuf, row, 1, 4, Vec::new()));
         assert!(m.keep(Space::Psum, row, 1, 4, Vec::new()));
+        assert!(!m.keep_weights(Space::Sbuf, row, 1, 4, Vec::new()));
+        assert!(m.keep_weights(Space::Psum, row, 1, 4, Vec::new()));
+    }
+
+    /// Kept weights (16-bit rows, at any even byte) have their own slot: copied out before
+    /// their space is written, as the pass pair's rows are, independently of them; a reset
+    /// drops them; rows past the storage are refused.
+    #[test]
+    fn kept_weights_are_copied_out_before_their_space_is_written() {
+        let mut m = mem();
+        let (k, n, rs, off) = (3, 5, m.sbuf_stride / 2, 3); // 16-bit units: an odd word
+        let at = |r: usize, c: usize| 2 * (off + r * rs + c);
+        for r in 0..k {
+            for c in 0..n {
+                let v = (100 * r + c) as u16;
+                m.bytes_mut(Space::Sbuf)[at(r, c)..at(r, c) + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let view = |off: usize, rs: usize| View { off, rs, cs: 1 };
+        assert!(m.keep_weights(Space::Sbuf, view(off, rs), k, n, Vec::new()));
+        assert!(m.keep(Space::Psum, view(0, 1), 1, 1, Vec::new()));
+        m.f32s_mut(Space::Psum)[0] = 9.0;
+        assert!(
+            m.kept().is_some_and(|kp| kp.copy().is_some()),
+            "PSUM rows copied"
+        );
+        assert!(
+            m.kept_weights().is_some_and(|kp| kp.copy().is_none()),
+            "a PSUM write leaves SBUF's weights in place"
+        );
+        m.bytes_mut(Space::Sbuf)[at(2, 4)] = 0xff;
+        let want: Vec<u16> = (0..k)
+            .flat_map(|r| (0..n).map(move |c| (100 * r + c) as u16))
+            .collect();
+        assert_eq!(m.kept_weights().and_then(Kept::copy), Some(&want[..]));
+        let kp = m.release_weights().expect("kept");
+        assert_eq!(
+            kp.into_rows(m.bits16(Space::Sbuf)),
+            want,
+            "the copy, not storage"
+        );
+        assert!(m.kept_weights().is_none() && m.kept().is_some());
+        let len = m.bits16(Space::Psum).len();
+        assert_eq!(len, 2 * m.f32s(Space::Psum).len());
+        assert!(!m.keep_weights(Space::Psum, view(len - 4, 0), 1, 5, Vec::new()));
+        assert!(m.keep_weights(Space::Psum, view(len - 5, 0), 1, 5, Vec::new()));
+        // Not copied yet: the rows as they lie.
+        let kp = m.release_weights().expect("kept");
+        assert_eq!(kp.into_rows(m.bits16(Space::Psum)), vec![0u16; 5]);
+        assert!(m.keep_weights(Space::Sbuf, view(off, rs), k, n, Vec::new()));
+        m.clear();
+        assert!(m.kept_weights().is_none(), "a reset drops kept weights");
     }
 }

@@ -7,7 +7,7 @@ use super::pattern::span;
 use super::pe::{PeState, MAX_MOVING};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{thin, View};
+use crate::gemm::{thin, View, Weights};
 use neuron_isa::cayman::AccessPattern;
 use neuron_isa::{Dtype, Space};
 use zerocopy::{FromBytes, IntoBytes};
@@ -62,7 +62,7 @@ fn thin_product(
     if !thin::available() || ndst > MAX_MOVING {
         return Ok(None);
     }
-    pe.materialize();
+    pe.materialize(mem)?;
     let (k, m) = (pe.k, pe.m);
     let wv = View {
         off: 0,
@@ -143,24 +143,43 @@ fn narrow_product(
     if nmov != n || space == dspace {
         return Ok(None);
     }
-    let as_bits = pe.w_from_bits && crate::gemm::narrow::bits_apply(m, k, n);
+    let as_bits = (pe.w_from_bits || pe.w_kept) && crate::gemm::narrow::bits_apply(m, k, n);
     if !as_bits {
-        pe.materialize();
+        pe.materialize(mem)?;
     }
-    let (other, c) = mem.split_f32(dspace);
+    let (other, kept, c) = mem.split_f32_weights(dspace);
     let b: &[u8] = other.as_bytes();
     let Ok(bits) = <[u16]>::ref_from_bytes(b) else {
         return Ok(None);
     };
-    let a = if as_bits {
-        crate::gemm::Weights::Bf16(&pe.w_bits)
-    } else {
-        crate::gemm::Weights::F32(&pe.w)
-    };
-    let wv = View {
+    let pe_layout = View {
         off: 0,
         rs: 1,
         cs: m,
+    };
+    let (a, wv) = if !as_bits {
+        (Weights::F32(&pe.w), pe_layout)
+    } else if !pe.w_kept {
+        (Weights::Bf16(&pe.w_bits), pe_layout)
+    } else {
+        // Kept weights (each partition's row in memory order, the PE layout's): copied out
+        // if their space was written since LDWEIGHTS (always so if it is `dspace`, just
+        // counted as written), else read where they lie, in the other memory.
+        let kp = kept
+            .filter(|kp| kp.shape() == (k, m))
+            .ok_or_else(|| OpFault::bad("MATMUL's weights are no longer kept (core reset?)"))?;
+        match kp.copy() {
+            Some(rows) => (Weights::Bf16(rows), pe_layout),
+            None => {
+                let at = kp.view();
+                let storage = View {
+                    off: at.off,
+                    rs: 1,
+                    cs: at.rs,
+                };
+                (Weights::Bf16(bits), storage)
+            }
+        }
     };
     Ok(crate::gemm::narrow_bf16(m, k, n, a, wv, bits, bv, beta, c, cv).then_some(n))
 }

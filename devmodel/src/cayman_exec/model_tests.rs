@@ -462,16 +462,18 @@ fn bf16_weights_kept_as_bits_multiply_as_their_values() {
     let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
         execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
     };
-    // A first narrow product, then the weights again: kept as bits where the narrow path runs.
+    // A first narrow product, then the weights again: kept as bits where the narrow path
+    // runs, left where they lie in SBUF (an fp32 moving vector takes the general path,
+    // which copies them out then).
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(1, 0), &mut m, &mut pe);
     exec(&ldw, &mut m, &mut pe);
-    assert_eq!(
-        pe.w_from_bits,
-        crate::gemm::narrow::available(),
-        "bits kept"
-    );
+    let narrow = crate::gemm::narrow::available();
+    assert_eq!(pe.w_kept, narrow, "bits kept in SBUF");
+    assert_eq!(m.kept_weights().is_some(), narrow);
     exec(&mm(2, 0x100), &mut m, &mut pe);
+    assert_eq!(pe.w_from_bits, narrow, "bits copied out");
+    assert!(!pe.w_kept && m.kept_weights().is_none());
     exec(&mm(16, 0x200), &mut m, &mut pe);
     assert!(!pe.w_from_bits, "a 16-column product widened them");
     let psum = |p: usize, off: usize| {
@@ -658,6 +660,113 @@ fn narrow_products_read_a_bf16_moving_vector_from_storage() {
             );
         }
     }
+}
+
+/// bf16 weights for matrix-vector products are read where LDWEIGHTS found them
+/// (`CoreMem::keep_weights`), and are still the values it loaded when their memory is
+/// written before the MATMUL (SBUF rewritten under them; weights in PSUM, the product's own
+/// destination memory). A MATMUL after a reset that dropped them is refused, not run on
+/// whatever lies there. Expected values: f64 sums of the loaded values.
+#[test]
+fn kept_bf16_weights_are_the_values_ldweights_loaded() {
+    if !crate::gemm::narrow::available() {
+        eprintln!("SKIPPED: this host has no FMA: no narrow path, weights are always copied");
+        return;
+    }
+    eprintln!("FMA present: weights read where they lie");
+    const K: usize = 128;
+    const W: usize = 0x1000; // K partitions x 128 bf16 weights (in SBUF, or at PSUM + W)
+    const MOV: usize = 0x4000; // K partitions x 1 bf16
+    const PSUM: usize = 0x200_0000;
+    let mut next = values(0x5eed);
+    let mut m = mem();
+    // Random bf16 values at `base + 2 * (i % per)` of partition `i / per` of `space`.
+    let mut put = |m: &mut CoreMem, space: Space, n: usize, per: usize, base: usize| {
+        let stride = match space {
+            Space::Sbuf => m.sbuf_stride,
+            Space::Psum => m.psum_stride,
+        };
+        (0..n)
+            .map(|i| {
+                let v = half::bf16::from_f32(next());
+                let at = (i / per) * stride + base + 2 * (i % per);
+                m.bytes_mut(space)[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+                f64::from(v.to_f32())
+            })
+            .collect::<Vec<f64>>()
+    };
+    let mv = put(&mut m, Space::Sbuf, K, 1, MOV);
+    let ldw = |at: usize| {
+        word(
+            0x01,
+            &[
+                (16, &ap3(at + 2 * 127, -1, 128)),
+                (32, &[0x06, 0, 0]),
+                (38, &[K as u8]),
+            ],
+        )
+    };
+    let mm = |dst: usize| {
+        word(
+            0x02,
+            &[
+                (16, &ap3(MOV, 1, 1)),
+                (32, &[0x06, 0, 0]),
+                (43, &[1]),
+                (48, &ap3(PSUM + dst, 1, 1)),
+            ],
+        )
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    let mut run = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
+        execute(ci, m, pe, &mut scratch, &mut regs)
+    };
+    let check = |m: &CoreMem, w: &[f64], dst: usize, what: &str| {
+        for j in 0..128 {
+            let terms = (0..K).map(|kk| w[kk * 128 + j] * mv[kk]);
+            let want: f64 = terms.clone().sum();
+            let bound: f64 = terms.map(f64::abs).sum::<f64>() * 1e-6;
+            let at = j * m.psum_stride + dst;
+            let b = &m.bytes(Space::Psum)[at..at + 4];
+            let got = f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            assert!(
+                (got - want).abs() <= bound,
+                "{what}: row {j}: {got} vs {want}"
+            );
+        }
+    };
+    let w = put(&mut m, Space::Sbuf, K * 128, 128, W);
+    // A first narrow product (the weights copied), then the weights again: kept.
+    for ci in [ldw(W), mm(0), ldw(W)] {
+        run(&ci, &mut m, &mut pe).expect("word runs");
+    }
+    assert!(pe.w_kept, "kept where they lie");
+    run(&mm(0x10), &mut m, &mut pe).expect("word runs");
+    assert!(
+        m.kept_weights().is_some_and(|kp| kp.copy().is_none()),
+        "read in place"
+    );
+    check(&m, &w, 0x10, "in place");
+    // New values under the kept weights: the next product still multiplies the loaded ones.
+    let w2 = put(&mut m, Space::Sbuf, K * 128, 128, W);
+    assert!(m.kept_weights().is_some_and(|kp| kp.copy().is_some()));
+    run(&mm(0x20), &mut m, &mut pe).expect("word runs");
+    check(&m, &w, 0x20, "copied out");
+    // Loaded again: the new values.
+    run(&ldw(W), &mut m, &mut pe).expect("word runs");
+    run(&mm(0x30), &mut m, &mut pe).expect("word runs");
+    check(&m, &w2, 0x30, "reloaded");
+    // Weights in PSUM, the destination's memory: copied out as the product writes there.
+    let wp = put(&mut m, Space::Psum, K * 128, 128, W);
+    run(&ldw(PSUM + W), &mut m, &mut pe).expect("word runs");
+    assert!(m.kept_weights().is_some_and(|kp| kp.space == Space::Psum));
+    run(&mm(0x40), &mut m, &mut pe).expect("word runs");
+    check(&m, &wp, 0x40, "in PSUM");
+    // A reset of the memories alone drops the kept weights: the MATMUL is refused.
+    run(&ldw(W), &mut m, &mut pe).expect("word runs");
+    m.clear();
+    let err = run(&mm(0x50), &mut m, &mut pe).expect_err("weights gone");
+    assert!(format!("{err:?}").contains("no longer kept"), "{err:?}");
 }
 
 /// A bf16 transpose (LDWEIGHTS in transpose mode, MATMUL against the identity) writes

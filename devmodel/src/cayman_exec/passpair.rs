@@ -356,7 +356,7 @@ pub(super) fn high_loaded(
         return Ok(());
     };
     if !same_values {
-        pe.materialize();
+        pe.materialize(mem)?;
     }
     let hi_matches = same_values
         || (pe.w.len() == pe.full.len()
@@ -577,16 +577,16 @@ mod tests {
 
     #[test]
     fn a_fused_pair_equals_the_two_passes_within_the_gemm_bound() {
-        let two = run(SEED, false, &pair());
-        let one = run(SEED, true, &pair());
+        let mut two = run(SEED, false, &pair());
+        let mut one = run(SEED, true, &pair());
         assert_eq!((two.pe.fused_pairs, one.pe.fused_pairs), (0, 1));
         assert_eq!(one.pe.settled, 0);
         let (a, b) = (dest(&one.mem, D), dest(&two.mem, D));
         assert_close(&a, &b, &bound(&one));
         // The weights left in the array are the HIGH pass's, as without fusion.
         let (mut one_pe, mut two_pe) = (one.pe.clone(), two.pe.clone());
-        one_pe.materialize();
-        two_pe.materialize();
+        one_pe.materialize(&mut one.mem).expect("no weights kept");
+        two_pe.materialize(&mut two.mem).expect("no weights kept");
         assert_eq!(one_pe.w, two_pe.w);
     }
 

@@ -48,6 +48,11 @@ pub struct PeState {
     /// (`gemm::narrow::product_bits`); any other use widens them first ([`PeState::materialize`]).
     pub w_from_bits: bool,
     pub w_bits: Vec<u16>,
+    /// Neither `w` nor `w_bits` holds the weights: they are bf16 bits kept where LDWEIGHTS
+    /// found them (`CoreMem::keep_weights`: each partition's row in memory order, which is
+    /// the PE layout's, as the pattern descends), for a matrix-vector product to read there
+    /// ([`PeState::unkeep`] brings them into `w_bits` for anything else).
+    pub w_kept: bool,
     pub last_narrow: bool,
     /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
     pub gemm: Path,
@@ -84,6 +89,7 @@ impl Default for PeState {
             w_dt: None,
             w_from_bits: false,
             w_bits: Vec::new(),
+            w_kept: false,
             last_narrow: false,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
@@ -105,8 +111,9 @@ pub enum Split {
 }
 
 impl PeState {
-    /// Compute `w` if it is still a deferred part of `full` or bf16 bits.
-    pub fn materialize(&mut self) {
+    /// Compute `w` if it is still a deferred part of `full`, bf16 bits, or kept in `mem`.
+    pub fn materialize(&mut self, mem: &mut CoreMem) -> Result<(), OpFault> {
+        self.unkeep(mem)?;
         if std::mem::take(&mut self.w_from_bits) {
             self.w.clear();
             #[cfg(target_endian = "little")]
@@ -123,6 +130,32 @@ impl PeState {
             match part {
                 Split::Lo => self.w.extend(self.full.iter().map(|v| v - hi_part(*v))),
                 Split::Hi => self.w.extend(self.full.iter().map(|v| hi_part(*v))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Bring weights kept in `mem` ([`PeState::w_kept`]) into `w_bits`, as an LDWEIGHTS that
+    /// copied them would have left them.
+    pub fn unkeep(&mut self, mem: &mut CoreMem) -> Result<(), OpFault> {
+        if !std::mem::take(&mut self.w_kept) {
+            return Ok(());
+        }
+        // Only a reset releases them otherwise, and it resets this state too.
+        let kp = mem
+            .release_weights()
+            .ok_or_else(|| OpFault::bad("MATMUL's weights are no longer kept (core reset?)"))?;
+        let space = kp.space;
+        self.w_bits = kp.into_rows(mem.bits16(space));
+        self.w_from_bits = true;
+        Ok(())
+    }
+
+    /// Stop keeping weights in `mem` (new ones are loading), reusing their buffer.
+    fn forget_kept(&mut self, mem: &mut CoreMem) {
+        if std::mem::take(&mut self.w_kept) {
+            if let Some(kp) = mem.release_weights() {
+                self.w_bits = kp.into_buffer();
             }
         }
     }
@@ -149,6 +182,7 @@ pub(super) fn ldweights(
     let rows = need(ci.u("rows"), ci, "rows")? as usize;
     let transpose = ci.u("transpose").unwrap_or(0) == 1;
     let mode = ci.u("fp32_mode").unwrap_or(0);
+    pe.forget_kept(mem);
     // The array shifts weights in, so the pattern's first element lands in the last
     // column: the compiler emits reversed patterns (step -1) to load rows in order.
     // Each row of the pattern, reversed, gives w[k][j]. bf16 weights for what is likely
@@ -176,8 +210,18 @@ pub(super) fn ldweights(
         None
     };
     let same_as_low = in_place == Some(true);
+    // bf16 weights for a matrix-vector product are read where they lie until SBUF/PSUM is
+    // written (`CoreMem::keep_weights`), not copied.
+    let kept = if as_bits && !transpose {
+        keep_in_place(mem, &ap, rows, pe)?
+    } else {
+        None
+    };
+    pe.w_kept = kept.is_some();
     let n = if same_as_low {
         pe.full.len() / rows.max(1)
+    } else if let Some(n) = kept {
+        n
     } else if as_bits {
         gather_bits16(mem, &ap, rows, &mut pe.w_bits, true)?
     } else {
@@ -193,7 +237,7 @@ pub(super) fn ldweights(
     pe.low_src = None;
     pe.low_pass = !transpose && mode == 1;
     pe.w_from_full = None;
-    pe.w_from_bits = as_bits;
+    pe.w_from_bits = as_bits && kept.is_none();
     // The gathered rows become the array's contents by swapping buffers, not copying.
     a.truncate(rows * n);
     // (A pattern not compared in place is compared gathered.)
@@ -320,8 +364,10 @@ pub(super) fn matmul(
             });
         }
     }
+    // Weights kept where they lie are read there only by `direct`'s matrix-vector product.
+    pe.unkeep(mem)?;
     if !may_defer && !pe.w_from_bits {
-        pe.materialize();
+        pe.materialize(mem)?;
     }
     if let (Some(b_), Some(c_)) = (&mv, &dv) {
         if b_.0 == c_.0 {
@@ -361,7 +407,7 @@ pub(super) fn matmul(
     let bits_product =
         pe.w_from_bits && !pe.transpose && crate::gemm::narrow::bits_apply(m, k, nmov);
     if pe.w_from_bits && !bits_product {
-        pe.materialize();
+        pe.materialize(mem)?;
     }
     pe.last_narrow = nmov <= crate::gemm::narrow::MAX_N;
     // out[m x nmov] = W^T[m x k] * moving[k x nmov], with w[kk][j] at kk*m + j.
@@ -463,7 +509,7 @@ pub(super) fn matmul(
         // An fp32 LOW pass may be computed together with its HIGH pass (`passpair`).
         let fused = may_defer && passpair::start(ci, mem, pe, src, dst, dspace, cv, beta)?;
         if !fused && !bits_product {
-            pe.materialize();
+            pe.materialize(mem)?;
         }
         // (A moving tensor in place lies in the other space: one in `dspace` was copied.)
         let (other, csl) = mem.split_f32(dspace);
@@ -513,6 +559,37 @@ pub(super) fn matmul(
         },
         onchip_bytes: 0,
     })
+}
+
+/// Keep bf16 LDWEIGHTS weights where they lie (`CoreMem::keep_weights`) when the pattern is
+/// one descending run per partition (the compiler's weights pattern: the array shifts the
+/// weights in, so memory order is the PE layout's) at an even byte: the number of columns, or None where it is not (or nothing could
+/// be kept: a user mapping of SBUF). `pe.w_bits` lends its buffer for the copy.
+fn keep_in_place(
+    mem: &mut CoreMem,
+    ap: &AccessPattern,
+    rows: usize,
+    pe: &mut PeState,
+) -> Result<Option<usize>, OpFault> {
+    let sp = span(mem, ap, Dtype::Bf16, rows)?;
+    let n = sp.len;
+    if !sp.is_descending() || n == 0 || !cfg!(target_endian = "little") {
+        return Ok(None);
+    }
+    // The first row's lowest byte (`span` checked every row lies in its memory).
+    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * 2).ok();
+    let Some(lo) = lowest.filter(|lo| lo % 2 == 0 && sp.stride() % 2 == 0) else {
+        return Ok(None);
+    };
+    let view = View {
+        off: lo / 2,
+        rs: sp.stride() / 2,
+        cs: 1,
+    };
+    let buf = std::mem::take(&mut pe.w_bits);
+    Ok(mem
+        .keep_weights(sp.space(), view, rows, n, buf)
+        .then_some(n))
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights
