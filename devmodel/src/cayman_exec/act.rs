@@ -61,6 +61,72 @@ pub(super) enum Func {
     Zero,
 }
 
+/// `$body` with `$g` bound to the function's elementwise closure `x -> f(x·scale + bias)`,
+/// one match arm per function so each loop is compiled (and vectorised) for its own closure.
+macro_rules! each_func {
+    ($func:expr, $scale:expr, $bias:expr, $g:ident => $body:expr) => {{
+        let (s, b) = ($scale, $bias);
+        match $func {
+            Func::Identity => {
+                let $g = |v: f32| v * s + b;
+                $body
+            }
+            Func::Exp => {
+                let $g = |v: f32| crate::fastmath::exp_f32(v * s + b);
+                $body
+            }
+            Func::Ln => {
+                let $g = |v: f32| (v * s + b).ln();
+                $body
+            }
+            Func::Rsqrt => {
+                let $g = |v: f32| 1.0 / (v * s + b).sqrt();
+                $body
+            }
+            Func::Silu => {
+                let $g = |v: f32| crate::fastmath::silu_f32(v * s + b);
+                $body
+            }
+            Func::Relu => {
+                let $g = |v: f32| (v * s + b).max(0.0);
+                $body
+            }
+            Func::Tanh => {
+                let $g = |v: f32| (v * s + b).tanh();
+                $body
+            }
+            Func::Square => {
+                let $g = |v: f32| {
+                    let x = v * s + b;
+                    x * x
+                };
+                $body
+            }
+            Func::Abs => {
+                let $g = |v: f32| (v * s + b).abs();
+                $body
+            }
+            Func::Sign => {
+                let $g = |v: f32| {
+                    let x = v * s + b;
+                    if x > 0.0 {
+                        1.0
+                    } else if x < 0.0 {
+                        -1.0
+                    } else {
+                        x
+                    }
+                };
+                $body
+            }
+            Func::Zero => {
+                let $g = |_: f32| 0.0f32;
+                $body
+            }
+        }
+    }};
+}
+
 impl Func {
     pub(super) fn of(code: u64) -> Result<Func, OpFault> {
         Ok(match code {
@@ -96,6 +162,20 @@ impl Func {
         }
     }
 
+    /// `out = [f(x·scale + bias) for x in src]` (`out` emptied first): [`Func::apply`] on a
+    /// source read where it lies, not copied into the row first. The same bits.
+    pub(super) fn apply_from(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
+        match simd() {
+            // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => unsafe { self.apply_from_avx512(src, out, scale, bias) },
+            // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => unsafe { self.apply_from_avx2(src, out, scale, bias) },
+            _ => self.body_from(src, out, scale, bias),
+        }
+    }
+
     /// [`Func::body`] compiled for AVX2.
     ///
     /// # Safety
@@ -116,34 +196,46 @@ impl Func {
         self.body(row, scale, bias)
     }
 
+    /// [`Func::body_from`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_from_avx2(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
+        self.body_from(src, out, scale, bias)
+    }
+
+    /// [`Func::body_from`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_from_avx512(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
+        self.body_from(src, out, scale, bias)
+    }
+
     #[inline(always)]
     fn body(self, row: &mut [f32], scale: f32, bias: f32) {
-        let it = row.iter_mut();
-        match self {
-            Func::Identity => it.for_each(|v| *v = *v * scale + bias),
-            Func::Exp => it.for_each(|v| *v = crate::fastmath::exp_f32(*v * scale + bias)),
-            Func::Ln => it.for_each(|v| *v = (*v * scale + bias).ln()),
-            Func::Rsqrt => it.for_each(|v| *v = 1.0 / (*v * scale + bias).sqrt()),
-            Func::Silu => it.for_each(|v| *v = crate::fastmath::silu_f32(*v * scale + bias)),
-            Func::Relu => it.for_each(|v| *v = (*v * scale + bias).max(0.0)),
-            Func::Tanh => it.for_each(|v| *v = (*v * scale + bias).tanh()),
-            Func::Square => it.for_each(|v| {
-                let x = *v * scale + bias;
-                *v = x * x
-            }),
-            Func::Abs => it.for_each(|v| *v = (*v * scale + bias).abs()),
-            Func::Sign => it.for_each(|v| {
-                let x = *v * scale + bias;
-                *v = if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
-                } else {
-                    x
-                }
-            }),
-            Func::Zero => it.for_each(|v| *v = 0.0),
-        }
+        each_func!(self, scale, bias, g => row.iter_mut().for_each(|v| *v = g(*v)))
+    }
+
+    #[inline(always)]
+    fn body_from(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
+        // Written into the spare capacity by a plain zip loop, then the length set: `extend`
+        // from a mapped iterator does not vectorise (a length check per element), and
+        // sizing the row first would write it twice.
+        out.clear();
+        out.reserve(src.len());
+        let spare = &mut out.spare_capacity_mut()[..src.len()];
+        each_func!(self, scale, bias, g => {
+            spare.iter_mut().zip(src).for_each(|(o, v)| {
+                o.write(g(*v));
+            })
+        });
+        // SAFETY: the loop initialised the first `src.len()` elements of the capacity.
+        unsafe { out.set_len(src.len()) }
     }
 }
 
@@ -192,12 +284,58 @@ mod tests {
                 // SAFETY: the feature was detected just above.
                 compare(|f, row, scale, bias| unsafe { wide(f, row, scale, bias) });
             }
+            /// A loop from a source row, compiled for a CPU feature.
+            type WideFrom = unsafe fn(Func, &[f32], &mut Vec<f32>, f32, f32);
+            let kinds: [(&str, bool, WideFrom); 2] = [
+                (
+                    "AVX2",
+                    std::is_x86_feature_detected!("avx2"),
+                    Func::apply_from_avx2,
+                ),
+                (
+                    "AVX-512F",
+                    std::is_x86_feature_detected!("avx512f"),
+                    Func::apply_from_avx512,
+                ),
+            ];
+            for (name, present, wide) in kinds {
+                if !present {
+                    continue;
+                }
+                eprintln!("{name} present: comparing its loops from a source row too");
+                compare(|f, row, scale, bias| {
+                    let mut out = vec![7.0; 3];
+                    out.clear();
+                    // SAFETY: the feature was detected just above.
+                    unsafe { wide(f, row, &mut out, scale, bias) };
+                    row.copy_from_slice(&out);
+                });
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         eprintln!("SKIPPED: not x86-64; only the portable loops exist");
     }
 
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// [`Func::apply_from`] (on this host's widest loops) and the portable loop from a
+    /// source row give the in-place portable loop's bits.
+    #[test]
+    fn loops_from_a_source_row_agree_with_loops_in_place() {
+        eprintln!("loops: {}", simd_path());
+        let through = |f: Func, row: &mut [f32], scale, bias, portable: bool| {
+            let mut out = vec![5.0; 2];
+            if portable {
+                out.clear();
+                f.body_from(row, &mut out, scale, bias);
+            } else {
+                f.apply_from(row, &mut out, scale, bias);
+            }
+            assert_eq!(out.len(), row.len());
+            row.copy_from_slice(&out);
+        };
+        compare(|f, row, scale, bias| through(f, row, scale, bias, false));
+        compare(|f, row, scale, bias| through(f, row, scale, bias, true));
+    }
+
     fn compare(wide: impl Fn(Func, &mut [f32], f32, f32)) {
         let mut xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.0371).collect();
         xs.extend(SPECIAL_F32);

@@ -478,6 +478,23 @@ fn execute_op(
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`rows`).
             let bias = &b[..];
+            // Each row computed from its source where it lies (fp32 in one run), else from a
+            // converted copy; the whole operands where rows cannot be used.
+            let from = |p: usize, src: &[f32], out: &mut Vec<f32>| {
+                func.apply_from(src, out, scales[p], bias[p])
+            };
+            let op = rows::Rows {
+                src: &src,
+                sdt,
+                dst: &dst,
+                ddt,
+                channels: ch,
+                out_len: None,
+                weight: 64,
+            };
+            if let Some(n) = rows::map_rows_from(mem, &op, from)? {
+                return done(n);
+            }
             let step = |p: usize, row: &mut Vec<f32>| func.apply(row, scales[p], bias[p]);
             done(elementwise(
                 mem, &src, sdt, &dst, ddt, ch, None, 64, a, step,
