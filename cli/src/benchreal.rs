@@ -160,7 +160,7 @@ fn print_header(repeat: u32) {
         "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best one-thread GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms (below 1 where the model's cores or helpers run on more than one thread)"
     );
     println!(
-        "host rates: measured on one thread in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
+        "host rates: measured on one thread in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two; matrixmultiply's, and where the host has AVX-512F the device model's panel kernel, the faster counting), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,
@@ -174,6 +174,14 @@ fn print_header(repeat: u32) {
     println!(
         "ACTIVATE loops: {} (chosen at run time; the same bits either way)",
         neuron_devmodel::cayman_exec::activate_simd_path()
+    );
+    println!(
+        "portable SGEMM: {} (chosen at run time; the same bits either way)",
+        if neuron_devmodel::gemm::panels::available() {
+            "the AVX-512 panel kernel for whole 8-row x 32-column blocks, matrixmultiply for other shapes"
+        } else {
+            "matrixmultiply (no AVX-512F on this host)"
+        }
     );
     println!(
         "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx or portable; fp32 always runs on the portable SGEMM)"
@@ -382,8 +390,9 @@ fn bench_one(
             .collect::<String>()
     };
     println!(
-        "    host: SGEMM (m x k x n, GFLOP/s) {}{}{}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
+        "    host: SGEMM (m x k x n, GFLOP/s) {}{}{}{}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
         shapes.join(", "),
+        tiles("AVX-512 panels", &rates.panels),
         tiles("AMX bf16", &rates.amx_bf16),
         tiles("AMX fp16 split", &rates.amx_fp16),
         COPY_CACHE >> 20,

@@ -40,6 +40,9 @@ fn best_rate(work: f64, mut call: impl FnMut()) -> f64 {
 pub(crate) struct HostRates {
     /// FLOP/s of the host SGEMM per tile shape (m, k, n) the kernels issue.
     pub(crate) sgemm: Vec<((usize, usize, usize), f64)>,
+    /// FLOP/s of the device model's own AVX-512F kernel on the same shapes (empty without
+    /// AVX-512F: `neuron_devmodel::gemm::panels`).
+    pub(crate) panels: Vec<((usize, usize, usize), f64)>,
     /// FLOP/s of the AMX tile kernel on the same shapes (empty without AMX): bf16 operands,
     /// and fp16 operands split into two bf16 parts each (four tile products per product).
     pub(crate) amx_bf16: Vec<((usize, usize, usize), f64)>,
@@ -61,6 +64,20 @@ impl HostRates {
                 let mut c = vec![0f32; m * n];
                 let r = best_rate(2.0 * (m * k * n) as f64, || {
                     crate::hostgemm::sgemm_at_b(m, k, n, &a, &b, 1.0, &mut c);
+                });
+                std::hint::black_box(&c);
+                ((m, k, n), r)
+            })
+            .collect();
+        let panels = SHAPES
+            .into_iter()
+            .filter(|_| neuron_devmodel::gemm::panels::available())
+            .map(|(m, k, n)| {
+                let a = neuron_kbuild::prng::uniform(21, k * m, 1.0);
+                let b = neuron_kbuild::prng::uniform(22, k * n, 1.0);
+                let mut c = vec![0f32; m * n];
+                let r = best_rate(2.0 * (m * k * n) as f64, || {
+                    neuron_devmodel::gemm::panels::dense(m, k, n, &a, &b, 1.0, &mut c);
                 });
                 std::hint::black_box(&c);
                 ((m, k, n), r)
@@ -88,6 +105,7 @@ impl HostRates {
         use neuron_devmodel::gemm::amx::Parts;
         HostRates {
             sgemm,
+            panels,
             amx_bf16: amx(Parts::Exact),
             amx_fp16: amx(Parts::Split),
             memcpy_cache: memcpy_rate(COPY_CACHE),
@@ -95,8 +113,13 @@ impl HostRates {
         }
     }
 
+    /// The best fp32 rate: `matrixmultiply` or the panel kernel, whichever is faster here.
     pub(crate) fn best_sgemm(&self) -> f64 {
-        self.sgemm.iter().map(|(_, r)| *r).fold(1.0, f64::max)
+        self.sgemm
+            .iter()
+            .chain(&self.panels)
+            .map(|(_, r)| *r)
+            .fold(1.0, f64::max)
     }
 
     /// FLOP/s of a MATMUL by moving dtype code: the host's best kernel for it. fp32 (and

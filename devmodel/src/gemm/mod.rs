@@ -1,10 +1,12 @@
 //! The matrix products MATMUL runs on: a bounds-checked front end to a blocked SGEMM
-//! (`matrixmultiply`), so matmuls run on whole tiles straight out of SBUF/PSUM storage, and
+//! (`matrixmultiply`, or on AVX-512F hosts its own kernel for the PE layout, `panels`, with
+//! the same bits), so matmuls run on whole tiles straight out of SBUF/PSUM storage, and
 //! (`amx`) bf16 tiles where the host has AMX; [`Path`] says which one a core uses.
 #![allow(unsafe_code)]
 
 pub mod amx;
 pub mod narrow;
+pub mod panels;
 pub mod thin;
 
 /// The environment variable that chooses the GEMM path: `portable` forces the SGEMM for every
@@ -150,6 +152,22 @@ pub fn sgemm(
     let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr(b as *mut f32), Ptr(c));
     let piece = |i: usize| {
         let (c0, w) = (i * cols, cols.min(n - i * cols));
+        if panels::applies(m, k, w, av.rs, cv.cs) {
+            let op = panels::Operands {
+                a: ap.get(),
+                acs: av.cs,
+                b: bp.get().wrapping_add(c0 * bv.cs),
+                brs: bv.rs,
+                bcs: bv.cs,
+                c: cp.get().wrapping_add(c0),
+                crs: cv.rs,
+            };
+            // SAFETY: `applies` held; every element the product names was bounds-checked
+            // above (`views_fit`); C is an exclusive borrow apart from A and B, and pieces
+            // write disjoint columns of it.
+            unsafe { panels::product(m, k, w, &op, beta) };
+            return;
+        }
         // SAFETY: every index the kernel touches was bounds-checked above against the
         // slices' lengths; A/B are shared borrows and C is a distinct exclusive borrow, so
         // no aliasing; pieces write disjoint columns of C.
@@ -289,16 +307,16 @@ impl Ptr {
 }
 
 /// The columns of one piece of an `m x k x n` product: all `n` where it stays on one
-/// thread, else about two pieces per worker, in multiples of 16 (the kernel's tile) and
-/// at least 64 wide (each piece packs the whole A again: 128 x 128 of it costs about a
-/// tenth of a 128 x 128 x 64 product).
+/// thread, else about two pieces per worker, in multiples of 32 (the panel kernel's panel) and
+/// at least 64 wide (under `matrixmultiply` each piece packs the whole A again: 128 x 128 of
+/// it costs about a tenth of a 128 x 128 x 64 product).
 fn column_piece(m: usize, k: usize, n: usize) -> usize {
     let work = (m as u64) * (k as u64) * (n as u64);
     let w = crate::fanout::workers();
     if w <= 1 || work < crate::fanout::MIN_WORK || n < 128 {
         return n.max(1);
     }
-    n.div_ceil(2 * w).next_multiple_of(16).clamp(64, n)
+    n.div_ceil(2 * w).next_multiple_of(32).clamp(64, n)
 }
 
 /// `C = beta·C + P` for a dense product `P` (`m x n` in rows of `pitch`), into the strided

@@ -1,0 +1,301 @@
+//! The SGEMM's own kernel for MATMUL's layout on AVX-512F hosts. The stationary matrix A is
+//! stored as the PE array holds it (for each `kk`, the `m` output rows' weights consecutive),
+//! which is already the order a kernel broadcasts from: unlike `matrixmultiply`, nothing
+//! packs A again for every product. B is copied once per 32-column panel into a dense
+//! buffer, and each 8 x 32 block of C is summed in sixteen registers.
+//!
+//! Same bits as `matrixmultiply`: every element of A·B is one fused multiply-add chain in
+//! `kk` order from +0 (products up to `narrow::SGEMM_KC` deep, one block of its), then
+//! `1·ab` (β = 0) or `fma(1, ab, β·c)`, as `narrow` documents
+//! (`tests::panel_products_equal_the_blocked_sgemm_bit_for_bit`). Other shapes and hosts
+//! keep `matrixmultiply`.
+#![allow(unsafe_code)]
+
+use super::narrow::SGEMM_KC;
+
+/// Columns of C (and B) a panel holds: two AVX-512 registers.
+const NR: usize = 32;
+/// Rows of C one block sums: one broadcast of A each.
+const MR: usize = 8;
+
+/// Whether this host runs the kernel (AVX-512F, detected at run time).
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether [`product`] takes an `m x k x n` product: A in the PE layout (`rs` 1), C's rows
+/// contiguous (`cs` 1), whole 8-row blocks and 32-column panels, one K block, on a host with
+/// AVX-512F.
+pub(super) fn applies(m: usize, k: usize, n: usize, a_rs: usize, c_cs: usize) -> bool {
+    a_rs == 1
+        && c_cs == 1
+        && m.is_multiple_of(MR)
+        && n.is_multiple_of(NR)
+        && (1..=SGEMM_KC).contains(&k)
+        && m > 0
+        && n > 0
+        && available()
+}
+
+/// `C = A·B + β·C` on dense matrices, on one thread: A `k x m` in the PE layout (row `kk`
+/// holds the `m` output rows' weights), B `k x n` and C `m x n` row-major. False (nothing
+/// written) where [`applies`] fails or a slice is short. (The host rate `bench real`
+/// measures, beside `matrixmultiply`'s.)
+pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) -> bool {
+    let fits = |len: usize, r: usize, cl: usize| r.checked_mul(cl).is_some_and(|x| x <= len);
+    if !applies(m, k, n, 1, 1)
+        || !fits(a.len(), k, m)
+        || !fits(b.len(), k, n)
+        || !fits(c.len(), m, n)
+    {
+        return false;
+    }
+    let op = Operands {
+        a: a.as_ptr(),
+        acs: m,
+        b: b.as_ptr(),
+        brs: n,
+        bcs: 1,
+        c: c.as_mut_ptr(),
+        crs: n,
+    };
+    // SAFETY: `applies` held and the slices hold every element named (checked above); `c` is
+    // an exclusive borrow, apart from `a` and `b`.
+    unsafe { product(m, k, n, &op, beta) };
+    true
+}
+
+/// The operands of one product as [`product`] reads them: element `(j, kk)` of A at
+/// `a + j + kk * acs`, `(kk, col)` of B at `b + kk * brs + col * bcs`, `(j, col)` of C at
+/// `c + j * crs + col`.
+#[derive(Clone, Copy)]
+pub(super) struct Operands {
+    pub(super) a: *const f32,
+    pub(super) acs: usize,
+    pub(super) b: *const f32,
+    pub(super) brs: usize,
+    pub(super) bcs: usize,
+    pub(super) c: *mut f32,
+    pub(super) crs: usize,
+}
+
+/// `C = A·B + β·C` for an `m x k x n` product [`applies`] accepts.
+///
+/// # Safety
+/// [`applies`] must hold (so the CPU has AVX-512F); every element of the `m x k` A, `k x n` B
+/// and `m x n` C the operands name must lie in live allocations, C's apart from A's and B's,
+/// and nothing else may access C's elements during the call.
+pub(super) unsafe fn product(m: usize, k: usize, n: usize, op: &Operands, beta: f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract.
+    unsafe {
+        product_avx512(m, k, n, op, beta)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (m, k, n, op, beta);
+}
+
+/// # Safety
+/// As [`product`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32) {
+    use std::arch::x86_64::*;
+    // One K block (`applies`): the panel of B fits this buffer.
+    let mut panel = [0f32; SGEMM_KC * NR];
+    let pp = panel.as_mut_ptr();
+    let (ones, betas) = (_mm512_set1_ps(1.0), _mm512_set1_ps(beta));
+    for p0 in (0..n).step_by(NR) {
+        // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
+        // the panel holds k <= SGEMM_KC rows of NR.
+        for kk in 0..k {
+            let from = op.b.add(kk * op.brs + p0 * op.bcs);
+            let to = pp.add(kk * NR);
+            if op.bcs == 1 {
+                _mm512_storeu_ps(to, _mm512_loadu_ps(from));
+                _mm512_storeu_ps(to.add(16), _mm512_loadu_ps(from.add(16)));
+            } else {
+                for cc in 0..NR {
+                    *to.add(cc) = *from.add(cc * op.bcs);
+                }
+            }
+        }
+        for j0 in (0..m).step_by(MR) {
+            let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+            for kk in 0..k {
+                let b0 = _mm512_loadu_ps(pp.add(kk * NR));
+                let b1 = _mm512_loadu_ps(pp.add(kk * NR + 16));
+                let at = op.a.add(j0 + kk * op.acs);
+                for (r, sums) in acc.iter_mut().enumerate() {
+                    let w = _mm512_set1_ps(*at.add(r));
+                    sums[0] = _mm512_fmadd_ps(w, b0, sums[0]);
+                    sums[1] = _mm512_fmadd_ps(w, b1, sums[1]);
+                }
+            }
+            for (r, sums) in acc.iter().enumerate() {
+                let row = op.c.add((j0 + r) * op.crs + p0);
+                for (h, s) in sums.iter().enumerate() {
+                    let at = row.add(16 * h);
+                    let v = if beta == 0.0 {
+                        // `1·ab`: the sums as they are (C's old values unread: NaN-safe).
+                        *s
+                    } else {
+                        _mm512_fmadd_ps(ones, *s, _mm512_mul_ps(_mm512_loadu_ps(at), betas))
+                    };
+                    _mm512_storeu_ps(at, v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::narrow::tests::blocked;
+    use crate::gemm::narrow::Product;
+    use crate::gemm::View;
+
+    fn lcg(s: &mut u64) -> f32 {
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+    }
+
+    /// Products of the shapes MATMUL gives (and others the kernel takes: k up to one K
+    /// block, strided and dense B, C rows apart as PSUM partitions are), both β, values with
+    /// NaN, ±inf, ±0 and subnormals among them: the bits `matrixmultiply` gives.
+    #[test]
+    fn panel_products_equal_the_blocked_sgemm_bit_for_bit() {
+        if !available() {
+            eprintln!("SKIPPED: no AVX-512F on this host; matrixmultiply runs every product");
+            return;
+        }
+        eprintln!("AVX-512F present: comparing the panel kernel with matrixmultiply");
+        let mut s = 77u64;
+        let specials = [f32::NAN, f32::INFINITY, -0.0, 0.0, 1e-40, -1e-39];
+        for (case, (m, k, n)) in [
+            (128, 128, 512),
+            (128, 128, 32),
+            (64, 1, 64),
+            (8, 256, 96),
+            (120, 77, 160),
+            (128, 128, 128),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut val = |i: usize| {
+                if i % 211 == 5 && case % 2 == 1 {
+                    specials[i % specials.len()]
+                } else {
+                    lcg(&mut s)
+                }
+            };
+            let av = View {
+                off: 3,
+                rs: 1,
+                cs: m + 4,
+            };
+            let a: Vec<f32> = (0..3 + k * (m + 4)).map(&mut val).collect();
+            // B dense or strided (rows a "partition" apart, columns 1 or 2 apart).
+            let bcs = 1 + case % 2;
+            let bv = View {
+                off: 5,
+                rs: n * bcs + 13,
+                cs: bcs,
+            };
+            let b: Vec<f32> = (0..5 + k * bv.rs).map(&mut val).collect();
+            let cv = View {
+                off: 2,
+                rs: n + 9,
+                cs: 1,
+            };
+            let old: Vec<f32> = (0..2 + m * cv.rs).map(&mut val).collect();
+            assert!(applies(m, k, n, av.rs, cv.cs), "{m}x{k}x{n}");
+            for beta in [0.0, 1.0] {
+                let mut want = old.clone();
+                let p = Product {
+                    m,
+                    k,
+                    n,
+                    a: &a,
+                    av,
+                    b: &b,
+                    bv,
+                    beta,
+                };
+                blocked(&p, &mut want, cv);
+                let mut got = old.clone();
+                let op = Operands {
+                    a: a[av.off..].as_ptr(),
+                    acs: av.cs,
+                    b: b[bv.off..].as_ptr(),
+                    brs: bv.rs,
+                    bcs: bv.cs,
+                    c: got[cv.off..].as_mut_ptr(),
+                    crs: cv.rs,
+                };
+                // SAFETY: `applies` held; the views lie in the vectors (built to fit).
+                unsafe { product(m, k, n, &op, beta) };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}");
+            }
+        }
+    }
+
+    /// The dense front end: the kernel's bits where it applies, nothing written elsewhere.
+    #[test]
+    fn dense_products_check_their_slices() {
+        if !available() {
+            eprintln!("SKIPPED: no AVX-512F on this host");
+            assert!(!dense(
+                8,
+                1,
+                32,
+                &[1.0; 8],
+                &[1.0; 32],
+                0.0,
+                &mut [0.0; 256]
+            ));
+            return;
+        }
+        let (m, k, n) = (8, 3, 32);
+        let a: Vec<f32> = (0..k * m).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| 0.5 * i as f32).collect();
+        let mut c = vec![1.0f32; m * n];
+        assert!(dense(m, k, n, &a, &b, 1.0, &mut c));
+        for j in 0..m {
+            for col in 0..n {
+                let want: f32 = 1.0
+                    + (0..k)
+                        .map(|kk| a[kk * m + j] * b[kk * n + col])
+                        .sum::<f32>();
+                assert_eq!(c[j * n + col], want, "C[{j}][{col}]");
+            }
+        }
+        let mut short = vec![7.0f32; m * n - 1];
+        assert!(!dense(m, k, n, &a, &b, 0.0, &mut short));
+        assert!(!dense(m, k, n, &a[1..], &b, 0.0, &mut c));
+        assert!(!dense(m, k, n - 1, &a, &b, 0.0, &mut c));
+        assert!(short.iter().all(|x| *x == 7.0));
+    }
+
+    #[test]
+    fn other_shapes_are_left_to_matrixmultiply() {
+        assert!(!applies(128, 128, 500, 1, 1), "a part panel");
+        assert!(!applies(100, 128, 512, 1, 1), "a part block of rows");
+        assert!(!applies(128, 300, 512, 1, 1), "two K blocks");
+        assert!(!applies(128, 0, 512, 1, 1), "no K");
+        assert!(!applies(128, 128, 512, 2, 1), "A not in the PE layout");
+        assert!(!applies(128, 128, 512, 1, 3), "C's columns apart");
+    }
+}
