@@ -1,7 +1,9 @@
 //! MATMULs that read their moving tensor where it lies in SBUF/PSUM instead of gathering it
-//! first: a stationary matrix of a few columns against many tokens (`gemm::thin`) and a
-//! matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`). Both are the SGEMM's
-//! bits; where a layout does not fit, nothing is written and `pe::matmul` goes on as before.
+//! first: a stationary matrix of a few columns against many tokens (`gemm::thin`), a
+//! matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`), and a bf16 moving
+//! tensor of whole 32-column panels on the AVX-512F kernel (`gemm::sgemm_b16`). All are the
+//! SGEMM's bits; where a layout does not fit, nothing is written and `pe::matmul` goes on as
+//! before.
 
 use super::pattern::span;
 use super::pe::{PeState, MAX_MOVING};
@@ -37,10 +39,52 @@ pub(super) fn product(
     if pe.m <= thin::MAX_M {
         thin_product(mem, pe, op, sums)
     } else if op.dt == Dtype::Bf16 {
-        narrow_product(mem, pe, op.src, op.dv, op.beta)
+        match narrow_product(mem, pe, op.src, op.dv, op.beta)? {
+            Some(n) => Ok(Some(n)),
+            None => panel_product(mem, pe, op.src, op.dv, op.beta),
+        }
     } else {
         Ok(None)
     }
+}
+
+/// A bf16 moving tensor of whole panels read from storage as bits by the AVX-512F kernel
+/// (`gemm::sgemm_b16`: no widened copy), into an fp32 destination in the other memory, on
+/// the portable path (AMX tiles take bf16 where the host has them). The number of moving
+/// columns, or None (nothing written) where the kernel does not take the product.
+fn panel_product(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    src: &AccessPattern,
+    dv: Option<(Space, View, usize)>,
+    beta: f32,
+) -> Result<Option<usize>, OpFault> {
+    let Some((dspace, cv, n)) = dv else {
+        return Ok(None);
+    };
+    let (k, m) = (pe.k, pe.m);
+    let tiles = pe.gemm.amx_parts(Dtype::Bf16).is_some();
+    if tiles || !crate::gemm::panels::applies(m, k, n, 1, cv.cs) {
+        return Ok(None);
+    }
+    let Some((space, bv, nmov)) = bf16_rows(mem, src, k)? else {
+        return Ok(None);
+    };
+    // The moving tensor is read while C is written: it must lie in the other memory.
+    if nmov != n || space == dspace {
+        return Ok(None);
+    }
+    pe.materialize(mem)?;
+    let (other, c) = mem.split_f32(dspace);
+    let Ok(bits) = <[u16]>::ref_from_bytes(other.as_bytes()) else {
+        return Ok(None);
+    };
+    let wv = View {
+        off: 0,
+        rs: 1,
+        cs: m,
+    };
+    Ok(crate::gemm::sgemm_b16(m, k, n, &pe.w, wv, bits, bv, beta, c, cv).then_some(n))
 }
 
 /// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor

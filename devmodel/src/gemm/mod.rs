@@ -156,7 +156,7 @@ pub fn sgemm(
             let op = panels::Operands {
                 a: ap.get(),
                 acs: av.cs,
-                b: bp.get().wrapping_add(c0 * bv.cs),
+                b: panels::Moving::F32(bp.get().wrapping_add(c0 * bv.cs)),
                 brs: bv.rs,
                 bcs: bv.cs,
                 c: cp.get().wrapping_add(c0),
@@ -196,6 +196,75 @@ pub fn sgemm(
         crate::fanout::run(pieces, &piece);
     }
     true
+}
+
+/// [`sgemm`] with B as bf16 bits (a moving tensor read where it lies in storage), on the
+/// AVX-512F panel kernel (`panels`): the same bits as [`sgemm`] on the widened values, with
+/// no widened copy of B. False (nothing written) if a view would leave its slice or the
+/// kernel does not take the product (`panels::applies`: the caller then widens B).
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_b16(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    av: View,
+    b: &[u16],
+    bv: View,
+    beta: f32,
+    c: &mut [f32],
+    cv: View,
+) -> bool {
+    if !panels::applies(m, k, n, av.rs, cv.cs)
+        || !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv])
+    {
+        return false;
+    }
+    let cols = column_piece(m, k, n);
+    if !cols.is_multiple_of(32) && cols != n {
+        return false; // (not reached: pieces are whole panels)
+    }
+    let (a, b, c) = (
+        a[av.off..].as_ptr(),
+        b[bv.off..].as_ptr(),
+        c[cv.off..].as_mut_ptr(),
+    );
+    let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr16(b), Ptr(c));
+    let piece = |i: usize| {
+        let (c0, w) = (i * cols, cols.min(n - i * cols));
+        let op = panels::Operands {
+            a: ap.get(),
+            acs: av.cs,
+            b: panels::Moving::Bf16(bp.get().wrapping_add(c0 * bv.cs)),
+            brs: bv.rs,
+            bcs: bv.cs,
+            c: cp.get().wrapping_add(c0),
+            crs: cv.rs,
+        };
+        // SAFETY: `applies` held for the whole product, so for each piece of whole panels;
+        // every element named was bounds-checked (`views_fit`); C is an exclusive borrow
+        // apart from A and B, and pieces write disjoint columns of it.
+        unsafe { panels::product(m, k, w, &op, beta) };
+    };
+    let pieces = n.div_ceil(cols);
+    if pieces <= 1 {
+        piece(0);
+    } else {
+        crate::fanout::run(pieces, &piece);
+    }
+    true
+}
+
+/// [`Ptr`] for bf16 bits (read only).
+#[derive(Clone, Copy)]
+struct Ptr16(*const u16);
+// SAFETY: the pieces only read B (`sgemm_b16`).
+unsafe impl Send for Ptr16 {}
+unsafe impl Sync for Ptr16 {}
+impl Ptr16 {
+    fn get(self) -> *const u16 {
+        self.0
+    }
 }
 
 /// [`sgemm`] with A as bf16 bits in the PE layout (`narrow::product_bits`, where
@@ -608,5 +677,88 @@ mod tests {
             let beta = if case % 3 == 0 { 0.0 } else { 1.0 };
             check_narrow_bf16(m, k, n, rs, cpitch, beta, case + 1000);
         }
+    }
+
+    /// A bf16 B read as bits by the panel kernel, on one thread and in column pieces shared
+    /// with the data-path helpers: the bits of the SGEMM on the widened values (B rows a
+    /// partition apart, C rows as PSUM's, both β). Shapes the kernel does not take, and views
+    /// that leave their slices, are refused with nothing written.
+    #[test]
+    fn bf16_panels_equal_the_sgemm_on_their_values() {
+        if !panels::available() {
+            eprintln!("SKIPPED: no AVX-512F on this host; bf16 B is always widened first");
+            assert!(!sgemm_b16(
+                8,
+                1,
+                32,
+                &[0.0; 8],
+                v(0, 1, 8),
+                &[0; 32],
+                v(0, 32, 1),
+                0.0,
+                &mut [0.0; 256],
+                v(0, 32, 1)
+            ));
+            return;
+        }
+        let (m, k, n) = (128, 128, 512);
+        let mut t = 5u64;
+        let (_, a) = amx::tests::bf16_values(&mut t, m * k, 4.0);
+        let rs = 700;
+        let (b_bits, b_f32) = amx::tests::bf16_values(&mut t, 3 + (k - 1) * rs + n, 4.0);
+        let (av, bv, cv) = (v(0, 1, m), v(3, rs, 1), v(1, n + 5, 1));
+        let old: Vec<f32> = (0..1 + m * cv.rs).map(|i| i as f32 * 0.5).collect();
+        for beta in [0.0, 1.0] {
+            let mut want = old.clone();
+            assert!(sgemm(m, k, n, &a, av, &b_f32, bv, beta, &mut want, cv));
+            let mut got = old.clone();
+            assert!(sgemm_b16(m, k, n, &a, av, &b_bits, bv, beta, &mut got, cv));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "beta {beta}");
+        }
+        let mut c = old.clone();
+        assert!(
+            !sgemm_b16(m, k, n - 16, &a, av, &b_bits, bv, 0.0, &mut c, cv),
+            "part panel"
+        );
+        assert!(
+            !sgemm_b16(m, 300, n, &a, av, &b_bits, bv, 0.0, &mut c, cv),
+            "two K blocks"
+        );
+        assert!(
+            !sgemm_b16(
+                m,
+                k,
+                n,
+                &a,
+                av,
+                &b_bits[..b_bits.len() - 1],
+                bv,
+                0.0,
+                &mut c,
+                cv
+            ),
+            "B short"
+        );
+        assert!(
+            !sgemm_b16(
+                m,
+                k,
+                n,
+                &a,
+                av,
+                &b_bits,
+                bv,
+                0.0,
+                &mut c[..cv.off + (m - 1) * cv.rs + n - 1],
+                cv
+            ),
+            "C short"
+        );
+        assert_eq!(c, old, "nothing written");
+    }
+
+    fn v(off: usize, rs: usize, cs: usize) -> View {
+        View { off, rs, cs }
     }
 }

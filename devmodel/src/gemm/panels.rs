@@ -33,7 +33,7 @@ pub fn available() -> bool {
 /// Whether [`product`] takes an `m x k x n` product: A in the PE layout (`rs` 1), C's rows
 /// contiguous (`cs` 1), whole 8-row blocks and 32-column panels, one K block, on a host with
 /// AVX-512F.
-pub(super) fn applies(m: usize, k: usize, n: usize, a_rs: usize, c_cs: usize) -> bool {
+pub(crate) fn applies(m: usize, k: usize, n: usize, a_rs: usize, c_cs: usize) -> bool {
     a_rs == 1
         && c_cs == 1
         && m.is_multiple_of(MR)
@@ -60,7 +60,7 @@ pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &
     let op = Operands {
         a: a.as_ptr(),
         acs: m,
-        b: b.as_ptr(),
+        b: Moving::F32(b.as_ptr()),
         brs: n,
         bcs: 1,
         c: c.as_mut_ptr(),
@@ -72,6 +72,14 @@ pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &
     true
 }
 
+/// B's elements: f32, or bf16 bits (a moving tensor read where it lies, widened as the
+/// panel is copied).
+#[derive(Clone, Copy)]
+pub(super) enum Moving {
+    F32(*const f32),
+    Bf16(*const u16),
+}
+
 /// The operands of one product as [`product`] reads them: element `(j, kk)` of A at
 /// `a + j + kk * acs`, `(kk, col)` of B at `b + kk * brs + col * bcs`, `(j, col)` of C at
 /// `c + j * crs + col`.
@@ -79,7 +87,7 @@ pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &
 pub(super) struct Operands {
     pub(super) a: *const f32,
     pub(super) acs: usize,
-    pub(super) b: *const f32,
+    pub(super) b: Moving,
     pub(super) brs: usize,
     pub(super) bcs: usize,
     pub(super) c: *mut f32,
@@ -116,14 +124,32 @@ unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32)
         // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
         // the panel holds k <= SGEMM_KC rows of NR.
         for kk in 0..k {
-            let from = op.b.add(kk * op.brs + p0 * op.bcs);
+            let at = kk * op.brs + p0 * op.bcs;
             let to = pp.add(kk * NR);
-            if op.bcs == 1 {
-                _mm512_storeu_ps(to, _mm512_loadu_ps(from));
-                _mm512_storeu_ps(to.add(16), _mm512_loadu_ps(from.add(16)));
-            } else {
-                for cc in 0..NR {
-                    *to.add(cc) = *from.add(cc * op.bcs);
+            match op.b {
+                Moving::F32(b) if op.bcs == 1 => {
+                    let from = b.add(at);
+                    _mm512_storeu_ps(to, _mm512_loadu_ps(from));
+                    _mm512_storeu_ps(to.add(16), _mm512_loadu_ps(from.add(16)));
+                }
+                Moving::F32(b) => {
+                    for cc in 0..NR {
+                        *to.add(cc) = *b.add(at + cc * op.bcs);
+                    }
+                }
+                Moving::Bf16(b) if op.bcs == 1 => {
+                    // A bf16 is the top half of its f32: zero-extend, shift up.
+                    for h in 0..2 {
+                        let bits = _mm256_loadu_si256(b.add(at + 16 * h).cast());
+                        let wide = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits));
+                        _mm512_storeu_ps(to.add(16 * h), _mm512_castsi512_ps(wide));
+                    }
+                }
+                Moving::Bf16(b) => {
+                    for cc in 0..NR {
+                        let v = u32::from(*b.add(at + cc * op.bcs)) << 16;
+                        *to.add(cc) = f32::from_bits(v);
+                    }
                 }
             }
         }
@@ -238,7 +264,7 @@ mod tests {
                 let op = Operands {
                     a: a[av.off..].as_ptr(),
                     acs: av.cs,
-                    b: b[bv.off..].as_ptr(),
+                    b: Moving::F32(b[bv.off..].as_ptr()),
                     brs: bv.rs,
                     bcs: bv.cs,
                     c: got[cv.off..].as_mut_ptr(),
@@ -248,6 +274,23 @@ mod tests {
                 unsafe { product(m, k, n, &op, beta) };
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}");
+                // B as bf16 bits: the product of their widened values.
+                let b16: Vec<u16> = b.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+                let wide: Vec<f32> = b16
+                    .iter()
+                    .map(|x| f32::from_bits(u32::from(*x) << 16))
+                    .collect();
+                let mut want = old.clone();
+                blocked(&Product { b: &wide, ..p }, &mut want, cv);
+                let mut got = old.clone();
+                let op = Operands {
+                    b: Moving::Bf16(b16[bv.off..].as_ptr()),
+                    c: got[cv.off..].as_mut_ptr(),
+                    ..op
+                };
+                // SAFETY: as above.
+                unsafe { product(m, k, n, &op, beta) };
+                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}, bf16 B");
             }
         }
     }
