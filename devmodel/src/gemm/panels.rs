@@ -116,9 +116,11 @@ pub(super) unsafe fn product(m: usize, k: usize, n: usize, op: &Operands, beta: 
 #[target_feature(enable = "avx512f")]
 unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32) {
     use std::arch::x86_64::*;
-    // One K block (`applies`): the panel of B fits this buffer.
-    let mut panel = [0f32; SGEMM_KC * NR];
-    let pp = panel.as_mut_ptr();
+    // One K block (`applies`): the panel of B fits this buffer. Left uninitialised (zeroing
+    // 32 KiB per product showed in profiles): the first `k` rows are written before any is
+    // read, and no other row is read.
+    let mut panel = [const { std::mem::MaybeUninit::<f32>::uninit() }; SGEMM_KC * NR];
+    let pp: *mut f32 = panel.as_mut_ptr().cast();
     let (ones, betas) = (_mm512_set1_ps(1.0), _mm512_set1_ps(beta));
     for p0 in (0..n).step_by(NR) {
         // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
