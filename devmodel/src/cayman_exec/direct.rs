@@ -67,13 +67,9 @@ fn panel_product(
     if tiles || !crate::gemm::panels::applies(m, k, n, 1, cv.cs) {
         return Ok(None);
     }
-    let Some((space, bv, nmov)) = bf16_rows(mem, src, k)? else {
+    let Some(bv) = bits_beside(mem, src, k, dspace, n)? else {
         return Ok(None);
     };
-    // The moving tensor is read while C is written: it must lie in the other memory.
-    if nmov != n || space == dspace {
-        return Ok(None);
-    }
     pe.materialize(mem)?;
     let (other, c) = mem.split_f32(dspace);
     let Ok(bits) = <[u16]>::ref_from_bytes(other.as_bytes()) else {
@@ -162,6 +158,21 @@ fn bf16_rows(
     })
 }
 
+/// The view of a bf16 moving tensor of `n` columns read as bits where it lies (one run per
+/// partition), in the memory other than `dspace`: it is read while C is written there.
+/// None where it is not so.
+fn bits_beside(
+    mem: &CoreMem,
+    src: &AccessPattern,
+    k: usize,
+    dspace: Space,
+    n: usize,
+) -> Result<Option<View>, OpFault> {
+    Ok(bf16_rows(mem, src, k)?
+        .filter(|(space, _, nmov)| *nmov == n && *space != dspace)
+        .map(|(_, bv, _)| bv))
+}
+
 /// A matrix-vector product (`gemm::narrow_bf16`) whose bf16 moving tensor is read from
 /// storage as bits, into an fp32 destination in the other memory used in place; the weights
 /// as bits where they were kept so (`PeState::w_from_bits`). The number of moving columns, or
@@ -180,13 +191,9 @@ fn narrow_product(
     if n > crate::gemm::narrow::MAX_N || !crate::gemm::narrow::available() {
         return Ok(None);
     }
-    let Some((space, bv, nmov)) = bf16_rows(mem, src, k)? else {
+    let Some(bv) = bits_beside(mem, src, k, dspace, n)? else {
         return Ok(None);
     };
-    // The moving tensor is read while C is written: it must lie in the other memory.
-    if nmov != n || space == dspace {
-        return Ok(None);
-    }
     let as_bits = (pe.w_from_bits || pe.w_kept) && crate::gemm::narrow::bits_apply(m, k, n);
     if !as_bits {
         pe.materialize(mem)?;

@@ -147,27 +147,26 @@ pub fn sgemm(
     );
     // Large products are cut into column ranges for the data-path helpers (`fanout`): each
     // element's sum runs in the same order whichever range holds it, so the bits are the same.
+    if panels::applies(m, k, n, av.rs, cv.cs) {
+        let op = panels::Operands {
+            a,
+            acs: av.cs,
+            b: panels::Moving::F32(b),
+            brs: bv.rs,
+            bcs: bv.cs,
+            c,
+            crs: cv.rs,
+        };
+        // SAFETY: `applies` held; every element the product names was bounds-checked above
+        // (`views_fit`); C is an exclusive borrow apart from A and B.
+        unsafe { panel_pieces(m, k, n, op, beta) };
+        return true;
+    }
     let cols = column_piece(m, k, n);
     let pieces = n.div_ceil(cols);
     let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr(b as *mut f32), Ptr(c));
     let piece = |i: usize| {
         let (c0, w) = (i * cols, cols.min(n - i * cols));
-        if panels::applies(m, k, w, av.rs, cv.cs) {
-            let op = panels::Operands {
-                a: ap.get(),
-                acs: av.cs,
-                b: panels::Moving::F32(bp.get().wrapping_add(c0 * bv.cs)),
-                brs: bv.rs,
-                bcs: bv.cs,
-                c: cp.get().wrapping_add(c0),
-                crs: cv.rs,
-            };
-            // SAFETY: `applies` held; every element the product names was bounds-checked
-            // above (`views_fit`); C is an exclusive borrow apart from A and B, and pieces
-            // write disjoint columns of it.
-            unsafe { panels::product(m, k, w, &op, beta) };
-            return;
-        }
         // SAFETY: every index the kernel touches was bounds-checked above against the
         // slices' lengths; A/B are shared borrows and C is a distinct exclusive borrow, so
         // no aliasing; pieces write disjoint columns of C.
@@ -220,50 +219,39 @@ pub fn sgemm_b16(
     {
         return false;
     }
+    let op = panels::Operands {
+        a: a[av.off..].as_ptr(),
+        acs: av.cs,
+        b: panels::Moving::Bf16(b[bv.off..].as_ptr()),
+        brs: bv.rs,
+        bcs: bv.cs,
+        c: c[cv.off..].as_mut_ptr(),
+        crs: cv.rs,
+    };
+    // SAFETY: `applies` held; every element the product names was bounds-checked above
+    // (`views_fit`); C is an exclusive borrow apart from A and B.
+    unsafe { panel_pieces(m, k, n, op, beta) };
+    true
+}
+
+/// A product [`panels::applies`] accepts, cut into column ranges for the data-path helpers
+/// as [`sgemm`] cuts its own (whole panels: `column_piece` gives multiples of 32 or all `n`).
+///
+/// # Safety
+/// As `panels::product` for the whole `m x k x n` product.
+unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta: f32) {
     let cols = column_piece(m, k, n);
-    if !cols.is_multiple_of(32) && cols != n {
-        return false; // (not reached: pieces are whole panels)
-    }
-    let (a, b, c) = (
-        a[av.off..].as_ptr(),
-        b[bv.off..].as_ptr(),
-        c[cv.off..].as_mut_ptr(),
-    );
-    let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr16(b), Ptr(c));
     let piece = |i: usize| {
         let (c0, w) = (i * cols, cols.min(n - i * cols));
-        let op = panels::Operands {
-            a: ap.get(),
-            acs: av.cs,
-            b: panels::Moving::Bf16(bp.get().wrapping_add(c0 * bv.cs)),
-            brs: bv.rs,
-            bcs: bv.cs,
-            c: cp.get().wrapping_add(c0),
-            crs: cv.rs,
-        };
-        // SAFETY: `applies` held for the whole product, so for each piece of whole panels;
-        // every element named was bounds-checked (`views_fit`); C is an exclusive borrow
-        // apart from A and B, and pieces write disjoint columns of it.
-        unsafe { panels::product(m, k, w, &op, beta) };
+        // SAFETY: the caller's contract for the whole product covers its columns `c0..c0 +
+        // w`, a whole number of panels; pieces write disjoint columns of C.
+        unsafe { panels::product(m, k, w, &op.at_column(c0), beta) };
     };
     let pieces = n.div_ceil(cols);
     if pieces <= 1 {
         piece(0);
     } else {
         crate::fanout::run(pieces, &piece);
-    }
-    true
-}
-
-/// [`Ptr`] for bf16 bits (read only).
-#[derive(Clone, Copy)]
-struct Ptr16(*const u16);
-// SAFETY: the pieces only read B (`sgemm_b16`).
-unsafe impl Send for Ptr16 {}
-unsafe impl Sync for Ptr16 {}
-impl Ptr16 {
-    fn get(self) -> *const u16 {
-        self.0
     }
 }
 

@@ -94,6 +94,27 @@ pub(super) struct Operands {
     pub(super) crs: usize,
 }
 
+// SAFETY: the pointers are only dereferenced by `product`, under its caller's contract; a
+// product cut into column pieces (`gemm::panel_pieces`) reads A and B from several threads
+// and writes disjoint columns of C from each.
+unsafe impl Send for Operands {}
+unsafe impl Sync for Operands {}
+
+impl Operands {
+    /// The same product from column `c0` of B and C on.
+    pub(super) fn at_column(&self, c0: usize) -> Operands {
+        let b = match self.b {
+            Moving::F32(p) => Moving::F32(p.wrapping_add(c0 * self.bcs)),
+            Moving::Bf16(p) => Moving::Bf16(p.wrapping_add(c0 * self.bcs)),
+        };
+        Operands {
+            b,
+            c: self.c.wrapping_add(c0),
+            ..*self
+        }
+    }
+}
+
 /// `C = A·B + β·C` for an `m x k x n` product [`applies`] accepts.
 ///
 /// # Safety
@@ -192,10 +213,7 @@ mod tests {
     use crate::gemm::View;
 
     fn lcg(s: &mut u64) -> f32 {
-        *s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+        crate::gemm::amx::tests::lcg(s) * 8.0
     }
 
     /// Products of the shapes MATMUL gives (and others the kernel takes: k up to one K
