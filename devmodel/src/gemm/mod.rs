@@ -746,6 +746,51 @@ mod tests {
         assert_eq!(c, old, "nothing written");
     }
 
+    /// Random products the panel kernel takes (a seeded generator, 60 cases: rows in 8s,
+    /// K up to one block, columns in 32s up to a full PSUM bank so some are cut into column
+    /// pieces for the helpers, strides and offsets as storage gives them, both β), through
+    /// the SGEMM front end with f32 B and through `sgemm_b16` with bf16 B: `matrixmultiply`'s
+    /// bits on the same values.
+    #[test]
+    fn random_panel_products_equal_matrixmultiply() {
+        if !panels::available() {
+            eprintln!("SKIPPED: no AVX-512F on this host; matrixmultiply runs every product");
+            return;
+        }
+        let mut s = 4242u64;
+        let mut below = |n: usize| ((amx::tests::lcg(&mut s) + 0.5) * n as f32) as usize % n;
+        for case in 0..60u64 {
+            let (m, k, n) = (8 * (1 + below(16)), 1 + below(256), 32 * (1 + below(16)));
+            let av = v(below(5), 1, m + below(9));
+            let bv = v(below(7), n + below(300), 1);
+            let cv = v(below(3), n + below(40), 1);
+            let beta = if case % 2 == 0 { 0.0 } else { 1.0 };
+            let mut t = case + 99;
+            let (_, a) = amx::tests::bf16_values(&mut t, av.off + k * av.cs, 4.0);
+            let (b_bits, b) = amx::tests::bf16_values(&mut t, bv.off + k * bv.rs, 4.0);
+            let old: Vec<f32> = (0..cv.off + m * cv.rs).map(|i| (i % 13) as f32).collect();
+            let mut want = old.clone();
+            let p = narrow::Product {
+                m,
+                k,
+                n,
+                a: &a,
+                av,
+                b: &b,
+                bv,
+                beta,
+            };
+            narrow::tests::blocked(&p, &mut want, cv);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut got = old.clone();
+            assert!(sgemm(m, k, n, &a, av, &b, bv, beta, &mut got, cv));
+            assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, f32 B");
+            let mut got = old.clone();
+            assert!(sgemm_b16(m, k, n, &a, av, &b_bits, bv, beta, &mut got, cv));
+            assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, bf16 B");
+        }
+    }
+
     fn v(off: usize, rs: usize, cs: usize) -> View {
         View { off, rs, cs }
     }
