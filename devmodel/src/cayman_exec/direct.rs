@@ -1,7 +1,7 @@
 //! MATMULs that read their moving tensor where it lies in SBUF/PSUM instead of gathering it
 //! first: a stationary matrix of a few columns against many tokens (`gemm::thin`), a
-//! matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`), and a bf16 moving
-//! tensor of whole 32-column panels on the AVX-512F kernel (`gemm::sgemm_b16`). All are the
+//! matrix-vector product's bf16 moving vector (`gemm::narrow_bf16`), and a bf16 or fp16
+//! moving tensor of whole 32-column panels on the AVX-512F kernel (`gemm::sgemm_16`). All are the
 //! SGEMM's bits; where a layout does not fit, nothing is written and `pe::matmul` goes on as
 //! before.
 
@@ -9,7 +9,7 @@ use super::pattern::span;
 use super::pe::{PeState, MAX_MOVING};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{thin, View, Weights};
+use crate::gemm::{thin, Half, View, Weights};
 use neuron_isa::cayman::AccessPattern;
 use neuron_isa::{Dtype, Space};
 use zerocopy::{FromBytes, IntoBytes};
@@ -41,29 +41,31 @@ pub(super) fn product(
     } else if op.dt == Dtype::Bf16 {
         match narrow_product(mem, pe, op.src, op.dv, op.beta)? {
             Some(n) => Ok(Some(n)),
-            None => panel_product(mem, pe, op.src, op.dv, op.beta),
+            None => panel_product(mem, pe, op, Half::Bf16),
         }
+    } else if op.dt == Dtype::F16 {
+        panel_product(mem, pe, op, Half::F16)
     } else {
         Ok(None)
     }
 }
 
-/// A bf16 moving tensor of whole panels read from storage as bits by the AVX-512F kernel
-/// (`gemm::sgemm_b16`: no widened copy), into an fp32 destination in the other memory, on
-/// the portable path (AMX tiles take bf16 where the host has them). The number of moving
+/// A bf16 or fp16 moving tensor of whole panels read from storage as bits by the AVX-512F
+/// kernel (`gemm::sgemm_16`: no widened copy), into an fp32 destination in the other memory,
+/// on the portable path (AMX tiles take bf16 where the host has them). The number of moving
 /// columns, or None (nothing written) where the kernel does not take the product.
 fn panel_product(
     mem: &mut CoreMem,
     pe: &mut PeState,
-    src: &AccessPattern,
-    dv: Option<(Space, View, usize)>,
-    beta: f32,
+    op: &Operands,
+    half: Half,
 ) -> Result<Option<usize>, OpFault> {
-    let Some((dspace, cv, n)) = dv else {
+    let Some((dspace, cv, n)) = op.dv else {
         return Ok(None);
     };
+    let (src, beta) = (op.src, op.beta);
     let (k, m) = (pe.k, pe.m);
-    let tiles = pe.gemm.amx_parts(Dtype::Bf16).is_some();
+    let tiles = pe.gemm.amx_parts(op.dt).is_some();
     if tiles || !crate::gemm::panels::applies(m, k, n, 1, cv.cs) {
         return Ok(None);
     }
@@ -80,7 +82,8 @@ fn panel_product(
         rs: 1,
         cs: m,
     };
-    Ok(crate::gemm::sgemm_b16(m, k, n, &pe.w, wv, bits, bv, beta, c, cv).then_some(n))
+    let b = (half, bits);
+    Ok(crate::gemm::sgemm_16(m, k, n, &pe.w, wv, b, bv, beta, c, cv).then_some(n))
 }
 
 /// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor

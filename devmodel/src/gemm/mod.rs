@@ -197,23 +197,31 @@ pub fn sgemm(
     true
 }
 
-/// [`sgemm`] with B as bf16 bits (a moving tensor read where it lies in storage), on the
-/// AVX-512F panel kernel (`panels`): the same bits as [`sgemm`] on the widened values, with
-/// no widened copy of B. False (nothing written) if a view would leave its slice or the
+/// A 16-bit float type B may be given as ([`sgemm_16`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    Bf16,
+    F16,
+}
+
+/// [`sgemm`] with B as bf16 or fp16 bits (a moving tensor read where it lies in storage), on
+/// the AVX-512F panel kernel (`panels`): the same bits as [`sgemm`] on the widened values,
+/// with no widened copy of B. False (nothing written) if a view would leave its slice or the
 /// kernel does not take the product (`panels::applies`: the caller then widens B).
 #[allow(clippy::too_many_arguments)]
-pub fn sgemm_b16(
+pub fn sgemm_16(
     m: usize,
     k: usize,
     n: usize,
     a: &[f32],
     av: View,
-    b: &[u16],
+    b: (Half, &[u16]),
     bv: View,
     beta: f32,
     c: &mut [f32],
     cv: View,
 ) -> bool {
+    let (half, b) = b;
     if !panels::applies(m, k, n, av.rs, cv.cs)
         || !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv])
     {
@@ -222,7 +230,10 @@ pub fn sgemm_b16(
     let op = panels::Operands {
         a: a[av.off..].as_ptr(),
         acs: av.cs,
-        b: panels::Moving::Bf16(b[bv.off..].as_ptr()),
+        b: match half {
+            Half::Bf16 => panels::Moving::Bf16(b[bv.off..].as_ptr()),
+            Half::F16 => panels::Moving::F16(b[bv.off..].as_ptr()),
+        },
         brs: bv.rs,
         bcs: bv.cs,
         c: c[cv.off..].as_mut_ptr(),
@@ -675,13 +686,13 @@ mod tests {
     fn bf16_panels_equal_the_sgemm_on_their_values() {
         if !panels::available() {
             eprintln!("SKIPPED: no AVX-512F on this host; bf16 B is always widened first");
-            assert!(!sgemm_b16(
+            assert!(!sgemm_16(
                 8,
                 1,
                 32,
                 &[0.0; 8],
                 v(0, 1, 8),
-                &[0; 32],
+                (Half::Bf16, &[0; 32]),
                 v(0, 32, 1),
                 0.0,
                 &mut [0.0; 256],
@@ -700,27 +711,60 @@ mod tests {
             let mut want = old.clone();
             assert!(sgemm(m, k, n, &a, av, &b_f32, bv, beta, &mut want, cv));
             let mut got = old.clone();
-            assert!(sgemm_b16(m, k, n, &a, av, &b_bits, bv, beta, &mut got, cv));
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "beta {beta}");
-        }
-        let mut c = old.clone();
-        assert!(
-            !sgemm_b16(m, k, n - 16, &a, av, &b_bits, bv, 0.0, &mut c, cv),
-            "part panel"
-        );
-        assert!(
-            !sgemm_b16(m, 300, n, &a, av, &b_bits, bv, 0.0, &mut c, cv),
-            "two K blocks"
-        );
-        assert!(
-            !sgemm_b16(
+            assert!(sgemm_16(
                 m,
                 k,
                 n,
                 &a,
                 av,
-                &b_bits[..b_bits.len() - 1],
+                (Half::Bf16, &b_bits),
+                bv,
+                beta,
+                &mut got,
+                cv
+            ));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "beta {beta}");
+        }
+        let mut c = old.clone();
+        assert!(
+            !sgemm_16(
+                m,
+                k,
+                n - 16,
+                &a,
+                av,
+                (Half::Bf16, &b_bits),
+                bv,
+                0.0,
+                &mut c,
+                cv
+            ),
+            "part panel"
+        );
+        assert!(
+            !sgemm_16(
+                m,
+                300,
+                n,
+                &a,
+                av,
+                (Half::Bf16, &b_bits),
+                bv,
+                0.0,
+                &mut c,
+                cv
+            ),
+            "two K blocks"
+        );
+        assert!(
+            !sgemm_16(
+                m,
+                k,
+                n,
+                &a,
+                av,
+                (Half::Bf16, &b_bits[..b_bits.len() - 1]),
                 bv,
                 0.0,
                 &mut c,
@@ -729,13 +773,13 @@ mod tests {
             "B short"
         );
         assert!(
-            !sgemm_b16(
+            !sgemm_16(
                 m,
                 k,
                 n,
                 &a,
                 av,
-                &b_bits,
+                (Half::Bf16, &b_bits),
                 bv,
                 0.0,
                 &mut c[..cv.off + (m - 1) * cv.rs + n - 1],
@@ -749,8 +793,8 @@ mod tests {
     /// Random products the panel kernel takes (a seeded generator, 60 cases: rows in 8s,
     /// K up to one block, columns in 32s up to a full PSUM bank so some are cut into column
     /// pieces for the helpers, strides and offsets as storage gives them, both β), through
-    /// the SGEMM front end with f32 B and through `sgemm_b16` with bf16 B: `matrixmultiply`'s
-    /// bits on the same values.
+    /// the SGEMM front end with f32 B and through `sgemm_16` with bf16 and fp16 B:
+    /// `matrixmultiply`'s bits on the same values.
     #[test]
     fn random_panel_products_equal_matrixmultiply() {
         if !panels::available() {
@@ -786,8 +830,45 @@ mod tests {
             assert!(sgemm(m, k, n, &a, av, &b, bv, beta, &mut got, cv));
             assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, f32 B");
             let mut got = old.clone();
-            assert!(sgemm_b16(m, k, n, &a, av, &b_bits, bv, beta, &mut got, cv));
+            assert!(sgemm_16(
+                m,
+                k,
+                n,
+                &a,
+                av,
+                (Half::Bf16, &b_bits),
+                bv,
+                beta,
+                &mut got,
+                cv
+            ));
             assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, bf16 B");
+            // The same values as fp16 (bf16 values of this range are fp16 values too, bar
+            // rounding: the fp16 bits widened are what the product must use).
+            let h: Vec<u16> = b
+                .iter()
+                .map(|x| half::f16::from_f32(*x).to_bits())
+                .collect();
+            let hw: Vec<f32> = h
+                .iter()
+                .map(|x| half::f16::from_bits(*x).to_f32())
+                .collect();
+            let mut want = old.clone();
+            narrow::tests::blocked(&narrow::Product { b: &hw, ..p }, &mut want, cv);
+            let mut got = old.clone();
+            assert!(sgemm_16(
+                m,
+                k,
+                n,
+                &a,
+                av,
+                (Half::F16, &h),
+                bv,
+                beta,
+                &mut got,
+                cv
+            ));
+            assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, fp16 B");
         }
     }
 

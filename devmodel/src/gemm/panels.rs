@@ -72,12 +72,13 @@ pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &
     true
 }
 
-/// B's elements: f32, or bf16 bits (a moving tensor read where it lies, widened as the
-/// panel is copied).
+/// B's elements: f32, or bf16 or fp16 bits (a moving tensor read where it lies, widened as
+/// the panel is copied: exactly, as any 16-bit float widens to f32).
 #[derive(Clone, Copy)]
 pub(super) enum Moving {
     F32(*const f32),
     Bf16(*const u16),
+    F16(*const u16),
 }
 
 /// The operands of one product as [`product`] reads them: element `(j, kk)` of A at
@@ -106,6 +107,7 @@ impl Operands {
         let b = match self.b {
             Moving::F32(p) => Moving::F32(p.wrapping_add(c0 * self.bcs)),
             Moving::Bf16(p) => Moving::Bf16(p.wrapping_add(c0 * self.bcs)),
+            Moving::F16(p) => Moving::F16(p.wrapping_add(c0 * self.bcs)),
         };
         Operands {
             b,
@@ -172,6 +174,19 @@ unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32)
                     for cc in 0..NR {
                         let v = u32::from(*b.add(at + cc * op.bcs)) << 16;
                         *to.add(cc) = f32::from_bits(v);
+                    }
+                }
+                Moving::F16(b) if op.bcs == 1 => {
+                    // VCVTPH2PS, as the gathers' F16C conversion (`half`) widens.
+                    for h in 0..2 {
+                        let bits = _mm256_loadu_si256(b.add(at + 16 * h).cast());
+                        _mm512_storeu_ps(to.add(16 * h), _mm512_cvtph_ps(bits));
+                    }
+                }
+                Moving::F16(b) => {
+                    for cc in 0..NR {
+                        let v = half::f16::from_bits(*b.add(at + cc * op.bcs));
+                        *to.add(cc) = v.to_f32();
                     }
                 }
             }
@@ -294,6 +309,26 @@ mod tests {
                 unsafe { product(m, k, n, &op, beta) };
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}");
+                // B as fp16 bits: the product of their widened values.
+                let h16: Vec<u16> = b
+                    .iter()
+                    .map(|x| half::f16::from_f32(*x).to_bits())
+                    .collect();
+                let wide: Vec<f32> = h16
+                    .iter()
+                    .map(|x| half::f16::from_bits(*x).to_f32())
+                    .collect();
+                let mut want = old.clone();
+                blocked(&Product { b: &wide, ..p }, &mut want, cv);
+                let mut got = old.clone();
+                let op16 = Operands {
+                    b: Moving::F16(h16[bv.off..].as_ptr()),
+                    c: got[cv.off..].as_mut_ptr(),
+                    ..op
+                };
+                // SAFETY: as above.
+                unsafe { product(m, k, n, &op16, beta) };
+                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}, fp16 B");
                 // B as bf16 bits: the product of their widened values.
                 let b16: Vec<u16> = b.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
                 let wide: Vec<f32> = b16
