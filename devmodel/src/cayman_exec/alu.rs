@@ -164,16 +164,17 @@ pub(super) fn is_identity(m: &[f32], view: View, n: usize) -> bool {
     })
 }
 
-/// Whether `row`, `n` little-endian bf16 values, is row `i` of the `n x n` identity: 1.0 at
-/// `i`, ±0 elsewhere (what [`is_identity`] accepts, on the 16-bit values).
-pub(super) fn identity_row_bf16(row: &[u8], i: usize) -> bool {
+/// Whether `row`, `n` little-endian 16-bit float values (bf16 or fp16: `one` is 1.0's bits),
+/// is row `i` of the `n x n` identity: 1.0 at `i`, ±0 elsewhere (what [`is_identity`]
+/// accepts, on the 16-bit values).
+pub(super) fn identity_row16(row: &[u8], i: usize, one: u16) -> bool {
     // As in `is_identity`: OR-ing the bits of each side but the sign is one pass.
     let zeros = |b: &[u8]| {
         b.chunks_exact(2)
             .fold(0u16, |acc, c| acc | (u16::from_le_bytes([c[0], c[1]]) << 1))
             == 0
     };
-    row.get(2 * i..2 * i + 2) == Some(&[0x80, 0x3f][..])
+    row.get(2 * i..2 * i + 2) == Some(&one.to_le_bytes()[..])
         && zeros(&row[..2 * i])
         && zeros(&row[2 * i + 2..])
 }

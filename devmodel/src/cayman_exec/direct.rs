@@ -197,7 +197,9 @@ fn narrow_product(
     let Some(bv) = bits_beside(mem, src, k, dspace, n)? else {
         return Ok(None);
     };
-    let as_bits = (pe.w_from_bits || pe.w_kept) && crate::gemm::narrow::bits_apply(m, k, n);
+    let as_bits = (pe.w_from_bits || pe.w_kept)
+        && pe.w_dt == Some(Dtype::Bf16)
+        && crate::gemm::narrow::bits_apply(m, k, n);
     if !as_bits {
         pe.materialize(mem)?;
     }

@@ -778,6 +778,40 @@ fn kept_bf16_weights_are_the_values_ldweights_loaded() {
 /// Rust, `half` for the sums).
 #[test]
 fn bf16_transposes_move_the_bits() {
+    let bf16 = Half16 {
+        code: 0x06,
+        one: 0x3f80,
+        snan: 0x7f81,
+        widen: |b| half::bf16::from_bits(b).to_f32(),
+        narrow: |v| half::bf16::from_f32(v).to_bits(),
+    };
+    transposes_move_the_bits(&bf16);
+}
+
+/// [`bf16_transposes_move_the_bits`] for fp16.
+#[test]
+fn fp16_transposes_move_the_bits() {
+    let fp16 = Half16 {
+        code: 0x07,
+        one: 0x3c00,
+        snan: 0x7c01,
+        widen: |b| half::f16::from_bits(b).to_f32(),
+        narrow: |v| half::f16::from_f32(v).to_bits(),
+    };
+    transposes_move_the_bits(&fp16);
+}
+
+/// A 16-bit float type for [`transposes_move_the_bits`]: its dtype code, 1.0's bits, a
+/// signalling NaN's, and its conversions (`half`'s).
+struct Half16 {
+    code: u8,
+    one: u16,
+    snan: u16,
+    widen: fn(u16) -> f32,
+    narrow: fn(f32) -> u16,
+}
+
+fn transposes_move_the_bits(t: &Half16) {
     const K: usize = 128; // partitions of the weights and of the moving tensor
     const M: usize = 96; // columns of the weights: rows of the transpose
     const W: usize = 0x1000;
@@ -797,7 +831,7 @@ fn bf16_transposes_move_the_bits() {
         }
     };
     for v in w.iter_mut() {
-        *v = half::bf16::from_f32(next()).to_bits();
+        *v = (t.narrow)(next());
     }
     // -0.0 and a subnormal among them: bits, not values, are what must come through.
     w[5] = 0x8000;
@@ -822,12 +856,12 @@ fn bf16_transposes_move_the_bits() {
             }
         }
     };
-    diag(&mut m, 0x3f80);
+    diag(&mut m, t.one);
     let ldw = word(
         0x01,
         &[
             (16, &ap3(W + 2 * (M - 1), -1, M as u16)),
-            (32, &[0x06, 0, 1]),
+            (32, &[t.code, 0, 1]),
             (38, &[K as u8]),
         ],
     );
@@ -836,7 +870,7 @@ fn bf16_transposes_move_the_bits() {
             0x02,
             &[
                 (16, &ap3(MOV, 1, K as u16)),
-                (32, &[0x06, 0, 0]),
+                (32, &[t.code, 0, 0]),
                 (43, &[acc]),
                 (48, &ap3(0x200_0000 + dst, 1, K as u16)),
             ],
@@ -867,12 +901,12 @@ fn bf16_transposes_move_the_bits() {
     assert!(pe.w_from_bits, "the transpose moved bits");
     check(&m, 0, &|w, _, _| w, "bits path");
     // Accumulating: the general path adds the transposed values to what PSUM holds (the
-    // bits path's output just written: each value doubled, rounded to bf16).
+    // bits path's output just written: each value doubled, rounded to the type).
     exec(&mm(2, 0), &mut m, &mut pe);
     assert!(!pe.w_from_bits, "the general path widened the weights");
     let twice = |w: u16, _: usize, _: usize| {
-        let v = half::bf16::from_bits(w).to_f32();
-        half::bf16::from_f32(v + v).to_bits()
+        let v = (t.widen)(w);
+        (t.narrow)(v + v)
     };
     check(&m, 0, &twice, "accumulated");
     // A moving tensor of 2·I is a product, not a transpose: each value doubled (a sum with
@@ -883,9 +917,10 @@ fn bf16_transposes_move_the_bits() {
     let product = |w: u16, j: usize, c: usize| if w == 0x8000 { 0 } else { twice(w, j, c) };
     check(&m, 0x200, &product, "2·I");
     // A signalling NaN among the weights: the general path, which quiets it.
-    diag(&mut m, 0x3f80);
+    diag(&mut m, t.one);
     let mut w2 = w.clone();
-    w2[7 * M + 3] = 0x7f81;
+    w2[7 * M + 3] = t.snan;
+    let quiet = t.snan | if t.code == 0x06 { 0x0040 } else { 0x0200 };
     write_weights(&mut m, &w2);
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(3, 0x400), &mut m, &mut pe);
@@ -893,7 +928,7 @@ fn bf16_transposes_move_the_bits() {
     check(
         &m,
         0x400,
-        &|w, j, c| if (j, c) == (3, 7) { 0x7fc1 } else { w },
+        &|w, j, c| if (j, c) == (3, 7) { quiet } else { w },
         "NaN",
     );
 }

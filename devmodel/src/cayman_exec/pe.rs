@@ -116,6 +116,15 @@ impl PeState {
         self.unkeep(mem)?;
         if std::mem::take(&mut self.w_from_bits) {
             self.w.clear();
+            if self.w_dt == Some(Dtype::F16) {
+                // fp16 bits (a transpose's weights): `half`'s widening, as the gathers'.
+                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+                self.w.resize(self.w_bits.len(), 0.0);
+                self.w_bits
+                    .reinterpret_cast::<half::f16>()
+                    .convert_to_f32_slice(&mut self.w);
+                return self.materialize_full();
+            }
             #[cfg(target_endian = "little")]
             super::widen::bf16_into(zerocopy::IntoBytes::as_bytes(&self.w_bits[..]), &mut self.w);
             #[cfg(not(target_endian = "little"))]
@@ -125,6 +134,11 @@ impl PeState {
                     .map(|b| f32::from_bits(u32::from(*b) << 16)),
             );
         }
+        self.materialize_full()
+    }
+
+    /// Compute `w` if it is still a deferred part of `full`.
+    fn materialize_full(&mut self) -> Result<(), OpFault> {
         if let Some(part) = self.w_from_full.take() {
             self.w.clear();
             match part {
@@ -188,10 +202,14 @@ pub(super) fn ldweights(
     // Each row of the pattern, reversed, gives w[k][j]. bf16 weights for what is likely
     // another matrix-vector product stay bits (`PeState::w_from_bits`).
     // bf16 weights of a transpose are only moved, so they stay bits too (`transpose_bits`).
-    let as_bits = dt == Dtype::Bf16
-        && !matches!(mode, 1 | 2)
+    // fp16 weights of a transpose likewise.
+    let as_bits = !matches!(mode, 1 | 2)
         && pe.pair.is_none()
-        && (transpose || (pe.last_narrow && crate::gemm::narrow::available()));
+        && match dt {
+            Dtype::Bf16 => transpose || (pe.last_narrow && crate::gemm::narrow::available()),
+            Dtype::F16 => transpose,
+            _ => false,
+        };
     // The HIGH load of a pending pair (`passpair::resume` let only that through) that
     // loads the LOW pass's very values: compared where they lie, not copied (`hi(w)` is
     // computed only if a pass runs alone).
@@ -315,8 +333,8 @@ pub(super) fn matmul(
     };
     // A bf16 transpose of weights kept as bits moves the bits (or leaves it all to the
     // general path below, which widens them).
-    if pe.transpose && pe.w_from_bits && dt == Dtype::Bf16 && acc & 1 == 1 {
-        if let Some(n) = transpose_bits(mem, pe, &src, &dst, bits16)? {
+    if pe.transpose && pe.w_from_bits && pe.w_dt == Some(dt) && acc & 1 == 1 {
+        if let Some(n) = transpose_bits(mem, pe, &src, &dst, bits16, dt)? {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             return Ok(Exec::Done {
                 elems: n as u64,
@@ -404,8 +422,10 @@ pub(super) fn matmul(
     }
     // bf16 weights kept as bits feed a matrix-vector product as they are; anything else
     // (tiles need at least 16 columns, so never these) widens them now.
-    let bits_product =
-        pe.w_from_bits && !pe.transpose && crate::gemm::narrow::bits_apply(m, k, nmov);
+    let bits_product = pe.w_from_bits
+        && pe.w_dt == Some(Dtype::Bf16)
+        && !pe.transpose
+        && crate::gemm::narrow::bits_apply(m, k, nmov);
     if pe.w_from_bits && !bits_product {
         pe.materialize(mem)?;
     }
@@ -432,7 +452,7 @@ pub(super) fn matmul(
                     off: v.off,
                     rs: v.rs,
                     n: k,
-                    bits16: false,
+                    dt: Dtype::F32,
                     writes: mem.writes(*sp),
                 };
                 identity_memo(pe, mem, at, || is_identity(mem.f32s(*sp), *v, k))

@@ -6,7 +6,7 @@
 // The AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
 #![allow(unsafe_code)]
 
-use super::alu::identity_row_bf16;
+use super::alu::identity_row16;
 use super::pattern::span;
 use super::pe::PeState;
 use crate::core::CoreMem;
@@ -113,16 +113,16 @@ pub(super) fn transpose16(src: &[u16], rows: usize, cols: usize, dst: &mut [u16]
     }
 }
 
-/// An identity moving tensor where it lies: `n x n` values from element `off` of `space`
-/// (rows `rs` apart), fp32 words or bf16 (`bits16`: byte offsets), seen when the space's
-/// write count was `writes`.
+/// An identity moving tensor where it lies: `n x n` values of type `dt` from element `off`
+/// of `space` (rows `rs` apart), fp32 words or 16-bit floats (byte offsets), seen when the
+/// space's write count was `writes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdentityAt {
     pub(super) space: neuron_isa::Space,
     pub(super) off: usize,
     pub(super) rs: usize,
     pub(super) n: usize,
-    pub(super) bits16: bool,
+    pub(super) dt: Dtype,
     pub(super) writes: u64,
 }
 
@@ -143,25 +143,33 @@ pub(super) fn identity_memo(
     yes
 }
 
-/// A transpose of bf16 weights kept as bits (`pe.w_bits`, `k x m`) against an identity
-/// moving tensor, written over a bf16 destination: `out[j][c] = w[c][j]` as 16-bit values,
-/// with no pass through f32. The general path gives the same bits, only slower: there a NaN
-/// comes back quieted (`bf16_bits`), so weights holding a NaN are left to it. `Some(columns)`
-/// when done; `None`, with nothing written, for any other shape (a moving tensor that is
-/// not the identity, rows not one run each, a destination of another length), which the
-/// general path then computes or refuses.
+/// A transpose of bf16 or fp16 weights kept as bits (`pe.w_bits`, `k x m`, of type `dt`)
+/// against an identity moving tensor of the same type, written over a destination of that
+/// type: `out[j][c] = w[c][j]` as 16-bit values, with no pass through f32. The general path
+/// gives the same bits, only slower: there a NaN comes back quieted (by the narrowing, or a
+/// signalling one by F16C's widening), so weights holding a NaN are left to it.
+/// `Some(columns)` when done; `None`, with nothing written, for any other shape or type (a
+/// moving tensor that is not the identity, rows not one run each, a destination of another
+/// length), which the general path then computes or refuses.
 pub(super) fn transpose_bits(
     mem: &mut CoreMem,
     pe: &mut PeState,
     src: &AccessPattern,
     dst: &AccessPattern,
     out: &mut Vec<u16>,
+    dt: Dtype,
 ) -> Result<Option<usize>, OpFault> {
     let (k, m) = (pe.k, pe.m);
+    // 1.0's bits, and the least NaN's (exponent all ones, fraction not zero; without sign).
+    let (one, nan) = match dt {
+        Dtype::Bf16 => (0x3f80u16, 0x7f81u16),
+        Dtype::F16 => (0x3c00, 0x7c01),
+        _ => return Ok(None),
+    };
     if k == 0 || m == 0 || pe.w_bits.len() < k * m {
         return Ok(None);
     }
-    let sp = span(mem, src, Dtype::Bf16, k)?;
+    let sp = span(mem, src, dt, k)?;
     if !sp.is_contiguous() || sp.len != k {
         return Ok(None);
     }
@@ -175,19 +183,18 @@ pub(super) fn transpose_bits(
         off: usize::try_from(sp.row_base(0)).unwrap_or(usize::MAX),
         rs: sp.stride(),
         n: k,
-        bits16: true,
+        dt,
         writes: mem.writes(sp.space()),
     };
     let bytes = mem.bytes(sp.space());
     let ident = identity_memo(pe, mem, at, || {
-        (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row_bf16(r, i)))
+        (0..k).all(|i| row(&sp, bytes, i, k).is_some_and(|r| identity_row16(r, i, one)))
     });
     let w = &pe.w_bits[..k * m];
-    // (A NaN's bits: exponent all ones, fraction not zero.)
-    if !ident || w.iter().fold(false, |nan, b| nan | (b & 0x7fff > 0x7f80)) {
+    if !ident || w.iter().fold(false, |any, b| any | (b & 0x7fff >= nan)) {
         return Ok(None);
     }
-    let dsp = span(mem, dst, Dtype::Bf16, m)?;
+    let dsp = span(mem, dst, dt, m)?;
     if !dsp.is_contiguous() || dsp.len != k {
         return Ok(None);
     }
