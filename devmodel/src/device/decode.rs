@@ -13,8 +13,37 @@ use std::sync::Arc;
 /// hook that rewrites a word before issue gives other bytes, and so another entry.
 #[derive(Debug, Default)]
 pub(super) struct DecodeCache {
-    words: HashMap<[u8; WORD], Decoded, crate::fasthash::Build>,
+    words: HashMap<Key, Decoded, crate::fasthash::Build>,
 }
+
+/// A word's bytes as a map key, compared as four 16-byte lanes inline (`[u8; 64]`'s own
+/// equality is a `bcmp` call on every hit: 2% of an attention layer's device thread).
+#[derive(Debug, Clone, Copy)]
+struct Key([u8; WORD]);
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // The bytes, as `[u8; 64]` hashes them: equal keys (equal bytes) hash alike.
+        self.0.hash(h)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        let lanes = |w: &[u8; WORD]| -> [u128; WORD / 16] {
+            std::array::from_fn(|i| {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(&w[16 * i..16 * i + 16]);
+                u128::from_ne_bytes(b)
+            })
+        };
+        // Differences OR-ed together (no early exit, which LLVM turns back into `bcmp`).
+        let (a, b) = (lanes(&self.0), lanes(&other.0));
+        a.iter().zip(&b).fold(0u128, |d, (x, y)| d | (x ^ y)) == 0
+    }
+}
+
+impl Eq for Key {}
 
 /// A word's decoding: its sync header and the word, or why it cannot run.
 type Decoded = Result<(Sync, Arc<CaymanInstr>), String>;
@@ -26,14 +55,14 @@ const DECODE_CACHE_WORDS: usize = 1 << 14;
 impl DecodeCache {
     /// The decoding of `w`, from the cache or decoded now.
     pub(super) fn get(&mut self, w: &[u8; WORD]) -> Decoded {
-        if let Some(d) = self.words.get(w) {
+        if let Some(d) = self.words.get(&Key(*w)) {
             return d.clone();
         }
         if self.words.len() >= DECODE_CACHE_WORDS {
             self.words.clear();
         }
         let d = decode_real(w).map(|(sync, ci)| (sync, Arc::new(ci)));
-        self.words.insert(*w, d.clone());
+        self.words.insert(Key(*w), d.clone());
         d
     }
 }
@@ -112,6 +141,19 @@ mod tests {
             let _ = c.get(&v);
         }
         assert!(c.words.len() <= DECODE_CACHE_WORDS);
+    }
+
+    /// Keys are equal exactly when all 64 bytes are: a difference in any one byte (each
+    /// lane's first and last included) makes another key.
+    #[test]
+    fn word_keys_compare_every_byte() {
+        let w: [u8; WORD] = std::array::from_fn(|i| i as u8);
+        assert!(Key(w) == Key(w));
+        for at in [0, 15, 16, 31, 32, 47, 48, 63] {
+            let mut v = w;
+            v[at] ^= 0x80;
+            assert!(Key(w) != Key(v), "byte {at}");
+        }
     }
 
     /// nkipy-matmul_large sg00 Pool pc 6919 (loaded form): `S[32]>=4112 $S[6]>=603`. The body's

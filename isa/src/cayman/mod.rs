@@ -642,9 +642,13 @@ impl CaymanInstr {
 
     /// A named field.
     pub fn get(&self, name: &str) -> Option<&Value> {
+        // Names are a few bytes: compared inline, not through a `memcmp` call per field (the
+        // device model looks fields up on every word it runs).
+        let same =
+            |a: &str| a.len() == name.len() && a.bytes().zip(name.bytes()).all(|(x, y)| x == y);
         self.fields
             .iter()
-            .find(|f| f.spec.name == name)
+            .find(|f| same(f.spec.name))
             .map(|f| &f.value)
     }
 
