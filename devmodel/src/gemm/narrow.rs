@@ -223,6 +223,12 @@ trait Lanes: Copy {
     /// `p` must be valid for reading eight elements, and the CPU must have AVX2 (the loads
     /// inline into the `target_feature` loop that calls them).
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+
+    /// Sixteen elements from `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// `p` must be valid for reading sixteen elements, and the CPU must have AVX-512F.
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -231,6 +237,12 @@ impl Lanes for f32 {
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         // SAFETY: the caller's contract.
         unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> std::arch::x86_64::__m512 {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
     }
 }
 
@@ -246,6 +258,86 @@ impl Lanes for u16 {
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(bits)))
         }
     }
+
+    #[inline(always)]
+    unsafe fn load16(p: *const u16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract.
+        unsafe {
+            let bits = _mm256_loadu_si256(p.cast());
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits)))
+        }
+    }
+}
+
+/// Whether the sums run sixteen lanes wide (AVX-512F, detected at run time; std caches it).
+#[cfg(target_arch = "x86_64")]
+fn wide() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+}
+
+/// [`sums_avx2`], or [`sums_avx512`] where the host has AVX-512F: each sum the same FMA chain
+/// either way, so the same bits (`tests::both_lane_widths_give_the_same_sums`).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn sums_in_registers<T: Lanes, U: Moving>(
+    a: &[T],
+    at: usize,
+    cs: usize,
+    b: &[U],
+    bv: View,
+    col: usize,
+    ks: std::ops::Range<usize>,
+    acc: &mut [f32],
+) {
+    // SAFETY: AVX2 and FMA by the caller's contract; AVX-512F where `wide` found it.
+    unsafe {
+        if wide() {
+            sums_avx512(a, at, cs, b, bv, col, ks, acc)
+        } else {
+            sums_avx2(a, at, cs, b, bv, col, ks, acc)
+        }
+    }
+}
+
+/// [`sums_avx2`] in four sixteen-lane registers.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sums_avx512<T: Lanes, U: Moving>(
+    a: &[T],
+    at: usize,
+    cs: usize,
+    b: &[U],
+    bv: View,
+    col: usize,
+    ks: std::ops::Range<usize>,
+    acc: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let mut sums = [_mm512_setzero_ps(); ROWS / 16];
+    for (i, kk) in ks.enumerate() {
+        let bk = _mm512_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs].value());
+        let row = &a[at + i * cs..at + i * cs + ROWS];
+        for (v, s) in sums.iter_mut().enumerate() {
+            // SAFETY: `row` holds ROWS = 16 · sums.len() elements; this reads 16 of them at
+            // 16v; AVX-512F is enabled here.
+            let w = unsafe { T::load16(row.as_ptr().add(16 * v)) };
+            *s = _mm512_fmadd_ps(w, bk, *s);
+        }
+    }
+    for (v, s) in sums.iter().enumerate() {
+        let out = &mut acc[16 * v..16 * v + 16];
+        // SAFETY: `out` holds the 16 elements written.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), *s) };
+    }
 }
 
 /// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
@@ -257,7 +349,7 @@ impl Lanes for u16 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn sums_in_registers<T: Lanes, U: Moving>(
+unsafe fn sums_avx2<T: Lanes, U: Moving>(
     a: &[T],
     at: usize,
     cs: usize,
@@ -290,6 +382,52 @@ unsafe fn sums_in_registers<T: Lanes, U: Moving>(
 pub(super) mod tests {
     use super::*;
     use crate::gemm::amx::tests::{bf16_values, lcg};
+
+    /// The sixteen-lane sums give the eight-lane sums' bits, for f32 and bf16-bits weights
+    /// (with NaN, ±inf, ±0 and subnormals among them), where the host has both widths.
+    #[test]
+    fn both_lane_widths_give_the_same_sums() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !(available() && wide()) {
+                eprintln!("SKIPPED: no AVX-512F here; only the eight-lane sums run");
+                return;
+            }
+            eprintln!("AVX-512F present: comparing sixteen-lane sums with eight-lane ones");
+            let mut s = 31u64;
+            let (k, cs) = (200, ROWS + 3);
+            let specials = [f32::NAN, f32::INFINITY, -0.0, 1e-40, f32::NEG_INFINITY];
+            let mut a: Vec<f32> = (0..k * cs).map(|_| lcg(&mut s) * 9.0).collect();
+            for (i, x) in a.iter_mut().enumerate().filter(|(i, _)| i % 97 == 3) {
+                *x = specials[i % specials.len()];
+            }
+            let bits: Vec<u16> = a.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+            let b: Vec<f32> = (0..k * 2).map(|_| lcg(&mut s)).collect();
+            let bv = View {
+                off: 0,
+                rs: 2,
+                cs: 1,
+            };
+            let same =
+                |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+            for col in 0..2 {
+                let (mut eight, mut sixteen) = ([0f32; ROWS], [0f32; ROWS]);
+                // SAFETY: this host has AVX2, FMA and AVX-512F (checked above); the slices
+                // hold every row read.
+                unsafe {
+                    sums_avx2(&a, 1, cs, &b, bv, col, 0..k, &mut eight);
+                    sums_avx512(&a, 1, cs, &b, bv, col, 0..k, &mut sixteen);
+                }
+                assert!(same(&eight, &sixteen), "f32 weights, column {col}");
+                // SAFETY: as above.
+                unsafe {
+                    sums_avx2(&bits, 2, cs, &b, bv, col, 0..k, &mut eight);
+                    sums_avx512(&bits, 2, cs, &b, bv, col, 0..k, &mut sixteen);
+                }
+                assert!(same(&eight, &sixteen), "bf16 weights, column {col}");
+            }
+        }
+    }
 
     /// The blocked SGEMM itself on the same operands (no narrow path).
     pub(in crate::gemm) fn blocked(p: &Product<'_>, c: &mut [f32], cv: View) {
