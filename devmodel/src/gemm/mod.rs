@@ -829,22 +829,15 @@ mod tests {
             let mut got = old.clone();
             assert!(sgemm(m, k, n, &a, av, &b, bv, beta, &mut got, cv));
             assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, f32 B");
-            let mut got = old.clone();
-            assert!(sgemm_16(
-                m,
-                k,
-                n,
-                &a,
-                av,
-                (Half::Bf16, &b_bits),
-                bv,
-                beta,
-                &mut got,
-                cv
-            ));
-            assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, bf16 B");
-            // The same values as fp16 (bf16 values of this range are fp16 values too, bar
-            // rounding: the fp16 bits widened are what the product must use).
+            // B as 16-bit bits against the SGEMM on `want`, their widened values' product.
+            let check16 = |b16: (Half, &[u16]), want: &[f32], what: &str| {
+                let mut got = old.clone();
+                assert!(sgemm_16(m, k, n, &a, av, b16, bv, beta, &mut got, cv));
+                assert_eq!(bits(&got), bits(want), "case {case}: {m}x{k}x{n}, {what} B");
+            };
+            check16((Half::Bf16, &b_bits), &want, "bf16");
+            // The same values as fp16 (rounded to it where they differ: the fp16 bits widened
+            // are what the product must use).
             let h: Vec<u16> = b
                 .iter()
                 .map(|x| half::f16::from_f32(*x).to_bits())
@@ -855,20 +848,7 @@ mod tests {
                 .collect();
             let mut want = old.clone();
             narrow::tests::blocked(&narrow::Product { b: &hw, ..p }, &mut want, cv);
-            let mut got = old.clone();
-            assert!(sgemm_16(
-                m,
-                k,
-                n,
-                &a,
-                av,
-                (Half::F16, &h),
-                bv,
-                beta,
-                &mut got,
-                cv
-            ));
-            assert_eq!(bits(&got), bits(&want), "case {case}: {m}x{k}x{n}, fp16 B");
+            check16((Half::F16, &h), &want, "fp16");
         }
     }
 
