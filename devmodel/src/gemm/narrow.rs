@@ -276,8 +276,8 @@ fn wide() -> bool {
     std::is_x86_feature_detected!("avx512f")
 }
 
-/// [`sums_avx2`], or [`sums_avx512`] where the host has AVX-512F: each sum the same FMA chain
-/// either way, so the same bits (`tests::both_lane_widths_give_the_same_sums`).
+/// [`sums_body`] eight lanes wide, or sixteen where the host has AVX-512F: each sum the same
+/// FMA chain either way, so the same bits (`tests::both_lane_widths_give_the_same_sums`).
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
@@ -304,7 +304,85 @@ unsafe fn sums_in_registers<T: Lanes, U: Moving>(
     }
 }
 
-/// [`sums_avx2`] in four sixteen-lane registers.
+/// A vector width the sums run at: its registers and the operations the loop needs.
+#[cfg(target_arch = "x86_64")]
+trait Width {
+    type V: Copy;
+    /// f32 lanes per register.
+    const N: usize;
+    /// # Safety (every method)
+    /// The CPU must have the width's features, pointers must be valid for `N` elements (the
+    /// methods inline into the `target_feature` loop that calls them).
+    unsafe fn zero() -> Self::V;
+    unsafe fn splat(x: f32) -> Self::V;
+    unsafe fn load<T: Lanes>(p: *const T) -> Self::V;
+    unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    unsafe fn store(p: *mut f32, v: Self::V);
+}
+
+/// Eight lanes (AVX2 with FMA).
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+/// Sixteen lanes (AVX-512F).
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Width for Avx2 {
+    type V = std::arch::x86_64::__m256;
+    const N: usize = 8;
+    #[inline(always)]
+    unsafe fn zero() -> Self::V {
+        // SAFETY (all methods): the trait's contract.
+        unsafe { std::arch::x86_64::_mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self::V {
+        unsafe { std::arch::x86_64::_mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load<T: Lanes>(p: *const T) -> Self::V {
+        unsafe { T::load8(p) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+        unsafe { std::arch::x86_64::_mm256_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: Self::V) {
+        unsafe { std::arch::x86_64::_mm256_storeu_ps(p, v) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Width for Avx512 {
+    type V = std::arch::x86_64::__m512;
+    const N: usize = 16;
+    #[inline(always)]
+    unsafe fn zero() -> Self::V {
+        // SAFETY (all methods): the trait's contract.
+        unsafe { std::arch::x86_64::_mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self::V {
+        unsafe { std::arch::x86_64::_mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load<T: Lanes>(p: *const T) -> Self::V {
+        unsafe { T::load16(p) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+        unsafe { std::arch::x86_64::_mm512_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: Self::V) {
+        unsafe { std::arch::x86_64::_mm512_storeu_ps(p, v) }
+    }
+}
+
+/// [`sums_body`] in four sixteen-lane registers.
 ///
 /// # Safety
 /// The CPU must have AVX-512F.
@@ -321,28 +399,11 @@ unsafe fn sums_avx512<T: Lanes, U: Moving>(
     ks: std::ops::Range<usize>,
     acc: &mut [f32],
 ) {
-    use std::arch::x86_64::*;
-    let mut sums = [_mm512_setzero_ps(); ROWS / 16];
-    for (i, kk) in ks.enumerate() {
-        let bk = _mm512_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs].value());
-        let row = &a[at + i * cs..at + i * cs + ROWS];
-        for (v, s) in sums.iter_mut().enumerate() {
-            // SAFETY: `row` holds ROWS = 16 · sums.len() elements; this reads 16 of them at
-            // 16v; AVX-512F is enabled here.
-            let w = unsafe { T::load16(row.as_ptr().add(16 * v)) };
-            *s = _mm512_fmadd_ps(w, bk, *s);
-        }
-    }
-    for (v, s) in sums.iter().enumerate() {
-        let out = &mut acc[16 * v..16 * v + 16];
-        // SAFETY: `out` holds the 16 elements written.
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), *s) };
-    }
+    // SAFETY: AVX-512F is enabled here.
+    unsafe { sums_body::<Avx512, T, U>(a, at, cs, b, bv, col, ks, acc) }
 }
 
-/// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
-/// `kk` order from +0, held in eight registers (a stack array of sums is loaded and stored
-/// again by every multiply-add).
+/// [`sums_body`] in eight eight-lane registers.
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
@@ -359,22 +420,45 @@ unsafe fn sums_avx2<T: Lanes, U: Moving>(
     ks: std::ops::Range<usize>,
     acc: &mut [f32],
 ) {
-    use std::arch::x86_64::*;
-    let mut sums = [_mm256_setzero_ps(); ROWS / 8];
+    // SAFETY: AVX2 and FMA are enabled here.
+    unsafe { sums_body::<Avx2, T, U>(a, at, cs, b, bv, col, ks, acc) }
+}
+
+/// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
+/// `kk` order from +0, held in `ROWS / W::N` registers (a stack array of sums is loaded and
+/// stored again by every multiply-add).
+///
+/// # Safety
+/// The CPU must have `W`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sums_body<W: Width, T: Lanes, U: Moving>(
+    a: &[T],
+    at: usize,
+    cs: usize,
+    b: &[U],
+    bv: View,
+    col: usize,
+    ks: std::ops::Range<usize>,
+    acc: &mut [f32],
+) {
+    // (Sized for the narrowest width; only the first `ROWS / W::N` are used.)
+    // SAFETY (all vector operations below): `W`'s features by the caller's contract; each
+    // load reads `W::N` elements of `row`, which holds ROWS of them, and each store writes
+    // `W::N` elements of `out`.
+    let mut sums = [unsafe { W::zero() }; ROWS / 8];
+    let regs = ROWS / W::N;
     for (i, kk) in ks.enumerate() {
-        let bk = _mm256_set1_ps(b[bv.off + kk * bv.rs + col * bv.cs].value());
+        let bk = unsafe { W::splat(b[bv.off + kk * bv.rs + col * bv.cs].value()) };
         let row = &a[at + i * cs..at + i * cs + ROWS];
-        for (v, s) in sums.iter_mut().enumerate() {
-            // SAFETY: `row` holds ROWS = 8 · sums.len() elements; this reads 8 of them at 8v;
-            // AVX2 is enabled here.
-            let w = unsafe { T::load8(row.as_ptr().add(8 * v)) };
-            *s = _mm256_fmadd_ps(w, bk, *s);
+        for (v, s) in sums[..regs].iter_mut().enumerate() {
+            *s = unsafe { W::fma(W::load(row.as_ptr().add(W::N * v)), bk, *s) };
         }
     }
-    for (v, s) in sums.iter().enumerate() {
-        let out = &mut acc[8 * v..8 * v + 8];
-        // SAFETY: `out` holds the 8 elements written.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), *s) };
+    for (v, s) in sums[..regs].iter().enumerate() {
+        let out = &mut acc[W::N * v..W::N * (v + 1)];
+        unsafe { W::store(out.as_mut_ptr(), *s) };
     }
 }
 
