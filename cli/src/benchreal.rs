@@ -184,6 +184,12 @@ fn print_header(repeat: u32) {
         }
     );
     println!(
+        "HBM pages: 64 KiB, 64 KiB-aligned in 2 MiB chunks; transparent huge pages {} ({}=on asks for them; kernel setting: {})",
+        if neuron_devmodel::pagepool::huge_pages_on() { "asked for" } else { "not asked for" },
+        neuron_devmodel::pagepool::ENV,
+        neuron_devmodel::pagepool::huge_pages_mode()
+    );
+    println!(
         "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx or portable; fp32 always runs on the portable SGEMM)"
     );
     println!(

@@ -8,12 +8,14 @@
 //! until the range is discarded (its chunk freed). Untouched memory stays sparse.
 
 use crate::hostmem::HostRegion;
+use crate::pagepool::{PageBuf, PagePool};
 use std::collections::{BTreeMap, HashMap};
 
-pub const PAGE: u64 = 64 * 1024;
+pub const PAGE: u64 = crate::pagepool::PAGE as u64;
 
-/// Pages by number (`fasthash`: every DMA run looks a page up).
-type Pages = HashMap<u64, Box<[u8]>, crate::fasthash::Build>;
+/// Pages by number (`fasthash`: every DMA run looks a page up), in huge-page chunks
+/// (`pagepool`).
+type Pages = HashMap<u64, PageBuf, crate::fasthash::Build>;
 
 #[derive(Debug, Default)]
 pub struct SparseMem {
@@ -102,8 +104,8 @@ impl SparseMem {
             .map(|b| b.2)
     }
 
-    fn blank_page(&self, pg: u64) -> Box<[u8]> {
-        let mut p = vec![0u8; PAGE as usize].into_boxed_slice();
+    fn blank_page(&self, pg: u64) -> PageBuf {
+        let mut p = PagePool::global().page();
         if !self.background.is_empty() {
             for (i, w) in p.chunks_exact_mut(4).enumerate() {
                 if let Some(v) = self.background_at(pg * PAGE + 4 * i as u64) {

@@ -1,5 +1,6 @@
 //! The Neuron device model: arch profiles, memories, engines, DMA, semaphores, notification
-//! queues, and the discrete-event scheduler that runs them. No OS calls.
+//! queues, and the discrete-event scheduler that runs them. No OS calls beyond host memory
+//! (`pagepool`: anonymous mappings) and the AMX permission (`gemm::amx`).
 
 pub mod addrmap;
 pub mod arch;
@@ -18,6 +19,7 @@ pub mod hbm;
 pub mod hooks;
 pub mod hostmem;
 pub mod kept;
+pub mod pagepool;
 pub mod prefetch;
 pub mod regs;
 pub mod sched;

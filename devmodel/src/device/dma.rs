@@ -915,4 +915,66 @@ mod tests {
             Err(DmaError::NotInitialised)
         );
     }
+
+    /// Not a test but a measurement (`--ignored`): a decode step's KV-cache loads, 128 rows of
+    /// 256 bytes every 4 KiB of HBM into 128 partitions, through `dma2d`, against the same
+    /// rows copied between two plain buffers in the same run; prints the huge-page setting
+    /// (`pagepool`). `cargo test --release -p neuron-devmodel --lib kv_cache_rows -- --ignored
+    /// --nocapture`
+    #[test]
+    #[ignore]
+    fn kv_cache_rows_dma_rate() {
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        let span = 32usize << 20;
+        dev.write(hbm, &vec![7u8; span]).expect("hbm write");
+        let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+        // 256 transfers per round over 16 MiB of cache, as kgm-attn_tkg_v6's 256 a step.
+        let transfer = |t: u64| {
+            let src = (t % 32) * (512 << 10) + (t / 32 % 8) * 256 + (t / 256 % 2) * (16 << 20);
+            (src, (t % 64) * 256)
+        };
+        let (src_plain, mut dst_plain) = (vec![7u8; span], vec![0u8; 128 << 18]);
+        let best = |f: &mut dyn FnMut(u64)| {
+            (0..7)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    (0..512).for_each(&mut *f);
+                    t0.elapsed().as_secs_f64() * 1e6 / 512.0
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let dma = best(&mut |t| {
+            let (s, d) = transfer(t);
+            let d = crate::cayman_exec::Dma2d {
+                src: DmaAddr::Absolute(hbm + s),
+                src_step: [4096, 1],
+                src_num: [128, 1],
+                src_elem: 256,
+                dst: DmaAddr::Absolute(sbuf + d),
+                dst_step: [tpb::SBUF_PARTITION_STRIDE, 1],
+                dst_num: [128, 1],
+                dst_elem: 256,
+                in_dtype: None,
+                out_dtype: None,
+                semaphore: 0,
+                increment: 0,
+            };
+            dev.dma2d(0, &d, Ps::ZERO).expect("dma");
+        });
+        let plain = best(&mut |t| {
+            let (s, d) = transfer(t);
+            for row in 0..128usize {
+                let from = s as usize + row * 4096;
+                let to = d as usize + (row << 18);
+                dst_plain[to..to + 256].copy_from_slice(&src_plain[from..from + 256]);
+            }
+        });
+        eprintln!(
+            "KV-cache rows (128 x 256 B every 4 KiB -> 128 partitions): dma2d {dma:.2} us, plain copy {plain:.2} us per transfer, ratio {:.2}; huge pages {} (kernel: {})",
+            dma / plain,
+            if crate::pagepool::huge_pages_on() { "on" } else { "off" },
+            crate::pagepool::huge_pages_mode()
+        );
+    }
 }

@@ -1,0 +1,383 @@
+//! Host memory for the sparse HBM pages (`hbm`): 64 KiB pages carved out of 2 MiB chunks,
+//! which may ask the kernel for transparent huge pages (`MADV_HUGEPAGE`,
+//! `NEURON_EMU_HUGE_PAGES=on`). A DMA's strided rows (a KV cache's 256 bytes every 4 KiB)
+//! touch a new 4 KiB host page per row, each a TLB miss; in a huge page one TLB entry covers
+//! 32 device pages. Off by default: in a VM whose free memory goes back to the host, each
+//! huge page's first touch can cost milliseconds (`docs/performance.md`). Where a chunk cannot
+//! be mapped a page comes from the heap. A chunk whose pages are all freed goes back to the
+//! kernel.
+#![allow(unsafe_code)]
+
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// Bytes of one page (`hbm::PAGE`).
+pub const PAGE: usize = 64 * 1024;
+/// Bytes of one chunk: one x86-64 huge page.
+const CHUNK: usize = 2 << 20;
+/// Pages per chunk (one bit each in a `u32`).
+const PER_CHUNK: usize = CHUNK / PAGE;
+const ALL: u32 = u32::MAX >> (32 - PER_CHUNK);
+
+/// A chunk's base address and which of its pages are free, and free and never used (those
+/// are still the kernel's zeros).
+#[derive(Debug)]
+struct Chunk {
+    base: usize,
+    free: u32,
+    fresh: u32,
+    /// Listed in `Pools::partial`.
+    listed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Pools {
+    /// By index; `None` once unmapped (indices are not reused, so a stale `partial` entry can
+    /// only name an unmapped chunk or the chunk it was listed for).
+    chunks: Vec<Option<Chunk>>,
+    /// Chunks that may have free pages, the last one used first.
+    partial: Vec<usize>,
+}
+
+/// A set of chunks pages are taken from ([`PagePool::global`] for the device model).
+#[derive(Debug)]
+pub struct PagePool {
+    inner: Mutex<Pools>,
+}
+
+static GLOBAL: PagePool = PagePool::new();
+
+impl Default for PagePool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PagePool {
+    pub const fn new() -> PagePool {
+        PagePool {
+            inner: Mutex::new(Pools {
+                chunks: Vec::new(),
+                partial: Vec::new(),
+            }),
+        }
+    }
+
+    /// The process's pool.
+    pub fn global() -> &'static PagePool {
+        &GLOBAL
+    }
+
+    /// Chunks mapped now.
+    pub fn mapped_chunks(&self) -> usize {
+        self.lock().chunks.iter().flatten().count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pools> {
+        // A panic while holding the lock leaves the bookkeeping consistent (no step of it
+        // panics midway), so a poisoned lock is taken over.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A zeroed page: from a chunk, or from the heap if no chunk could be mapped.
+    pub fn page(&'static self) -> PageBuf {
+        match self.take() {
+            Some((chunk, slot, ptr)) => PageBuf {
+                at: At::Pool {
+                    pool: self,
+                    ptr,
+                    chunk,
+                    slot,
+                },
+            },
+            None => PageBuf {
+                at: At::Heap(vec![0u8; PAGE].into_boxed_slice()),
+            },
+        }
+    }
+
+    /// A free page's chunk, slot and address, zeroed.
+    fn take(&self) -> Option<(usize, u8, NonNull<u8>)> {
+        let mut p = self.lock();
+        loop {
+            let Some(&i) = p.partial.last() else {
+                let base = map_chunk()?;
+                let i = p.chunks.len();
+                p.chunks.push(Some(Chunk {
+                    base,
+                    free: ALL,
+                    fresh: ALL,
+                    listed: true,
+                }));
+                p.partial.push(i);
+                continue;
+            };
+            let Some(c) = p.chunks.get_mut(i).and_then(Option::as_mut) else {
+                p.partial.pop();
+                continue;
+            };
+            if c.free == 0 {
+                c.listed = false;
+                p.partial.pop();
+                continue;
+            }
+            let slot = c.free.trailing_zeros();
+            let bit = 1u32 << slot;
+            c.free &= !bit;
+            let fresh = c.fresh & bit != 0;
+            c.fresh &= !bit;
+            let addr = c.base + slot as usize * PAGE;
+            let ptr = NonNull::new(addr as *mut u8)?;
+            if !fresh {
+                // SAFETY: the slot lies inside the chunk's mapping and was just taken, so no
+                // page refers to it.
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, PAGE) };
+            }
+            return Some((i, slot as u8, ptr));
+        }
+    }
+
+    /// Return a page; unmap its chunk if it was the chunk's last.
+    fn give(&self, chunk: usize, slot: u8) {
+        let mut p = self.lock();
+        let Some(c) = p.chunks.get_mut(chunk).and_then(Option::as_mut) else {
+            return;
+        };
+        c.free |= 1 << slot;
+        if c.free == ALL {
+            let base = c.base;
+            p.chunks[chunk] = None;
+            // SAFETY: the chunk was mapped by `map_chunk` with this length and no page points
+            // into it any more.
+            unsafe { libc::munmap(base as *mut libc::c_void, CHUNK) };
+        } else if !c.listed {
+            c.listed = true;
+            p.partial.push(chunk);
+        }
+    }
+}
+
+/// The environment variable that asks for huge pages: `on`, or `off` (the default).
+pub const ENV: &str = "NEURON_EMU_HUGE_PAGES";
+
+/// Whether chunks ask for huge pages (`NEURON_EMU_HUGE_PAGES`, read once per process; an
+/// unknown value is reported once and treated as `off`).
+pub fn huge_pages_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let v = std::env::var(ENV).unwrap_or_default();
+        let v = v.trim();
+        if !matches!(v, "" | "on" | "off") {
+            tracing::warn!("{ENV}={v:?} is not on or off: using off");
+        }
+        v == "on"
+    })
+}
+
+/// A fresh chunk: `CHUNK` zero bytes on a `CHUNK` boundary, advised for huge pages where
+/// they are asked for.
+fn map_chunk() -> Option<usize> {
+    let len = 2 * CHUNK;
+    // SAFETY: a new private anonymous mapping at an address the kernel picks.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let start = p as usize;
+    let base = start.next_multiple_of(CHUNK);
+    // SAFETY: both pieces lie in the mapping just made, outside the aligned chunk kept; the
+    // advice names only the chunk (a refusal, e.g. huge pages disabled, leaves it ordinary
+    // memory).
+    unsafe {
+        if base > start {
+            libc::munmap(p, base - start);
+        }
+        let tail = start + len - (base + CHUNK);
+        if tail > 0 {
+            libc::munmap((base + CHUNK) as *mut libc::c_void, tail);
+        }
+        if huge_pages_on() {
+            libc::madvise(base as *mut libc::c_void, CHUNK, libc::MADV_HUGEPAGE);
+        }
+    }
+    Some(base)
+}
+
+enum At {
+    Pool {
+        pool: &'static PagePool,
+        ptr: NonNull<u8>,
+        chunk: usize,
+        slot: u8,
+    },
+    Heap(Box<[u8]>),
+}
+
+/// One page of `PAGE` bytes, owned like a `Box<[u8]>`.
+pub struct PageBuf {
+    at: At,
+}
+
+// SAFETY: a `PageBuf` owns its bytes exclusively (the pool hands a slot to one page at a
+// time), like a `Box<[u8]>`; the pool behind it is behind a mutex.
+unsafe impl Send for PageBuf {}
+// SAFETY: shared access only reads the bytes (`Deref`).
+unsafe impl Sync for PageBuf {}
+
+impl std::fmt::Debug for PageBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.at {
+            At::Pool { .. } => "chunk",
+            At::Heap(_) => "heap",
+        };
+        f.debug_struct("PageBuf").field("in", &kind).finish()
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match &self.at {
+            // SAFETY: `ptr` is `PAGE` bytes inside a mapped chunk that this page owns until
+            // it is dropped.
+            At::Pool { ptr, .. } => unsafe { std::slice::from_raw_parts(ptr.as_ptr(), PAGE) },
+            At::Heap(b) => b,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.at {
+            // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
+            At::Pool { ptr, .. } => unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), PAGE) },
+            At::Heap(b) => b,
+        }
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        if let At::Pool {
+            pool, chunk, slot, ..
+        } = self.at
+        {
+            pool.give(chunk, slot);
+        }
+    }
+}
+
+/// The kernel's transparent huge page setting (`always`, `madvise` or `never`; `unknown`
+/// where it cannot be read), for reports: with `madvise` or `always`, chunks that ask for
+/// huge pages get them (with `always`, all of them may).
+pub fn huge_pages_mode() -> &'static str {
+    static MODE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    MODE.get_or_init(|| {
+        let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        // The active choice is bracketed: "always [madvise] never".
+        ["always", "madvise", "never"]
+            .into_iter()
+            .find(|m| s.contains(&format!("[{m}]")))
+            .unwrap_or("unknown")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> &'static PagePool {
+        Box::leak(Box::new(PagePool::new()))
+    }
+
+    /// Pages start zeroed, hold their own bytes, and a reused slot is zeroed again; a chunk
+    /// goes back to the kernel with its last page.
+    #[test]
+    fn pages_are_zeroed_own_their_bytes_and_chunks_are_returned() {
+        let p = pool();
+        let mut pages: Vec<PageBuf> = (0..PER_CHUNK + 3).map(|_| p.page()).collect();
+        assert_eq!(p.mapped_chunks(), 2);
+        for (i, pg) in pages.iter_mut().enumerate() {
+            assert!(pg.iter().all(|b| *b == 0), "page {i} not zeroed");
+            pg.fill(i as u8 + 1);
+        }
+        for (i, pg) in pages.iter().enumerate() {
+            assert!(pg.iter().all(|b| *b == i as u8 + 1), "page {i} overwritten");
+        }
+        // Free one page of the first chunk: the next page reuses it, zeroed.
+        let freed = pages.swap_remove(5);
+        drop(freed);
+        let again = p.page();
+        assert!(again.iter().all(|b| *b == 0));
+        pages.push(again);
+        assert_eq!(p.mapped_chunks(), 2);
+        pages.clear();
+        assert_eq!(p.mapped_chunks(), 0);
+        // And the pool starts over.
+        let fresh = p.page();
+        assert!(fresh.iter().all(|b| *b == 0));
+        assert_eq!(p.mapped_chunks(), 1);
+    }
+
+    /// Random takes and drops against a model of what each live page holds: no page ever
+    /// sees another's bytes, new pages are zeros, and the chunks mapped are those with live
+    /// pages (at most one more per chunk's worth than needed).
+    #[test]
+    fn random_takes_and_drops_keep_every_page_its_own() {
+        let p = pool();
+        let mut live: Vec<(PageBuf, u8)> = Vec::new();
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for step in 0..3000u32 {
+            let r = next();
+            if live.is_empty() || r % 3 != 0 {
+                let mut pg = p.page();
+                assert!(
+                    pg.iter().all(|b| *b == 0),
+                    "step {step}: new page not zeroed"
+                );
+                let tag = (r >> 8) as u8 | 1;
+                pg[0] = tag;
+                pg[PAGE - 1] = tag;
+                pg[PAGE / 2] = tag;
+                live.push((pg, tag));
+            } else {
+                let i = (r >> 16) as usize % live.len();
+                let (pg, tag) = live.swap_remove(i);
+                assert_eq!((pg[0], pg[PAGE / 2], pg[PAGE - 1]), (tag, tag, tag));
+            }
+            if live.len() > 200 {
+                live.truncate(40);
+            }
+        }
+        for (pg, tag) in &live {
+            assert_eq!((pg[0], pg[PAGE / 2], pg[PAGE - 1]), (*tag, *tag, *tag));
+        }
+        assert!(p.mapped_chunks() <= live.len());
+        live.clear();
+        assert_eq!(p.mapped_chunks(), 0);
+    }
+
+    #[test]
+    fn the_huge_page_mode_is_one_of_the_kernels_words() {
+        assert!(["always", "madvise", "never", "unknown"].contains(&huge_pages_mode()));
+    }
+}
