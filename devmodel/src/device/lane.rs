@@ -230,10 +230,11 @@ pub(super) struct LaneSlot {
     home: Option<Box<Lane>>,
     worker: Option<Worker>,
     next: u64,
-    /// Words with data to move or compute (not the ordering words) sent and not yet taken.
-    working: std::collections::HashSet<u64>,
+    /// Words with data to move or compute (not the ordering words) sent and not yet taken
+    /// (`fasthash`: every word goes in and out of these).
+    working: std::collections::HashSet<u64, crate::fasthash::Build>,
     /// Results not yet taken, by job id.
-    ready: HashMap<u64, Outcome>,
+    ready: HashMap<u64, Outcome, crate::fasthash::Build>,
     /// Words to run on the device thread, in issue order, when their result or the lane is
     /// first needed ([`Self::defer`]); only while the lane is home.
     deferred: std::collections::VecDeque<(u64, Job)>,
@@ -255,7 +256,7 @@ impl LaneSlot {
             worker: None,
             next: 0,
             working: Default::default(),
-            ready: HashMap::new(),
+            ready: Default::default(),
             deferred: Default::default(),
         }
     }

@@ -111,7 +111,7 @@ struct Core {
     pe_timing: lane::PeTiming,
     regs: Arc<RegPage>,
     engines: Vec<engine::Sequencer>,
-    nqs: HashMap<(u8, u8), notify::Nq>,
+    nqs: HashMap<(u8, u8), notify::Nq, crate::fasthash::Build>,
     /// Base of the core's DGE table (`abi::tpb::DGE_TABLE`), set by the runtime.
     dge_table: Option<u64>,
     /// The GpSimd microcode memories and their verdict.
@@ -140,7 +140,7 @@ impl Core {
             pe_timing: Default::default(),
             regs: Arc::new(RegPage::with_memory(memory)),
             engines: (0..ENGINES).map(|_| engine::Sequencer::new()).collect(),
-            nqs: HashMap::new(),
+            nqs: Default::default(),
             dge_table: None,
             ucode: Default::default(),
             pass_pair_possible: false,
