@@ -39,7 +39,7 @@ use neuron_abi::{DeviceFile, Errno};
 use neuron_devmodel::regs::RegPage;
 use neuron_devmodel::{ArchProfile, Device};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -190,10 +190,22 @@ struct DevShared {
     stop: AtomicBool,
     /// The OS process that created the device (and runs its worker thread).
     os_pid: u32,
+    /// Threads other than the worker waiting for `state` ([`DevShared::lock`]): the worker
+    /// yields its CPU between batches only then (a yield per batch cost the device thread
+    /// ~5% of a decode step in syscalls and switches, `docs/performance.md`).
+    wanting: AtomicU32,
 }
 
 impl DevShared {
     fn lock(&self) -> MutexGuard<'_, DevState> {
+        self.wanting.fetch_add(1, Ordering::AcqRel);
+        let g = self.lock_worker();
+        self.wanting.fetch_sub(1, Ordering::AcqRel);
+        g
+    }
+
+    /// The worker's own lock, not counted in `wanting`.
+    fn lock_worker(&self) -> MutexGuard<'_, DevState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -221,7 +233,7 @@ fn worker(sh: Arc<DevShared>) {
     let mut last = applied;
     // Whether untrapped mailbox stores were there at the last idle poll already.
     let mut mail_stood = false;
-    let mut g = sh.lock();
+    let mut g = sh.lock_worker();
     loop {
         if sh.stop.load(Ordering::Acquire) {
             return;
@@ -257,8 +269,12 @@ fn worker(sh: Arc<DevShared>) {
             }
             backoff = MIN;
             drop(g);
-            std::thread::yield_now();
-            g = sh.lock();
+            // An ioctl (or another caller) waiting for the state gets it now: a thread woken
+            // from the lock's wait would otherwise find it taken again at once.
+            if sh.wanting.load(Ordering::Acquire) > 0 {
+                std::thread::yield_now();
+            }
+            g = sh.lock_worker();
             continue;
         }
         let (ng, to) = sh
@@ -388,6 +404,7 @@ impl Emulator {
                 kick: Condvar::new(),
                 quiet: Condvar::new(),
                 stop: AtomicBool::new(false),
+                wanting: AtomicU32::new(0),
                 os_pid: std::process::id(),
             });
             forks::register(&sh);
