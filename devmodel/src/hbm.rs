@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 
 pub const PAGE: u64 = crate::pagepool::PAGE as u64;
 
-/// Pages by number (`fasthash`: every DMA run looks a page up), in huge-page chunks
-/// (`pagepool`).
+/// Pages by number (`fasthash`: every DMA run looks a page up), their bytes 64 KiB-aligned
+/// in 2 MiB chunks (`pagepool`).
 type Pages = HashMap<u64, PageBuf, crate::fasthash::Build>;
 
 #[derive(Debug, Default)]

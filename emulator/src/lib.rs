@@ -197,6 +197,7 @@ struct DevShared {
 }
 
 impl DevShared {
+    /// The device state, for anyone but the worker: counted in `wanting` while waiting.
     fn lock(&self) -> MutexGuard<'_, DevState> {
         self.wanting.fetch_add(1, Ordering::AcqRel);
         let g = self.lock_worker();
