@@ -51,6 +51,9 @@ use std::time::Instant;
                                   GEMMs and elementwise words), always threads every
                                   core; results and device times are bit-identical in every
                                   mode
+  NEURON_EMU_HUGE_PAGES=on|off   HBM pages in transparent huge pages (on) or not (off, the
+                                  default: in some VMs a huge page's first touch costs
+                                  milliseconds); results are the same either way
   NEURON_EMU_UCODE_PATH=FILE|DIR  the GpSimd microcode carrier to stage (docs/firmware.md)
   NEURON_RT_*                     the runtime's settings, as libnrt reads them (docs/runtime-api.md)"
 )]

@@ -309,6 +309,55 @@ fn store_traps_off_gives_the_same_run() {
     assert_eq!(run(Some("0")), trapped);
 }
 
+/// HBM pages in transparent huge pages (`NEURON_EMU_HUGE_PAGES=on`) change where the bytes
+/// lie, not what they are: the same output bytes and device time as the default; a value
+/// other than on/off is named in a warning and taken as off.
+#[test]
+fn huge_pages_on_gives_the_same_run() {
+    let neff = shared_fixture("real-neff/akc-fused_bf16_s512.neff");
+    let run = |value: Option<&str>, dir: &str| {
+        let d = tmpdir(dir);
+        let mut c = bin();
+        c.args(["run", "-v", &neff, "--raw", "--output-dir"])
+            .arg(&d);
+        match value {
+            Some(v) => c.env("NEURON_EMU_HUGE_PAGES", v),
+            None => c.env_remove("NEURON_EMU_HUGE_PAGES"),
+        };
+        let o = c.output().expect("spawn");
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{value:?}: {out}\n{err}");
+        let device_time: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("device time "))
+            .map(|l| l.split(", host wall").next().unwrap_or(l).to_string())
+            .collect();
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&d)
+            .expect("output dir")
+            .map(|e| {
+                let p = e.expect("entry").path();
+                let name = p.file_name().expect("name").to_string_lossy().to_string();
+                (name, std::fs::read(&p).expect("output file"))
+            })
+            .collect();
+        files.sort();
+        (device_time, files, err)
+    };
+    let (time, files, _) = run(None, "huge-off");
+    assert_eq!(time.len(), 1, "{time:?}");
+    assert!(!files.is_empty());
+    let (time_on, files_on, _) = run(Some("on"), "huge-on");
+    assert_eq!(time_on, time);
+    assert!(files_on == files, "outputs differ with huge pages on");
+    let (time_bad, files_bad, err) = run(Some("yes"), "huge-bad");
+    assert!(
+        err.contains("NEURON_EMU_HUGE_PAGES=\"yes\" is not on or off"),
+        "{err}"
+    );
+    assert_eq!((time_bad, files_bad == files), (time, true));
+}
+
 fn shared_fixture(rel: &str) -> String {
     let dir = repo().join("../shared/fixtures");
     assert!(
