@@ -137,6 +137,9 @@ pub struct Model {
     nds: Option<crate::nds::ModelEntry>,
     /// The datastore counter of the device fault that ended the last execution.
     last_fault: Option<neuron_abi::nds::NcCounter>,
+    /// Host time the last completed execution took from its start to its end notifications
+    /// ([`pace`]).
+    last_wait: Option<Duration>,
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -595,6 +598,7 @@ impl Model {
             timeout: opts.exec_timeout,
             hw_errors: opts.hw_errors,
             unrecoverable: false,
+            last_wait: None,
             id: next_model_id(),
             owners: Vec::new(),
             last_spans: Vec::new(),
@@ -840,7 +844,9 @@ impl Model {
                 .sem_increment(c.nc, 0, 0)
                 .map_err(|e| drv_err("SEMAPHORE_INCREMENT", e))?;
         }
-        let deadline = Instant::now() + self.timeout;
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let expected = self.last_wait.take();
         let n = self.cores.len();
         let mut start = vec![[None::<u64>; 5]; n];
         let mut end = vec![[None::<u64>; 5]; n];
@@ -881,12 +887,20 @@ impl Model {
             if end.iter().all(|c| c.iter().all(Option::is_some)) {
                 break;
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 self.unrecoverable = true;
                 return Err(self.timed_out(&end));
             }
-            back_off(&mut spins, progressed);
+            pace(
+                &mut spins,
+                progressed,
+                now - started,
+                expected,
+                deadline - now,
+            );
         }
+        self.last_wait = Some(started.elapsed());
         let mut spans = Vec::new();
         for (ci, c) in self.cores.iter().enumerate() {
             for e in 0..5 {
@@ -1419,6 +1433,34 @@ fn start_resident(drv: &Driver, cores: &mut [CoreRun], timeout: Duration) -> Res
     }
 }
 
+/// Polling for an execution's end: while well short of what the last execution took
+/// (`expected`), sleep most of the rest in one go; then as [`back_off`]. Polling every
+/// 10-200 µs woke this thread some 4,600 times a second, each wake-up preempting a data-path
+/// helper thread on a 2-CPU host (`docs/performance.md`). Never past `left` (the deadline).
+fn pace(
+    spins: &mut u32,
+    progressed: bool,
+    elapsed: Duration,
+    expected: Option<Duration>,
+    left: Duration,
+) {
+    match long_sleep(elapsed, expected, left) {
+        Some(d) => std::thread::sleep(d),
+        None => back_off(spins, progressed),
+    }
+}
+
+/// [`pace`]'s one long sleep, if it takes one: up to three quarters of the last execution
+/// (executions of one model take much the same time, and the end is still polled for
+/// closely), when that is more than `LONG_SLEEP_MIN` away, and never past `left`.
+fn long_sleep(elapsed: Duration, expected: Option<Duration>, left: Duration) -> Option<Duration> {
+    let early = expected? * 3 / 4;
+    (elapsed + LONG_SLEEP_MIN < early).then(|| (early - elapsed).min(left))
+}
+
+/// Shorter sleeps than this are left to [`back_off`]'s ramp.
+const LONG_SLEEP_MIN: Duration = Duration::from_micros(200);
+
 /// Polling back-off: spin while the device makes progress, then sleep up to 200 us.
 fn back_off(spins: &mut u32, progressed: bool) {
     if progressed {
@@ -1465,6 +1507,22 @@ pub(crate) fn load_image(
 mod tests {
     use super::*;
     use neuron_abi::arch::Arch;
+
+    /// The completion wait's long sleep: none without a last execution or near its three
+    /// quarters; otherwise up to them, and never past the deadline.
+    #[test]
+    fn the_long_sleep_stops_short_of_the_last_executions_time_and_the_deadline() {
+        let us = Duration::from_micros;
+        let hour = Duration::from_secs(3600);
+        assert_eq!(long_sleep(us(0), None, hour), None);
+        assert_eq!(long_sleep(us(0), Some(us(8000)), hour), Some(us(6000)));
+        assert_eq!(long_sleep(us(1000), Some(us(8000)), hour), Some(us(5000)));
+        assert_eq!(long_sleep(us(5900), Some(us(8000)), hour), None);
+        assert_eq!(long_sleep(us(7000), Some(us(8000)), hour), None);
+        // A short execution: three quarters of it is within LONG_SLEEP_MIN.
+        assert_eq!(long_sleep(us(0), Some(us(240)), hour), None);
+        assert_eq!(long_sleep(us(0), Some(us(8000)), us(300)), Some(us(300)));
+    }
 
     fn kelf(target: &str, graphs: usize) -> neuron_neff::Kelf {
         neuron_neff::Kelf {
