@@ -137,9 +137,9 @@ pub struct Model {
     nds: Option<crate::nds::ModelEntry>,
     /// The datastore counter of the device fault that ended the last execution.
     last_fault: Option<neuron_abi::nds::NcCounter>,
-    /// Host time the last completed execution took from its start to its end notifications
-    /// ([`pace`]).
-    last_wait: Option<Duration>,
+    /// Host time the last two completed executions took from start to end notifications,
+    /// the latest first ([`pace`]).
+    last_waits: [Option<Duration>; 2],
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -598,7 +598,7 @@ impl Model {
             timeout: opts.exec_timeout,
             hw_errors: opts.hw_errors,
             unrecoverable: false,
-            last_wait: None,
+            last_waits: [None; 2],
             id: next_model_id(),
             owners: Vec::new(),
             last_spans: Vec::new(),
@@ -846,7 +846,9 @@ impl Model {
         }
         let started = Instant::now();
         let deadline = started + self.timeout;
-        let expected = self.last_wait.take();
+        let expected = expected_wait(self.last_waits);
+        // An execution that fails leaves nothing to expect of the next one.
+        let waits = std::mem::take(&mut self.last_waits);
         let n = self.cores.len();
         let mut start = vec![[None::<u64>; 5]; n];
         let mut end = vec![[None::<u64>; 5]; n];
@@ -900,7 +902,7 @@ impl Model {
                 deadline - now,
             );
         }
-        self.last_wait = Some(started.elapsed());
+        self.last_waits = [Some(started.elapsed()), waits[0]];
         let mut spans = Vec::new();
         for (ci, c) in self.cores.iter().enumerate() {
             for e in 0..5 {
@@ -1433,8 +1435,8 @@ fn start_resident(drv: &Driver, cores: &mut [CoreRun], timeout: Duration) -> Res
     }
 }
 
-/// Polling for an execution's end: while well short of what the last execution took
-/// (`expected`), sleep most of the rest in one go; then as [`back_off`]. Polling every
+/// Polling for an execution's end: while well short of what the last executions took
+/// (`expected`, [`expected_wait`]), sleep most of the rest in one go; then as [`back_off`]. Polling every
 /// 10-200 µs woke this thread some 4,600 times a second, each wake-up preempting a data-path
 /// helper thread on a 2-CPU host (`docs/performance.md`). Never past `left` (the deadline).
 fn pace(
@@ -1450,9 +1452,22 @@ fn pace(
     }
 }
 
-/// [`pace`]'s one long sleep, if it takes one: up to three quarters of the last execution
-/// (executions of one model take much the same time, and the end is still polled for
-/// closely), when that is more than `LONG_SLEEP_MIN` away, and never past `left`.
+/// What the next execution's wait is expected to take: the shorter of the last two, where
+/// they agree within a quarter. A first execution (cold caches, page faults) or a slower or
+/// faster one does not set a long sleep on its own; and where the long sleep made one wait
+/// longer than the execution, the next two disagree and polling takes over until they
+/// agree again.
+fn expected_wait(last: [Option<Duration>; 2]) -> Option<Duration> {
+    let [Some(a), Some(b)] = last else {
+        return None;
+    };
+    let (lo, hi) = (a.min(b), a.max(b));
+    (hi <= lo * 5 / 4).then_some(lo)
+}
+
+/// [`pace`]'s one long sleep, if it takes one: up to three quarters of the expected wait
+/// (the end is still polled for closely), when that is more than `LONG_SLEEP_MIN` away, and
+/// never past `left`.
 fn long_sleep(elapsed: Duration, expected: Option<Duration>, left: Duration) -> Option<Duration> {
     let early = expected? * 3 / 4;
     (elapsed + LONG_SLEEP_MIN < early).then(|| (early - elapsed).min(left))
@@ -1507,6 +1522,19 @@ pub(crate) fn load_image(
 mod tests {
     use super::*;
     use neuron_abi::arch::Arch;
+
+    /// Two executions that agree within a quarter set the expectation (the shorter); one,
+    /// or two that disagree, set none.
+    #[test]
+    fn only_two_executions_that_agree_set_an_expected_wait() {
+        let ms = Duration::from_millis;
+        assert_eq!(expected_wait([None, None]), None);
+        assert_eq!(expected_wait([Some(ms(8)), None]), None);
+        assert_eq!(expected_wait([Some(ms(8)), Some(ms(9))]), Some(ms(8)));
+        assert_eq!(expected_wait([Some(ms(10)), Some(ms(8))]), Some(ms(8)));
+        assert_eq!(expected_wait([Some(ms(8)), Some(ms(40))]), None);
+        assert_eq!(expected_wait([Some(ms(11)), Some(ms(8))]), None);
+    }
 
     /// The completion wait's long sleep: none without a last execution or near its three
     /// quarters; otherwise up to them, and never past the deadline.
