@@ -82,22 +82,30 @@ impl PagePool {
     /// A zeroed page: from a chunk, or from the heap if no chunk could be mapped.
     pub fn page(&'static self) -> PageBuf {
         match self.take() {
-            Some((chunk, slot, ptr)) => PageBuf {
-                at: At::Pool {
-                    pool: self,
-                    ptr,
-                    chunk,
-                    slot,
-                },
-            },
+            Some((chunk, slot, ptr, fresh)) => {
+                if !fresh {
+                    // SAFETY: the slot lies inside its chunk's mapping and was just taken, so
+                    // nothing else refers to it (zeroed outside the pool's lock).
+                    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, PAGE) };
+                }
+                PageBuf {
+                    at: At::Pool {
+                        pool: self,
+                        ptr,
+                        chunk,
+                        slot,
+                    },
+                }
+            }
             None => PageBuf {
                 at: At::Heap(vec![0u8; PAGE].into_boxed_slice()),
             },
         }
     }
 
-    /// A free page's chunk, slot and address, zeroed.
-    fn take(&self) -> Option<(usize, u8, NonNull<u8>)> {
+    /// A free page's chunk, slot and address, and whether it was never used (still the
+    /// kernel's zeros).
+    fn take(&self) -> Option<(usize, u8, NonNull<u8>, bool)> {
         let mut p = self.lock();
         loop {
             let Some(&i) = p.partial.last() else {
@@ -128,12 +136,7 @@ impl PagePool {
             c.fresh &= !bit;
             let addr = c.base + slot as usize * PAGE;
             let ptr = NonNull::new(addr as *mut u8)?;
-            if !fresh {
-                // SAFETY: the slot lies inside the chunk's mapping and was just taken, so no
-                // page refers to it.
-                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, PAGE) };
-            }
-            return Some((i, slot as u8, ptr));
+            return Some((i, slot as u8, ptr, fresh));
         }
     }
 
