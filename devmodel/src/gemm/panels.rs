@@ -309,43 +309,41 @@ mod tests {
                 unsafe { product(m, k, n, &op, beta) };
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}");
-                // B as fp16 bits: the product of their widened values.
+                // B as 16-bit bits (`moving` names them): the product of their widened values.
+                let check16 = |b16: &[u16],
+                               widen: fn(u16) -> f32,
+                               moving: fn(*const u16) -> Moving,
+                               what: &str| {
+                    let wide: Vec<f32> = b16.iter().map(|x| widen(*x)).collect();
+                    let mut want = old.clone();
+                    blocked(&Product { b: &wide, ..p }, &mut want, cv);
+                    let mut got = old.clone();
+                    let op16 = Operands {
+                        b: moving(b16[bv.off..].as_ptr()),
+                        c: got[cv.off..].as_mut_ptr(),
+                        ..op
+                    };
+                    // SAFETY: as above.
+                    unsafe { product(m, k, n, &op16, beta) };
+                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}, {what} B");
+                };
                 let h16: Vec<u16> = b
                     .iter()
                     .map(|x| half::f16::from_f32(*x).to_bits())
                     .collect();
-                let wide: Vec<f32> = h16
-                    .iter()
-                    .map(|x| half::f16::from_bits(*x).to_f32())
-                    .collect();
-                let mut want = old.clone();
-                blocked(&Product { b: &wide, ..p }, &mut want, cv);
-                let mut got = old.clone();
-                let op16 = Operands {
-                    b: Moving::F16(h16[bv.off..].as_ptr()),
-                    c: got[cv.off..].as_mut_ptr(),
-                    ..op
-                };
-                // SAFETY: as above.
-                unsafe { product(m, k, n, &op16, beta) };
-                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}, fp16 B");
-                // B as bf16 bits: the product of their widened values.
+                check16(
+                    &h16,
+                    |x| half::f16::from_bits(x).to_f32(),
+                    Moving::F16,
+                    "fp16",
+                );
                 let b16: Vec<u16> = b.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
-                let wide: Vec<f32> = b16
-                    .iter()
-                    .map(|x| f32::from_bits(u32::from(*x) << 16))
-                    .collect();
-                let mut want = old.clone();
-                blocked(&Product { b: &wide, ..p }, &mut want, cv);
-                let mut got = old.clone();
-                let op = Operands {
-                    b: Moving::Bf16(b16[bv.off..].as_ptr()),
-                    c: got[cv.off..].as_mut_ptr(),
-                    ..op
-                };
-                // SAFETY: as above.
-                unsafe { product(m, k, n, &op, beta) };
-                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} beta {beta}, bf16 B");
+                check16(
+                    &b16,
+                    |x| f32::from_bits(u32::from(x) << 16),
+                    Moving::Bf16,
+                    "bf16",
+                );
             }
         }
     }
