@@ -11,6 +11,7 @@ pub mod logging;
 mod mapped;
 pub mod model;
 pub mod nds;
+mod poll;
 pub mod profile;
 pub mod prologue;
 mod rawbuf;
