@@ -43,6 +43,10 @@ pub(super) fn simd() -> Simd {
     Simd::Portable
 }
 
+/// Rows of fewer elements than this (one AVX-512 vector of f32) are computed as one whole
+/// operand ([`Func::apply_each`]) rather than row by row.
+pub(super) const SHORT_ROW: usize = 16;
+
 /// The functions this model computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Func {
@@ -61,53 +65,54 @@ pub(super) enum Func {
     Zero,
 }
 
-/// `$body` with `$g` bound to the function's elementwise closure `x -> f(x·scale + bias)`,
-/// one match arm per function so each loop is compiled (and vectorised) for its own closure.
-macro_rules! each_func {
-    ($func:expr, $scale:expr, $bias:expr, $g:ident => $body:expr) => {{
-        let (s, b) = ($scale, $bias);
+/// `$body` with `$g` bound to the function's elementwise closure `(x, scale, bias) ->
+/// f(x·scale + bias)`, one match arm per function so each loop is compiled (and vectorised)
+/// for its own closure. The one definition of each function: the loops with one scale and
+/// bias per row ([`each_func!`]) and with one per element ([`Func::apply_each`]) share it.
+macro_rules! each_func_sb {
+    ($func:expr, $g:ident => $body:expr) => {{
         match $func {
             Func::Identity => {
-                let $g = |v: f32| v * s + b;
+                let $g = |v: f32, s: f32, b: f32| v * s + b;
                 $body
             }
             Func::Exp => {
-                let $g = |v: f32| crate::fastmath::exp_f32(v * s + b);
+                let $g = |v: f32, s: f32, b: f32| crate::fastmath::exp_f32(v * s + b);
                 $body
             }
             Func::Ln => {
-                let $g = |v: f32| (v * s + b).ln();
+                let $g = |v: f32, s: f32, b: f32| (v * s + b).ln();
                 $body
             }
             Func::Rsqrt => {
-                let $g = |v: f32| 1.0 / (v * s + b).sqrt();
+                let $g = |v: f32, s: f32, b: f32| 1.0 / (v * s + b).sqrt();
                 $body
             }
             Func::Silu => {
-                let $g = |v: f32| crate::fastmath::silu_f32(v * s + b);
+                let $g = |v: f32, s: f32, b: f32| crate::fastmath::silu_f32(v * s + b);
                 $body
             }
             Func::Relu => {
-                let $g = |v: f32| (v * s + b).max(0.0);
+                let $g = |v: f32, s: f32, b: f32| (v * s + b).max(0.0);
                 $body
             }
             Func::Tanh => {
-                let $g = |v: f32| (v * s + b).tanh();
+                let $g = |v: f32, s: f32, b: f32| (v * s + b).tanh();
                 $body
             }
             Func::Square => {
-                let $g = |v: f32| {
+                let $g = |v: f32, s: f32, b: f32| {
                     let x = v * s + b;
                     x * x
                 };
                 $body
             }
             Func::Abs => {
-                let $g = |v: f32| (v * s + b).abs();
+                let $g = |v: f32, s: f32, b: f32| (v * s + b).abs();
                 $body
             }
             Func::Sign => {
-                let $g = |v: f32| {
+                let $g = |v: f32, s: f32, b: f32| {
                     let x = v * s + b;
                     if x > 0.0 {
                         1.0
@@ -120,10 +125,21 @@ macro_rules! each_func {
                 $body
             }
             Func::Zero => {
-                let $g = |_: f32| 0.0f32;
+                let $g = |_: f32, _: f32, _: f32| 0.0f32;
                 $body
             }
         }
+    }};
+}
+
+/// `$body` with `$g` bound to `x -> f(x·scale + bias)` for one scale and bias.
+macro_rules! each_func {
+    ($func:expr, $scale:expr, $bias:expr, $g:ident => $body:expr) => {{
+        let (s0, b0) = ($scale, $bias);
+        each_func_sb!($func, h => {
+            let $g = |v: f32| h(v, s0, b0);
+            $body
+        })
     }};
 }
 
@@ -237,6 +253,52 @@ impl Func {
         // SAFETY: the loop initialised the first `src.len()` elements of the capacity.
         unsafe { out.set_len(src.len()) }
     }
+
+    /// `vals[i] = f(vals[i]·scales[i] + biases[i])` (each slice as long as `vals`; extra
+    /// elements of the others are ignored): a whole operand of short rows in one loop, with
+    /// each row's scale and bias repeated per element. A row of a few elements alone would
+    /// run the wide loops' scalar tail (`docs/performance.md`, 2026-12-05 sixth session);
+    /// the same bits as [`Func::apply`] row by row.
+    pub(super) fn apply_each(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
+        match simd() {
+            // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => unsafe { self.apply_each_avx512(vals, scales, biases) },
+            // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => unsafe { self.apply_each_avx2(vals, scales, biases) },
+            _ => self.body_each(vals, scales, biases),
+        }
+    }
+
+    /// [`Func::body_each`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_each_avx2(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
+        self.body_each(vals, scales, biases)
+    }
+
+    /// [`Func::body_each`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_each_avx512(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
+        self.body_each(vals, scales, biases)
+    }
+
+    #[inline(always)]
+    fn body_each(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
+        each_func_sb!(self, g => {
+            vals.iter_mut()
+                .zip(scales.iter().zip(biases))
+                .for_each(|(v, (s, b))| *v = g(*v, *s, *b))
+        })
+    }
 }
 
 /// Values every loop test includes: ±0, ±inf, NaN and a subnormal of each sign.
@@ -334,6 +396,72 @@ mod tests {
         };
         compare(|f, row, scale, bias| through(f, row, scale, bias, false));
         compare(|f, row, scale, bias| through(f, row, scale, bias, true));
+    }
+
+    /// [`Func::apply_each`] on a whole operand of short rows, each row with its own scale
+    /// and bias repeated per element, gives each row's bits from the portable loop of one
+    /// scale and bias: on this host's widest loops, on every compiled wide loop the host has,
+    /// and on the portable per-element loop; rows of 1 to 17 elements (so the wide loops'
+    /// vectors straddle rows and their tails vary).
+    #[test]
+    fn loops_with_a_scale_and_bias_per_element_agree_row_by_row() {
+        eprintln!("loops: {}", simd_path());
+        let mut xs: Vec<f32> = (-700..=700).map(|i| i as f32 * 0.1371).collect();
+        xs.extend(SPECIAL_F32);
+        xs.extend([88.7, 88.8, -103.0, -104.0, f32::MAX, f32::MIN]);
+        type Each = fn(Func, &mut [f32], &[f32], &[f32]);
+        let mut loops: Vec<(&str, Each)> = vec![
+            ("chosen", |f, v, s, b| f.apply_each(v, s, b)),
+            ("portable", |f, v, s, b| f.body_each(v, s, b)),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above.
+                loops.push(("AVX2", |f, v, s, b| unsafe { f.apply_each_avx2(v, s, b) }));
+            } else {
+                eprintln!("SKIPPED: no AVX2 on this host; its per-element loop did not run");
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F was detected just above.
+                loops.push(("AVX-512F", |f, v, s, b| unsafe {
+                    f.apply_each_avx512(v, s, b)
+                }));
+            } else {
+                eprintln!("SKIPPED: no AVX-512F on this host; its per-element loop did not run");
+            }
+        }
+        for code in [0, 7, 10, 29, 36, 2, 6, 30, 33, 31, 130] {
+            let f = Func::of(code).expect("known code");
+            for n in 1..=17usize {
+                let rows = xs.len() / n;
+                let vals = &xs[..rows * n];
+                // Row r: scale and bias from a short cycle, so neighbouring rows differ.
+                let sb = |r: usize| -> (f32, f32) {
+                    [(1.0, 0.0), (-0.5, 0.25), (3.0, -1.0), (0.125, 2.5)][r % 4]
+                };
+                let mut want = vals.to_vec();
+                for (r, row) in want.chunks_exact_mut(n).enumerate() {
+                    let (s, b) = sb(r);
+                    f.body(row, s, b);
+                }
+                let scales: Vec<f32> = (0..rows * n).map(|i| sb(i / n).0).collect();
+                let biases: Vec<f32> = (0..rows * n).map(|i| sb(i / n).1).collect();
+                for (name, each) in &loops {
+                    let mut got = vals.to_vec();
+                    each(f, &mut got, &scales, &biases);
+                    for (i, (x, y)) in want.iter().zip(&got).enumerate() {
+                        assert_eq!(
+                            x.to_bits(),
+                            y.to_bits(),
+                            "{name}: {f:?} of {} (row {} of {n})",
+                            vals[i],
+                            i / n
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn compare(wide: impl Fn(Func, &mut [f32], f32, f32)) {

@@ -477,6 +477,24 @@ fn execute_op(
             };
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`rows`).
+            let n = elem_count(&src)? as usize;
+            if (1..act::SHORT_ROW).contains(&n) {
+                // Rows shorter than one wide vector (a decode step's): the whole operand in
+                // one loop, each row's scale and bias repeated per element (the whole-operand
+                // form below, without a scalar tail per row).
+                gather(mem, &src, sdt, ch, a)?;
+                let per_elem = |v: &[f32]| -> Vec<f32> {
+                    let mut e = Vec::with_capacity(ch * n);
+                    for x in v.iter().take(ch) {
+                        e.extend(std::iter::repeat_n(*x, n));
+                    }
+                    e
+                };
+                let (s, bi) = (per_elem(&scales), per_elem(b));
+                func.apply_each(a, &s, &bi);
+                scatter(mem, &dst, ddt, ch, a)?;
+                return done(n);
+            }
             let bias = &b[..];
             // Each row computed from its source where it lies (fp32 in one run), else from a
             // converted copy; the whole operands where rows cannot be used.
