@@ -15,7 +15,11 @@ pub struct CoreMem {
     pub sbuf_pb: usize,
     pub psum_pb: usize,
     /// Distance between partitions in storage: the TPB window's stride (256 KiB for SBUF,
-    /// 16 KiB for PSUM), so the SBUF storage is exactly the 32 MiB window user space maps.
+    /// 16 KiB for PSUM) plus [`STORAGE_SKEW`], so the same byte of each partition falls in
+    /// another cache set (at the window's power-of-two stride a 128-partition operand's rows
+    /// all compete for one set: [`CoreMem::storage_at`] maps a window offset to storage).
+    /// SBUF's becomes the window's own once user space maps the window
+    /// ([`CoreMem::sbuf_ptr`]), so the storage is then exactly the 32 MiB window.
     pub sbuf_stride: usize,
     pub psum_stride: usize,
     /// SBUF, partition-major, `partitions * sbuf_pb` bytes, stored as f32 words so fp32 tiles
@@ -38,6 +42,20 @@ pub struct CoreMem {
     sbuf_mapped: bool,
 }
 
+/// Bytes each partition's storage stride adds to its window's: one cache line, so the rows
+/// of a 128-partition operand at one offset fill 64 different L1 sets instead of one (a C
+/// loop touching four such operands: 1.9 us at the window's stride, 0.4 us skewed,
+/// `docs/performance.md`, 2026-12-05 sixth session).
+pub const STORAGE_SKEW: usize = 64;
+
+/// The TPB window's distance between partitions of `s` (what addresses use).
+pub fn window_stride(s: Space) -> usize {
+    match s {
+        Space::Sbuf => crate::arch::tpb::SBUF_PARTITION_STRIDE as usize,
+        Space::Psum => crate::arch::tpb::PSUM_PARTITION_STRIDE as usize,
+    }
+}
+
 fn index(s: Space) -> usize {
     match s {
         Space::Sbuf => 0,
@@ -53,18 +71,19 @@ impl CoreMem {
     /// SBUF and PSUM storage from `src` (the heap where it gives none). Allocation failure of
     /// this fixed-size, lazily-touched memory is fatal, like any allocation failure.
     pub fn with_memory(p: &ArchProfile, src: MemSource) -> Self {
-        let words = |stride: u64| p.partitions * stride as usize / 4;
+        let stride = |s: Space| window_stride(s) + STORAGE_SKEW;
+        let words = |s: Space| p.partitions * stride(s) / 4;
         let alloc = |n: usize| F32Mem::zeroed(n, src).expect("SBUF/PSUM storage");
         CoreMem {
             partitions: p.partitions,
             sbuf_pb: p.sbuf_partition_bytes,
             psum_pb: p.psum_partition_bytes,
-            sbuf_stride: crate::arch::tpb::SBUF_PARTITION_STRIDE as usize,
-            psum_stride: crate::arch::tpb::PSUM_PARTITION_STRIDE as usize,
+            sbuf_stride: stride(Space::Sbuf),
+            psum_stride: stride(Space::Psum),
             // Zeroed allocations this large come straight from the OS (or a sparse memfd):
             // untouched pages cost nothing.
-            sbuf: alloc(words(crate::arch::tpb::SBUF_PARTITION_STRIDE)),
-            psum: alloc(words(crate::arch::tpb::PSUM_PARTITION_STRIDE)),
+            sbuf: alloc(words(Space::Sbuf)),
+            psum: alloc(words(Space::Psum)),
             writes: [0; 2],
             kept: None,
             weights: None,
@@ -196,11 +215,74 @@ impl CoreMem {
 
     /// The SBUF storage's address, for user space's mapping of the SBUF window: counted as a
     /// write, rows kept there copied out, and SBUF's count no proof of anything from now on
-    /// (what the mapping writes is not seen).
+    /// (what the mapping writes is not seen). The storage is laid out as the window first
+    /// (partition `p` at `p` × 256 KiB, the bytes past each partition's end zero), and stays
+    /// so: a mapping shows storage as it is.
     pub fn sbuf_ptr(&mut self) -> *mut f32 {
         self.before_write(Space::Sbuf);
         self.sbuf_mapped = true;
+        self.unskew_sbuf();
         self.sbuf.as_mut_ptr()
+    }
+
+    /// Move SBUF's partitions from the skewed stride to the window's, in place (each moves
+    /// down, partition 0 first, so none is overwritten before it moves), and zero the bytes
+    /// between partitions. Blocks that are zero where they are and where they go are not
+    /// written: untouched storage stays untouched.
+    fn unskew_sbuf(&mut self) {
+        let w = window_stride(Space::Sbuf);
+        let from_stride = self.sbuf_stride;
+        if from_stride == w {
+            return;
+        }
+        let (pb, parts) = (self.sbuf_pb.min(w), self.partitions);
+        let bytes = self.sbuf.as_mut_bytes();
+        const BLOCK: usize = 4096;
+        let zero = |b: &[u8]| b.iter().all(|x| *x == 0);
+        for p in 0..parts {
+            let (from, to) = (p * from_stride, p * w);
+            for at in (0..pb).step_by(BLOCK) {
+                let n = BLOCK.min(pb - at);
+                let (src, dst) = (from + at, to + at);
+                let (Some(s), Some(d)) = (bytes.get(src..src + n), bytes.get(dst..dst + n)) else {
+                    continue; // (the storage holds every partition: not reached)
+                };
+                if zero(s) && zero(d) {
+                    continue;
+                }
+                bytes.copy_within(src..src + n, dst);
+            }
+            // The window's bytes past this partition's end, up to the next partition.
+            let (gap, end) = (to + pb, (to + w).min(bytes.len()));
+            if let Some(g) = bytes.get_mut(gap..end) {
+                if !zero(g) {
+                    g.fill(0);
+                }
+            }
+        }
+        // What lies past the last partition's window (storage the skew added) is unused.
+        let tail = (parts * w).min(bytes.len());
+        if !zero(&bytes[tail..]) {
+            bytes[tail..].fill(0);
+        }
+        self.sbuf_stride = w;
+    }
+
+    /// The storage byte of window offset `off` of `s` (partition `off / window stride`, byte
+    /// `off % window stride` of it).
+    #[inline]
+    pub fn storage_at(&self, s: Space, off: usize) -> usize {
+        let w = window_stride(s);
+        (off / w) * self.stride(s) + off % w
+    }
+
+    /// The storage stride of `s` (see the field).
+    #[inline]
+    pub fn stride(&self, s: Space) -> usize {
+        match s {
+            Space::Sbuf => self.sbuf_stride,
+            Space::Psum => self.psum_stride,
+        }
     }
 
     /// Reset-time clearing. PSUM (2 MiB) is zeroed; SBUF keeps its contents, as SRAM does
@@ -312,6 +394,61 @@ mod tests {
         assert_eq!(count(&m), (4, 2));
         m.clear();
         assert_eq!(count(&m), (4, 3));
+    }
+
+    /// Storage strides are the window's plus the skew (so one offset of every partition
+    /// falls in another cache set); window offsets map to storage partition by partition.
+    /// Handing SBUF to a user mapping lays it out as the window: every partition's bytes at
+    /// `p` × 256 KiB, the bytes between partitions and past the last zero, and window offsets
+    /// then are storage offsets. PSUM keeps its skew.
+    #[test]
+    fn storage_is_skewed_until_user_space_maps_the_window() {
+        let mut m = mem();
+        let (w, pw) = (window_stride(Space::Sbuf), window_stride(Space::Psum));
+        assert_eq!(m.stride(Space::Sbuf), w + STORAGE_SKEW);
+        assert_eq!(m.stride(Space::Psum), pw + STORAGE_SKEW);
+        assert_eq!(
+            m.storage_at(Space::Sbuf, 3 * w + 10),
+            3 * (w + STORAGE_SKEW) + 10
+        );
+        assert_eq!(
+            m.storage_at(Space::Psum, 2 * pw + 4),
+            2 * (pw + STORAGE_SKEW) + 4
+        );
+        let pb = m.sbuf_pb;
+        // A few bytes of each partition, its first and last included; every other partition
+        // is left untouched.
+        let mark = |p: usize, o: usize| (p * 7 + o * 13 + 1) as u8;
+        let offs = [0, 1, 4095, 4096, pb / 2, pb - 1];
+        for p in (0..m.partitions).step_by(2) {
+            for o in offs {
+                let at = m.storage_at(Space::Sbuf, p * w + o);
+                m.bytes_mut(Space::Sbuf)[at] = mark(p, o);
+            }
+        }
+        let len = m.bytes(Space::Sbuf).len();
+        let ptr = m.sbuf_ptr() as *const u8;
+        assert_eq!(ptr, m.bytes(Space::Sbuf).as_ptr(), "the storage itself");
+        assert_eq!(m.stride(Space::Sbuf), w);
+        assert_eq!(m.storage_at(Space::Sbuf, 5 * w + 3), 5 * w + 3);
+        let b = m.bytes(Space::Sbuf);
+        assert_eq!(b.len(), len, "the storage keeps its size");
+        for p in 0..m.partitions {
+            for o in offs {
+                let want = if p % 2 == 0 { mark(p, o) } else { 0 };
+                assert_eq!(b[p * w + o], want, "partition {p} byte {o}");
+            }
+        }
+        let marked: usize = b.iter().filter(|x| **x != 0).count();
+        assert_eq!(
+            marked,
+            m.partitions / 2 * offs.len(),
+            "nothing else is non-zero"
+        );
+        // A second mapping changes nothing.
+        let again = m.sbuf_ptr() as *const u8;
+        assert_eq!(again, ptr);
+        assert_eq!(m.bytes(Space::Sbuf)[2 * w + 1], mark(2, 1));
     }
 
     /// Kept rows are read where they lie until their space is written; the first write copies

@@ -673,7 +673,7 @@ fn execute_op(
                 need(ci.i("channel_multiplier"), ci, "channel_multiplier")?,
             );
             let n = gather(mem, &src, sdt, ch, a)?;
-            let first = pattern::first_partition(mem, &src);
+            let first = pattern::first_partition(&src);
             select::select(a, n, first, affine, pattern, cmp, fill)?;
             scatter(mem, &dst, ddt, ch, a)?;
             done(n)

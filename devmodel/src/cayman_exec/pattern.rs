@@ -50,9 +50,9 @@ const MAX_PATTERN_ELEMS: u64 = 256 * 1024;
 /// offset`, as the DMA's state-buffer addresses are (kgm-moe: ACTIVATE reads the router
 /// weights at 0x817200 = partition 32 + 0x17200, where a DMA put them); PSUM addresses start
 /// at partition 0 (no other form is seen).
-pub(super) fn first_partition(mem: &CoreMem, ap: &AccessPattern) -> usize {
+pub(super) fn first_partition(ap: &AccessPattern) -> usize {
     match ap.space() {
-        Space::Sbuf => ap.offset() as usize / mem.sbuf_stride.max(1),
+        Space::Sbuf => ap.offset() as usize / crate::core::window_stride(Space::Sbuf),
         Space::Psum => 0,
     }
 }
@@ -157,6 +157,8 @@ struct Checked {
     es: i64,
     /// Storage byte of element offset 0 in the operand's first partition.
     base: i64,
+    /// The same as a window offset (what the word's address names).
+    window_base: i64,
     /// Smallest and largest element offset.
     range: (i64, i64),
 }
@@ -168,14 +170,15 @@ fn checked(
     dt: Dtype,
     channels: usize,
 ) -> Result<Checked, OpFault> {
-    let (space, stride, limit) = match ap.space() {
-        Space::Psum => (Space::Psum, mem.psum_stride, mem.psum_pb),
-        _ => (Space::Sbuf, mem.sbuf_stride, mem.sbuf_pb),
+    let (space, limit) = match ap.space() {
+        Space::Psum => (Space::Psum, mem.psum_pb),
+        _ => (Space::Sbuf, mem.sbuf_pb),
     };
+    let (stride, window) = (mem.stride(space), crate::core::window_stride(space));
     let (min, max) = offset_range(ap)?;
     let es = dt.size() as i64;
-    let first = first_partition(mem, ap);
-    let at = ap.offset() as i64 - (first * stride) as i64;
+    let first = first_partition(ap);
+    let at = ap.offset() as i64 - (first * window) as i64;
     let lo = min * es + at;
     let hi = max * es + at + es;
     if lo < 0 || hi > limit as i64 || first + channels > mem.partitions {
@@ -192,6 +195,7 @@ fn checked(
         stride,
         es,
         base,
+        window_base: (first * window) as i64 + at,
         range: (min, max),
     })
 }
@@ -252,13 +256,13 @@ pub(super) fn span(
         len,
         es,
         base,
-        first: first_partition(mem, ap),
+        first: first_partition(ap),
     })
 }
 
 /// The bytes `[lo, hi)` of each of `channels` partitions that a pattern touches (checked as
-/// [`span`] checks them), and its memory. Offsets count from partition 0, so a pattern that
-/// starts at partition `f` has `lo` ≥ `f` × the partition stride.
+/// [`span`] checks them), and its memory, as window offsets: they count from partition 0, so
+/// a pattern that starts at partition `f` has `lo` ≥ `f` × the window's partition stride.
 pub(super) fn extent(
     mem: &CoreMem,
     ap: &AccessPattern,
@@ -268,7 +272,7 @@ pub(super) fn extent(
     let Checked {
         space,
         es,
-        base,
+        window_base: base,
         range: (min, max),
         ..
     } = checked(mem, ap, dt, channels)?;
@@ -317,19 +321,9 @@ fn gather_impl(
         // Rows of a few elements each (a decode step's tensors): one loop over them all.
         out.resize(channels * sp.len, 0.0);
         let n = sp.len;
-        let conv = |f: fn(&[u8]) -> f32, out: &mut [f32]| {
-            for (o, at) in out.chunks_exact_mut(n).zip(rows.clone()) {
-                for (x, c) in o.iter_mut().zip(bytes[at..].chunks_exact(sp.es as usize)) {
-                    *x = f(c);
-                }
-                if rev {
-                    o.reverse();
-                }
-            }
-        };
         match dt {
-            Dtype::F32 | Dtype::F32r => conv(f32_at, out),
-            Dtype::Bf16 => conv(bf16_at, out),
+            Dtype::F32 | Dtype::F32r => small_rows_into::<4>(bytes, rows, n, out, rev, f32_at),
+            Dtype::Bf16 => small_rows_into::<2>(bytes, rows, n, out, rev, bf16_at),
             _ => {
                 out.clear();
                 for p in 0..channels {
@@ -416,24 +410,33 @@ pub(super) fn read_row(bytes: &[u8], sp: &Span, pb: i64, dt: Dtype, rev: bool, o
 
 /// The element converters of the short paths and the whole-operand row loops (`c`: one
 /// element's little-endian bytes).
+/// Each goes through a fixed-size array: `copy_from_slice` of a chunk whose length the
+/// compiler does not know became a `memmove` call per element (28% of a one-element-per-
+/// partition ACTIVATE's host time).
 #[inline(always)]
 fn f32_at(c: &[u8]) -> f32 {
-    f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+    c.first_chunk::<4>().map_or(0.0, |b| f32::from_le_bytes(*b))
 }
 
 #[inline(always)]
 fn bf16_at(c: &[u8]) -> f32 {
-    f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
+    c.first_chunk::<2>().map_or(0.0, |b| {
+        f32::from_bits(u32::from(u16::from_le_bytes(*b)) << 16)
+    })
 }
 
 #[inline(always)]
 fn put_f32(c: &mut [u8], x: f32) {
-    c.copy_from_slice(&x.to_le_bytes());
+    if let Some(b) = c.first_chunk_mut::<4>() {
+        *b = x.to_le_bytes();
+    }
 }
 
 #[inline(always)]
 fn put_bf16(c: &mut [u8], x: f32) {
-    c.copy_from_slice(&bf16_bits(x).to_le_bytes());
+    if let Some(b) = c.first_chunk_mut::<2>() {
+        *b = bf16_bits(x).to_le_bytes();
+    }
 }
 
 /// Rows of at most this many elements, in one ascending run, take the short path of
@@ -476,6 +479,32 @@ fn small_rows(
     let end = last.checked_add(sp.len * sp.es as usize)?;
     let stride = sp.stride;
     (end <= bytes.len() && first <= last).then(|| (0..channels).map(move |p| first + p * stride))
+}
+
+/// Convert `n` elements of `ES` bytes at each row start of `rows` into consecutive rows of
+/// `out` (each reversed if `rev`). Each row is sliced to its own bytes, so the element loop
+/// has a known count (slicing to the memory's end cost a division per row for the chunk
+/// count: a third of a 128-partition gather of one element each).
+#[inline(always)]
+fn small_rows_into<const ES: usize>(
+    bytes: &[u8],
+    rows: impl Iterator<Item = usize>,
+    n: usize,
+    out: &mut [f32],
+    rev: bool,
+    f: impl Fn(&[u8]) -> f32,
+) {
+    for (o, at) in out.chunks_exact_mut(n).zip(rows) {
+        let Some(row) = bytes.get(at..at + n * ES) else {
+            continue; // (small_rows checked every row: not reached)
+        };
+        for (x, c) in o.iter_mut().zip(row.chunks_exact(ES)) {
+            *x = f(c);
+        }
+        if rev {
+            o.reverse();
+        }
+    }
 }
 
 /// The raw 16-bit elements of a pattern (a bf16 MATMUL's moving tensor for the AMX tiles,
@@ -849,8 +878,10 @@ pub(super) mod tests {
                     mem.f32s_mut(Space::Sbuf)[p * stride / 4 + j] = (p * 10 + j) as f32;
                 }
             }
-            let src = row((from * stride) as u32);
-            let dst = row((to * stride) as u32);
+            // Addresses at the window's stride; storage at the (skewed) storage stride.
+            let w = crate::core::window_stride(Space::Sbuf);
+            let src = row((from * w) as u32);
+            let dst = row((to * w) as u32);
             let mut tmp = Vec::new();
             copy_bits(&mut mem, &src, &dst, Dtype::F32, 4, &mut tmp).expect("copy");
             for p in 0..4 {
@@ -1205,13 +1236,16 @@ pub(super) mod tests {
                 })
                 .expect("in bounds");
                 assert_eq!(n, src.num[0] as usize);
+                // The storage byte of an operand's partition p: the address names window
+                // offsets, storage has its own stride.
                 let byte_at = |ap: &AccessPattern, stride: usize, p: usize| {
+                    let w = crate::core::window_stride(ap.space());
                     let first = if ap.space() == Space::Sbuf {
-                        ap.offset() as usize / stride
+                        ap.offset() as usize / w
                     } else {
                         0
                     };
-                    (first + p) * stride + ap.offset() as usize % stride
+                    (first + p) * stride + ap.offset() as usize % w
                 };
                 let (ss, ds) = (m.psum_stride.max(1), m.sbuf_stride.max(1));
                 let (s_stride, d_stride) = if src.space() == Space::Psum {

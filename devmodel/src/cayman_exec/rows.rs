@@ -380,8 +380,8 @@ mod tests {
                 }
                 let fits =
                     span(&whole, &dst, ddt, ch).expect("in bounds").len == out_len.unwrap_or(n);
-                let apart = src.space() == dst.space()
-                    && first_partition(&whole, &src) != first_partition(&whole, &dst);
+                let apart =
+                    src.space() == dst.space() && first_partition(&src) != first_partition(&dst);
                 if apart || !fits {
                     assert_eq!(got, None, "{what}: done row by row");
                     assert!(

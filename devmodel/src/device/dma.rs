@@ -543,7 +543,7 @@ impl Device {
         // The window's partition bounds (`partition_span`), then its bytes, borrowed once for
         // the whole transfer (a write is counted per borrow, `CoreMem::writes`), unless the
         // lane is away (its runs then go to it after the loop).
-        let geometry = self.partition_geometry(space);
+        let geometry = self.partition_geometry(nc, space);
         let Device { hbm, cores, .. } = self;
         let mut window = match (away, into_window) {
             (true, _) => Window::Away,
@@ -629,7 +629,7 @@ impl Device {
         let window = |dev: &Device, t: Target, off: u64| match t {
             Target::Sbuf(nc) | Target::Psum(nc) if (nc as usize) < dev.cores.len() => {
                 let space = space_of(t);
-                dev.partition_span(space, off, len)
+                dev.partition_span(nc as usize, space, off, len)
                     .map(|at| (nc as usize, space, at))
             }
             _ => None,

@@ -164,9 +164,10 @@ impl Device {
             let len = op.hi - op.lo;
             for p in 0..op.channels as u64 {
                 let offset = p * stride + op.lo;
-                let r = offset as usize..(offset + len) as usize;
-                let Some(bytes) = self.cores[nc].lane.get().mem.bytes(op.space).get(r.clone())
-                else {
+                let mem = &self.cores[nc].lane.get().mem;
+                let at = mem.storage_at(op.space, offset as usize);
+                let r = at..at + len as usize;
+                let Some(bytes) = mem.bytes(op.space).get(r.clone()) else {
                     continue;
                 };
                 buf.clear();

@@ -241,6 +241,9 @@ pub(super) struct LaneSlot {
     /// The lane's SBUF and PSUM sizes in bytes.
     sbuf_len: usize,
     psum_len: usize,
+    /// Its SBUF and PSUM storage strides (`CoreMem::stride`, known while it is away; SBUF's
+    /// changes only where [`LaneSlot::sbuf_ptr`] hands the storage to a user mapping).
+    strides: [usize; 2],
 }
 
 impl LaneSlot {
@@ -249,9 +252,14 @@ impl LaneSlot {
             lane.mem.bytes(neuron_isa::Space::Sbuf).len(),
             lane.mem.bytes(neuron_isa::Space::Psum).len(),
         );
+        let strides = [
+            lane.mem.stride(neuron_isa::Space::Sbuf),
+            lane.mem.stride(neuron_isa::Space::Psum),
+        ];
         LaneSlot {
             sbuf_len,
             psum_len,
+            strides,
             home: Some(Box::new(lane)),
             worker: None,
             next: 0,
@@ -395,6 +403,23 @@ impl LaneSlot {
     /// Whether the lane is with its thread (words and DMA bytes for it are queued there).
     pub(super) fn is_away(&self) -> bool {
         self.home.is_none() && self.worker.is_some()
+    }
+
+    /// The storage stride of a memory of the lane (known while it is away).
+    pub(super) fn stride(&self, space: neuron_isa::Space) -> usize {
+        match space {
+            neuron_isa::Space::Psum => self.strides[1],
+            _ => self.strides[0],
+        }
+    }
+
+    /// The SBUF storage's address for a user mapping of the window (`CoreMem::sbuf_ptr`,
+    /// which lays the storage out as the window), every word sent before done.
+    pub(super) fn sbuf_ptr(&mut self) -> *mut f32 {
+        let mem = &mut self.get().mem;
+        let p = mem.sbuf_ptr();
+        self.strides[0] = self.home_lane().mem.stride(neuron_isa::Space::Sbuf);
+        p
     }
 
     /// The size of a memory of the lane in bytes (known while it is away).

@@ -137,16 +137,22 @@ impl Device {
         )
     }
 
-    /// The storage offset of `len` bytes at window offset `off` of an SBUF/PSUM window, if
-    /// they lie inside one partition. Storage uses the window's stride, so a window offset
-    /// inside a partition is a storage offset.
-    pub(super) fn partition_span(&self, space: Space, off: u64, len: u64) -> Option<usize> {
-        span_in_partition(self.partition_geometry(space), off, len)
+    /// The storage offset in core `nc`'s memory of `len` bytes at window offset `off` of an
+    /// SBUF/PSUM window, if they lie inside one partition.
+    pub(super) fn partition_span(
+        &self,
+        nc: usize,
+        space: Space,
+        off: u64,
+        len: u64,
+    ) -> Option<usize> {
+        span_in_partition(self.partition_geometry(nc, space), off, len)
     }
 
-    /// The window's partition stride and the bytes each partition holds.
-    pub(super) fn partition_geometry(&self, space: Space) -> (u64, u64) {
-        match space {
+    /// Core `nc`'s window geometry of `space`: the window's partition stride, the bytes each
+    /// partition holds, and the stride of their storage (`CoreMem::stride`).
+    pub(super) fn partition_geometry(&self, nc: usize, space: Space) -> Geometry {
+        let (window, pb) = match space {
             Space::Sbuf => (
                 tpb::SBUF_PARTITION_STRIDE,
                 self.profile.sbuf_partition_bytes as u64,
@@ -155,6 +161,15 @@ impl Device {
                 tpb::PSUM_PARTITION_STRIDE,
                 self.profile.psum_partition_bytes as u64,
             ),
+        };
+        let storage = self
+            .cores
+            .get(nc)
+            .map_or(window, |c| c.lane.stride(space) as u64);
+        Geometry {
+            window,
+            pb,
+            storage,
         }
     }
 
@@ -185,9 +200,9 @@ impl Device {
             }
             Target::Sbuf(nc) | Target::Psum(nc) => {
                 let space = space_of(t);
-                let at =
-                    self.partition_span(space, off, len)
-                        .ok_or(err(addr, len, NOT_READABLE))?;
+                let at = self
+                    .partition_span(nc as usize, space, off, len)
+                    .ok_or(err(addr, len, NOT_READABLE))?;
                 let lane = self.cores[nc as usize].lane.get();
                 buf.copy_from_slice(&lane.mem.bytes(space)[at..at + buf.len()]);
             }
@@ -238,9 +253,9 @@ impl Device {
             }
             Target::Sbuf(nc) | Target::Psum(nc) => {
                 let space = space_of(t);
-                let at =
-                    self.partition_span(space, off, len)
-                        .ok_or(err(addr, len, NOT_WRITABLE))?;
+                let at = self
+                    .partition_span(nc as usize, space, off, len)
+                    .ok_or(err(addr, len, NOT_WRITABLE))?;
                 let lane = &mut self.cores[nc as usize].lane;
                 if !lane.write_runs(space, &[(at, data.len())], |_, d| d.copy_from_slice(data)) {
                     return Err(err(addr, len, NOT_WRITABLE));
@@ -355,9 +370,7 @@ impl Device {
     /// (partition `p` at `p * 0x40000`), for user mappings of that window. As on hardware,
     /// user accesses that race with running engines see unordered results.
     pub fn sbuf_window_ptr(&mut self, nc: usize) -> Option<*mut u8> {
-        self.cores
-            .get_mut(nc)
-            .map(|c| c.lane.get().mem.sbuf_ptr() as *mut u8)
+        self.cores.get_mut(nc).map(|c| c.lane.sbuf_ptr() as *mut u8)
     }
 
     /// Address of engine `e`'s instruction port on core `nc`.
@@ -366,10 +379,25 @@ impl Device {
     }
 }
 
-/// [`Device::partition_span`] with the space's geometry (partition stride, bytes per
-/// partition, [`Device::partition_geometry`]) fetched beforehand.
-pub(super) fn span_in_partition((stride, pb): (u64, u64), off: u64, len: u64) -> Option<usize> {
-    (off % stride + len <= pb).then_some(off as usize)
+/// A window's partition layout and its storage's ([`Device::partition_geometry`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Geometry {
+    /// The window's distance between partitions.
+    pub(super) window: u64,
+    /// Bytes each partition holds.
+    pub(super) pb: u64,
+    /// The storage's distance between partitions.
+    pub(super) storage: u64,
+}
+
+/// [`Device::partition_span`] with the space's geometry fetched beforehand: the storage
+/// offset of window offset `off`, if its `len` bytes lie inside one partition.
+pub(super) fn span_in_partition(g: Geometry, off: u64, len: u64) -> Option<usize> {
+    let (part, at) = (off / g.window, off % g.window);
+    if at + len > g.pb {
+        return None;
+    }
+    usize::try_from(part.checked_mul(g.storage)?.checked_add(at)?).ok()
 }
 
 pub(super) fn space_of(t: Target) -> Space {
@@ -431,6 +459,67 @@ mod tests {
             .is_err());
         let e = dev.read(0x3f00_0000_0000, &mut b).expect_err("unmapped");
         assert_eq!(e.reason, "unmapped device address");
+    }
+
+    /// SBUF window bytes written before a user mapping are where the mapping shows them
+    /// (`p` × 256 KiB + offset), though storage held them at a skewed stride until then; the
+    /// device reads what the mapping writes and the mapping what the device writes, and a
+    /// DMA-style write into PSUM still lands at its window offset.
+    #[test]
+    #[allow(unsafe_code)] // reads and writes through the pointer user space would map
+    fn a_mapping_of_the_sbuf_window_shows_the_window() {
+        let mut dev = trn2();
+        let base = dev.profile().tpb_base(0);
+        let w = tpb::SBUF_PARTITION_STRIDE;
+        for p in [0u64, 1, 63, 127] {
+            dev.write(base + p * w + 0x20, &[p as u8 + 1; 4])
+                .expect("SBUF before the mapping");
+        }
+        dev.write(base + tpb::PSUM + 5 * tpb::PSUM_PARTITION_STRIDE, &[9; 4])
+            .expect("PSUM");
+        let ptr = dev.sbuf_window_ptr(0).expect("core 0");
+        // SAFETY: the storage is at least the 32 MiB window long and alive with `dev`; no
+        // engine runs meanwhile.
+        let at = |off: u64| unsafe { *ptr.add(off as usize) };
+        for p in [0u64, 1, 63, 127] {
+            assert_eq!(at(p * w + 0x20), p as u8 + 1, "partition {p}");
+            assert_eq!(at(p * w + 0x1f), 0);
+        }
+        // SAFETY: as above.
+        unsafe { *ptr.add((7 * w + 0x100) as usize) = 0x5a };
+        let mut b = [0u8; 1];
+        dev.read(base + 7 * w + 0x100, &mut b).expect("read");
+        assert_eq!(b, [0x5a], "the device sees the mapping's write");
+        dev.write(base + 9 * w + 0x8, &[0x77]).expect("write");
+        assert_eq!(at(9 * w + 0x8), 0x77, "the mapping sees the device's write");
+        let mut c = [0u8; 4];
+        dev.read(base + tpb::PSUM + 5 * tpb::PSUM_PARTITION_STRIDE, &mut c)
+            .expect("PSUM");
+        assert_eq!(c, [9; 4]);
+    }
+
+    /// Window offsets become storage offsets partition by partition; a span crossing a
+    /// partition's end is refused, as is one whose storage offset would overflow.
+    #[test]
+    fn window_spans_map_to_storage() {
+        let g = Geometry {
+            window: 0x100,
+            pb: 0xc0,
+            storage: 0x140,
+        };
+        assert_eq!(span_in_partition(g, 0x10, 8), Some(0x10));
+        assert_eq!(span_in_partition(g, 0x310, 0x10), Some(3 * 0x140 + 0x10));
+        assert_eq!(span_in_partition(g, 0x2b8, 8), Some(2 * 0x140 + 0xb8));
+        assert_eq!(
+            span_in_partition(g, 0x2b9, 8),
+            None,
+            "past the partition's end"
+        );
+        let huge = Geometry {
+            storage: u64::MAX / 2,
+            ..g
+        };
+        assert_eq!(span_in_partition(huge, 0x300, 4), None);
     }
 
     #[test]
