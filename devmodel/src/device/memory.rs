@@ -166,11 +166,7 @@ impl Device {
             .cores
             .get(nc)
             .map_or(window, |c| c.lane.stride(space) as u64);
-        Geometry {
-            window,
-            pb,
-            storage,
-        }
+        Geometry::new(window, pb, storage)
     }
 
     // ---------------------------------------------------------------- access
@@ -382,18 +378,32 @@ impl Device {
 /// A window's partition layout and its storage's ([`Device::partition_geometry`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Geometry {
-    /// The window's distance between partitions.
-    pub(super) window: u64,
+    /// The window's distance between partitions, as a power of two (a DMA maps every run:
+    /// a shift and a mask, not two divisions).
+    shift: u32,
     /// Bytes each partition holds.
-    pub(super) pb: u64,
+    pb: u64,
     /// The storage's distance between partitions.
-    pub(super) storage: u64,
+    storage: u64,
+}
+
+impl Geometry {
+    /// `window`: the window's partition stride, a power of two (the TPB windows' are).
+    pub(super) fn new(window: u64, pb: u64, storage: u64) -> Geometry {
+        debug_assert!(window.is_power_of_two(), "window stride {window}");
+        Geometry {
+            shift: window.trailing_zeros(),
+            pb,
+            storage,
+        }
+    }
 }
 
 /// [`Device::partition_span`] with the space's geometry fetched beforehand: the storage
 /// offset of window offset `off`, if its `len` bytes lie inside one partition.
+#[inline]
 pub(super) fn span_in_partition(g: Geometry, off: u64, len: u64) -> Option<usize> {
-    let (part, at) = (off / g.window, off % g.window);
+    let (part, at) = (off >> g.shift, off & ((1u64 << g.shift) - 1));
     if at + len > g.pb {
         return None;
     }
@@ -502,11 +512,7 @@ mod tests {
     /// partition's end is refused, as is one whose storage offset would overflow.
     #[test]
     fn window_spans_map_to_storage() {
-        let g = Geometry {
-            window: 0x100,
-            pb: 0xc0,
-            storage: 0x140,
-        };
+        let g = Geometry::new(0x100, 0xc0, 0x140);
         assert_eq!(span_in_partition(g, 0x10, 8), Some(0x10));
         assert_eq!(span_in_partition(g, 0x310, 0x10), Some(3 * 0x140 + 0x10));
         assert_eq!(span_in_partition(g, 0x2b8, 8), Some(2 * 0x140 + 0xb8));
@@ -515,10 +521,7 @@ mod tests {
             None,
             "past the partition's end"
         );
-        let huge = Geometry {
-            storage: u64::MAX / 2,
-            ..g
-        };
+        let huge = Geometry::new(0x100, 0xc0, u64::MAX / 2);
         assert_eq!(span_in_partition(huge, 0x300, 4), None);
     }
 
