@@ -451,6 +451,42 @@ mod tests {
         assert_eq!(m.bytes(Space::Sbuf)[2 * w + 1], mark(2, 1));
     }
 
+    /// Measurement, not a check: one element of each of 128 partitions of four operands read
+    /// and written (what a decode step's small ACTIVATE, TENSOR_TENSOR or COPY touches), at
+    /// the window's partition stride and at the storage's skewed one, best of seven rounds in
+    /// one run. `cargo test --release -p neuron-devmodel --lib partition_rows_at_one_offset --
+    /// --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn partition_rows_at_one_offset() {
+        let w = window_stride(Space::Sbuf);
+        let mut buf = vec![1.0f32; 128 * (w + STORAGE_SKEW) / 4 + 4096];
+        let mut time = |stride: usize| {
+            (0..7)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    let rounds = 2000;
+                    for _ in 0..rounds {
+                        for op in 0..4 {
+                            let base = op * 1024 + op * 32;
+                            for p in 0..128 {
+                                let i = (base + p * stride) / 4;
+                                buf[i] = buf[i] * 1.0001 + 1.0;
+                            }
+                        }
+                    }
+                    t0.elapsed().as_secs_f64() * 1e9 / rounds as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let (plain, skewed) = (time(w), time(w + STORAGE_SKEW));
+        eprintln!(
+            "4 operands x 128 partition rows at one offset: window stride {plain:.0} ns, storage stride (+{STORAGE_SKEW} B) {skewed:.0} ns, ratio {:.2}",
+            plain / skewed
+        );
+        std::hint::black_box(&buf);
+    }
+
     /// Kept rows are read where they lie until their space is written; the first write copies
     /// them out as they were (later writes do not copy again); writes to the other space copy
     /// nothing; rows outside the space are refused.

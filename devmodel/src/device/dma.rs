@@ -934,7 +934,10 @@ mod tests {
             let src = (t % 32) * (512 << 10) + (t / 32 % 8) * 256 + (t / 256 % 2) * (16 << 20);
             (src, (t % 64) * 256)
         };
-        let (src_plain, mut dst_plain) = (vec![7u8; span], vec![0u8; 128 << 18]);
+        // The plain copy's destination rows at the storage's partition stride, as the
+        // DMA's land (`core::STORAGE_SKEW`).
+        let rs = crate::core::window_stride(neuron_isa::Space::Sbuf) + crate::core::STORAGE_SKEW;
+        let (src_plain, mut dst_plain) = (vec![7u8; span], vec![0u8; 128 * rs]);
         let best = |f: &mut dyn FnMut(u64)| {
             (0..7)
                 .map(|_| {
@@ -966,7 +969,7 @@ mod tests {
             let (s, d) = transfer(t);
             for row in 0..128usize {
                 let from = s as usize + row * 4096;
-                let to = d as usize + (row << 18);
+                let to = d as usize + row * rs;
                 dst_plain[to..to + 256].copy_from_slice(&src_plain[from..from + 256]);
             }
         });
