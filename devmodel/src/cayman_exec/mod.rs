@@ -483,15 +483,20 @@ fn execute_op(
                 // one loop, each row's scale and bias repeated per element (the whole-operand
                 // form below, without a scalar tail per row).
                 gather(mem, &src, sdt, ch, a)?;
-                let per_elem = |v: &[f32]| -> Vec<f32> {
-                    let mut e = Vec::with_capacity(ch * n);
-                    for x in v.iter().take(ch) {
-                        e.extend(std::iter::repeat_n(*x, n));
-                    }
-                    e
-                };
-                let (s, bi) = (per_elem(&scales), per_elem(b));
-                func.apply_each(a, &s, &bi);
+                if n == 1 {
+                    // One element a row: the per-partition values are the per-element ones.
+                    func.apply_each(a, &scales, b);
+                } else {
+                    let per_elem = |v: &[f32]| -> Vec<f32> {
+                        let mut e = vec![0.0; ch * n];
+                        for (row, x) in e.chunks_exact_mut(n).zip(v) {
+                            row.fill(*x);
+                        }
+                        e
+                    };
+                    let (s, bi) = (per_elem(&scales), per_elem(b));
+                    func.apply_each(a, &s, &bi);
+                }
                 scatter(mem, &dst, ddt, ch, a)?;
                 return done(n);
             }

@@ -268,9 +268,14 @@ fn activate_functions_scale_pointers_and_start_partitions() {
         (128, |x| x),
     ];
     let first = 32usize;
-    let (ch, n) = (4usize, 8usize);
+    let ch = 4usize;
     let base = (first as u32) << 18;
-    for (func, f) in refs {
+    // Rows of 1 and 2 elements and of 8 take the whole-operand loop (per-element scales),
+    // rows of 20 the row-by-row one.
+    for (n, (func, f)) in [1usize, 2, 8, 20]
+        .into_iter()
+        .flat_map(|n| refs.iter().map(move |r| (n, *r)))
+    {
         let mut m = mem();
         let mut regs = [0u32; 256];
         fill_f32(&mut m, first, ch, n, 0x100, |p, i| {
@@ -303,7 +308,7 @@ fn activate_functions_scale_pointers_and_start_partitions() {
                 let got = get_f32(&m, first + p, 0x400 + 4 * i) as f64;
                 assert!(
                     (got - want).abs() <= 5e-7 * want.abs(),
-                    "func {func} p{p} i{i}: {got} vs {want}"
+                    "func {func} n {n} p{p} i{i}: {got} vs {want}"
                 );
             }
         }
@@ -1007,4 +1012,62 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
         pe.identity_at.is_none(),
         "nothing remembered under a user mapping"
     );
+}
+
+/// Measurement, not a check: host ns per word of a decode step's small words (128 partitions,
+/// two fp32 elements each): TENSOR_TENSOR (two inputs, one output) and ACTIVATE (exp, a scale
+/// per partition), best of five rounds. `cargo test --release -p neuron-devmodel --lib
+/// small_words_host_cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn small_words_host_cost() {
+    let (ch, n) = (128usize, 2usize);
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    fill_f32(&mut m, 0, ch, n, 0x100, |p, i| {
+        0.25 + (p * n + i) as f32 * 0.5
+    });
+    fill_f32(&mut m, 0, ch, n, 0x200, |p, i| {
+        0.5 + (p * n + i) as f32 * 0.5
+    });
+    fill_f32(&mut m, 0, ch, 1, 0x800, |p, _| 0.5 + p as f32);
+    let ap = |off: u32| {
+        let mut v = off.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0, 1, 0, n as u8, 0, 1, 0, 1, 0]);
+        v
+    };
+    // TENSOR_TENSOR: fp32 pair, fp32 out, ADD; ACTIVATE: exp, scale from SBUF, bias 0.125.
+    let tt = word(
+        0x41,
+        &[
+            (12, &[0xaa, 0x0a, 4, ch as u8]),
+            (16, &ap(0x100)),
+            (32, &ap(0x200)),
+            (48, &ap(0x400)),
+        ],
+    );
+    let act = word(
+        0x21,
+        &[
+            (12, &[1, 1, 0, 1]),
+            (16, &ap(0x100)),
+            (32, &[0xaa, 0x0a, ch as u8, 7]),
+            (36, &0x800u32.to_le_bytes()),
+            (40, &0.125f32.to_bits().to_le_bytes()),
+            (48, &ap(0x400)),
+        ],
+    );
+    let (mut pe, mut sc) = (PeState::default(), Scratch::default());
+    for (name, w) in [("TENSOR_TENSOR", &tt), ("ACTIVATE", &act)] {
+        let best = (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                for _ in 0..20_000 {
+                    execute(w, &mut m, &mut pe, &mut sc, &mut regs).expect("word");
+                }
+                t.elapsed().as_nanos() as f64 / 20_000.0
+            })
+            .fold(f64::INFINITY, f64::min);
+        eprintln!("{name} of {ch} partitions x {n} fp32: {best:.0} ns a word");
+    }
 }

@@ -322,8 +322,8 @@ fn gather_impl(
         out.resize(channels * sp.len, 0.0);
         let n = sp.len;
         match dt {
-            Dtype::F32 | Dtype::F32r => small_rows_into::<4>(bytes, rows, n, out, rev, f32_at),
-            Dtype::Bf16 => small_rows_into::<2>(bytes, rows, n, out, rev, bf16_at),
+            Dtype::F32 | Dtype::F32r => small_rows_of::<4>(bytes, rows, n, out, rev, f32_at),
+            Dtype::Bf16 => small_rows_of::<2>(bytes, rows, n, out, rev, bf16_at),
             _ => {
                 out.clear();
                 for p in 0..channels {
@@ -481,6 +481,48 @@ fn small_rows(
     (end <= bytes.len() && first <= last).then(|| (0..channels).map(move |p| first + p * stride))
 }
 
+/// [`small_rows_into`], with the row length a constant for the common lengths (1, 2 and 4
+/// elements: a decode step's tensors), so each row is a few straight-line loads rather than a
+/// loop of unknown count.
+#[inline(always)]
+fn small_rows_of<const ES: usize>(
+    bytes: &[u8],
+    rows: impl Iterator<Item = usize>,
+    n: usize,
+    out: &mut [f32],
+    rev: bool,
+    f: impl Fn(&[u8]) -> f32,
+) {
+    match n {
+        1 => fixed_rows_into::<ES, 1>(bytes, rows, out, rev, f),
+        2 => fixed_rows_into::<ES, 2>(bytes, rows, out, rev, f),
+        4 => fixed_rows_into::<ES, 4>(bytes, rows, out, rev, f),
+        _ => small_rows_into::<ES>(bytes, rows, n, out, rev, f),
+    }
+}
+
+/// [`small_rows_into`] for rows of exactly `N` elements.
+#[inline(always)]
+fn fixed_rows_into<const ES: usize, const N: usize>(
+    bytes: &[u8],
+    rows: impl Iterator<Item = usize>,
+    out: &mut [f32],
+    rev: bool,
+    f: impl Fn(&[u8]) -> f32,
+) {
+    for (o, at) in out.chunks_exact_mut(N).zip(rows) {
+        let Some(row) = bytes.get(at..at + N * ES) else {
+            continue; // (small_rows checked every row: not reached)
+        };
+        for j in 0..N {
+            o[j] = f(&row[j * ES..j * ES + ES]);
+        }
+        if rev {
+            o.reverse();
+        }
+    }
+}
+
 /// Convert `n` elements of `ES` bytes at each row start of `rows` into consecutive rows of
 /// `out` (each reversed if `rev`). Each row is sliced to its own bytes, so the element loop
 /// has a known count (slicing to the memory's end cost a division per row for the chunk
@@ -600,18 +642,11 @@ pub(super) fn scatter(
         (small_rows(bytes, &sp, channels), dt)
     {
         // Rows of a few elements each: one loop over them all (as `gather`).
-        let es = sp.es as usize;
-        for (v, at) in vals.chunks_exact(sp.len).zip(rows) {
-            let row = &mut bytes[at..at + sp.len * es];
-            if dt == Dtype::Bf16 {
-                for (c, x) in row.chunks_exact_mut(2).zip(v) {
-                    put_bf16(c, *x);
-                }
-            } else {
-                for (c, x) in row.chunks_exact_mut(4).zip(v) {
-                    put_f32(c, *x);
-                }
-            }
+        let n = sp.len;
+        if dt == Dtype::Bf16 {
+            small_rows_out::<2>(bytes, rows, n, vals, put_bf16);
+        } else {
+            small_rows_out::<4>(bytes, rows, n, vals, put_f32);
         }
         return Ok(());
     }
@@ -619,6 +654,49 @@ pub(super) fn scatter(
         write_row(bytes, &sp, sp.row_base(p), dt, row);
     }
     Ok(())
+}
+
+/// Store `n` values of `vals` per row at each row start of `rows`, `ES` bytes each through
+/// `put`; the common lengths (1, 2, 4) as constants, as [`small_rows_of`].
+#[inline(always)]
+fn small_rows_out<const ES: usize>(
+    bytes: &mut [u8],
+    rows: impl Iterator<Item = usize>,
+    n: usize,
+    vals: &[f32],
+    put: impl Fn(&mut [u8], f32),
+) {
+    #[inline(always)]
+    fn fixed<const ES: usize, const N: usize>(
+        bytes: &mut [u8],
+        rows: impl Iterator<Item = usize>,
+        vals: &[f32],
+        put: impl Fn(&mut [u8], f32),
+    ) {
+        for (v, at) in vals.chunks_exact(N).zip(rows) {
+            let Some(row) = bytes.get_mut(at..at + N * ES) else {
+                continue; // (small_rows checked every row: not reached)
+            };
+            for j in 0..N {
+                put(&mut row[j * ES..j * ES + ES], v[j]);
+            }
+        }
+    }
+    match n {
+        1 => fixed::<ES, 1>(bytes, rows, vals, put),
+        2 => fixed::<ES, 2>(bytes, rows, vals, put),
+        4 => fixed::<ES, 4>(bytes, rows, vals, put),
+        _ => {
+            for (v, at) in vals.chunks_exact(n.max(1)).zip(rows) {
+                let Some(row) = bytes.get_mut(at..at + n * ES) else {
+                    continue;
+                };
+                for (c, x) in row.chunks_exact_mut(ES).zip(v) {
+                    put(c, *x);
+                }
+            }
+        }
+    }
 }
 
 /// Store one partition's elements of a checked span (`vals`: at least its `len` values),
@@ -1138,7 +1216,7 @@ pub(super) mod tests {
         let (at, ch) = (0x200usize, 3usize);
         for dt in [Dtype::F32, Dtype::Bf16, Dtype::F16] {
             let es = dt.size();
-            for n in [1usize, 3, SMALL_ROW, SMALL_ROW + 1] {
+            for n in [1usize, 2, 3, 4, 8, SMALL_ROW, SMALL_ROW + 1] {
                 // Bytes of each dtype's own encoding of arbitrary values.
                 let vals: Vec<f32> = (0..ch * n).map(|_| next()).collect();
                 let enc = |v: f32| -> Vec<u8> {
