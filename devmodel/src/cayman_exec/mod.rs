@@ -532,6 +532,18 @@ fn execute_op(
                 return done(copy_bits(mem, &src, &dst, u.sdt, ch, bytes)?);
             }
             let recip = ci.opcode == Opcode::Reciprocal;
+            let n = elem_count(&src)? as usize;
+            if (1..act::SHORT_ROW).contains(&n) {
+                // Rows of a few elements (a decode step's): the whole operand gathered,
+                // converted and scattered in one loop each, as the whole-operand form of
+                // `each_row` does, without a step per row.
+                gather(mem, &src, u.sdt, ch, a)?;
+                if recip {
+                    a.iter_mut().for_each(|v| *v = 1.0 / *v);
+                }
+                scatter(mem, &dst, u.ddt, ch, a)?;
+                return done(n);
+            }
             let step = |_: usize, row: &mut Vec<f32>| {
                 if recip {
                     row.iter_mut().for_each(|v| *v = 1.0 / *v);

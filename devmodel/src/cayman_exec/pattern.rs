@@ -804,6 +804,61 @@ pub(super) fn f32_view(
     Ok(Some((sp.space, v, sp.len)))
 }
 
+/// `to.copy_from_slice(from)` (equal lengths), rows of 2, 4, 8 or 16 bytes as one fixed-size
+/// move: a `memcpy` call for a few bytes cost more than the bytes.
+#[inline(always)]
+fn copy_short(to: &mut [u8], from: &[u8]) {
+    fn fixed<const N: usize>(to: &mut [u8], from: &[u8]) -> bool {
+        match (to.first_chunk_mut::<N>(), from.first_chunk::<N>()) {
+            (Some(t), Some(f)) => {
+                *t = *f;
+                true
+            }
+            _ => false,
+        }
+    }
+    let done = match from.len() {
+        2 => fixed::<2>(to, from),
+        4 => fixed::<4>(to, from),
+        8 => fixed::<8>(to, from),
+        16 => fixed::<16>(to, from),
+        _ => false,
+    };
+    if !done {
+        to.copy_from_slice(from);
+    }
+}
+
+/// `bytes.copy_within(from..from + len, to)` for rows of 2, 4, 8 or 16 bytes, read whole
+/// before written (so overlap is as `copy_within`'s); false, nothing done, for other lengths
+/// or a range outside `bytes`.
+#[inline(always)]
+fn copy_short_within(bytes: &mut [u8], from: usize, len: usize, to: usize) -> bool {
+    fn fixed<const N: usize>(bytes: &mut [u8], from: usize, to: usize) -> bool {
+        let Some(v) = bytes
+            .get(from..)
+            .and_then(|b| b.first_chunk::<N>())
+            .copied()
+        else {
+            return false;
+        };
+        match bytes.get_mut(to..).and_then(|b| b.first_chunk_mut::<N>()) {
+            Some(t) => {
+                *t = v;
+                true
+            }
+            None => false,
+        }
+    }
+    match len {
+        2 => fixed::<2>(bytes, from, to),
+        4 => fixed::<4>(bytes, from, to),
+        8 => fixed::<8>(bytes, from, to),
+        16 => fixed::<16>(bytes, from, to),
+        _ => false,
+    }
+}
+
 /// Copy `channels` partitions from one pattern to another without converting the elements.
 /// Element operations a copied byte counts as when deciding to share a copy out.
 const COPY_WEIGHT: u64 = 16;
@@ -835,7 +890,22 @@ pub(super) fn copy_bits(
             let p = if rev { channels - 1 - i } else { i };
             let from = ((p * s.stride) as i64 + s.base) as usize;
             let to = ((p * d.stride) as i64 + d.base) as usize;
-            bytes.copy_within(from..from + n * es, to);
+            if !copy_short_within(bytes, from, n * es, to) {
+                bytes.copy_within(from..from + n * es, to);
+            }
+        }
+        return Ok(n);
+    }
+    if s.contiguous && d.contiguous && n * es <= 16 {
+        // SBUF <-> PSUM rows of a few bytes (a decode step's): one plain loop, each row a
+        // fixed-size move rather than a `memcpy` call (span() checked every row's bounds).
+        let (from, to) = mem.across(s.space);
+        let len = n * es;
+        for p in 0..channels {
+            let (at, dat) = (s.row_base(p) as usize, d.row_base(p) as usize);
+            if let (Some(f), Some(t)) = (from.get(at..at + len), to.get_mut(dat..dat + len)) {
+                copy_short(t, f);
+            }
         }
         return Ok(n);
     }
@@ -1295,9 +1365,14 @@ pub(super) mod tests {
         let psum = crate::cayman_exec::PSUM_BIT_FOR_TESTS;
         // (source, destination, channels): PSUM to SBUF from partition 0, SBUF from partition
         // 32 to PSUM at an offset.
+        // Rows of 1 to 4 elements (4 to 16 bytes) take the short-row loop.
         let cases = [
             (ap(psum | 0x800, 1, 512), ap(0x4820, 1, 512), 128usize),
             (ap((32 << 18) + 0x100, 1, 300), ap(psum | 0x40, 1, 300), 96),
+            (ap(psum | 0x804, 1, 2), ap(0x4824, 1, 2), 128),
+            (ap((5 << 18) + 0x104, 1, 1), ap(psum | 0x48, 1, 1), 100),
+            (ap(psum | 0x10, 1, 3), ap((1 << 18) + 0x30, 1, 3), 127),
+            (ap(0x200, 1, 4), ap(psum | 0x100, 1, 4), 128),
         ];
         for (src, dst, ch) in cases {
             for shared in [false, true] {
