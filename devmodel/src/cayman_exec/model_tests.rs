@@ -1071,3 +1071,65 @@ fn small_words_host_cost() {
         eprintln!("{name} of {ch} partitions x {n} fp32: {best:.0} ns a word");
     }
 }
+
+/// CAST (fp32 to bf16, rounded to nearest even) and RECIPROCAL against plain Rust, for rows
+/// short enough for the whole-operand loop (1, 2, 5 elements) and long enough for the
+/// row-by-row one (20), from a start partition above 0; partitions outside are untouched.
+#[test]
+fn cast_and_reciprocal_rows_short_and_long() {
+    // A 4-D pattern field: `addr`, steps [1, 0, 0, 0], counts [n, 1, 1, 1].
+    let ap4 = |addr: u32, n: usize| {
+        let mut v = addr.to_le_bytes().to_vec();
+        for s in [1i16, 0, 0, 0] {
+            v.extend_from_slice(&s.to_le_bytes());
+        }
+        for c in [n as u16, 1, 1, 1] {
+            v.extend_from_slice(&c.to_le_bytes());
+        }
+        v
+    };
+    let (first, ch) = (3usize, 90usize);
+    let base = (first as u32) << 18;
+    for n in [1usize, 2, 5, 20] {
+        let mut next = values(n as u64 + 17);
+        let xs: Vec<f32> = (0..ch * n).map(|_| next()).collect();
+        for (op, out_dt) in [(0x47u8, 0x06u8), (0x48, 0x0a)] {
+            let mut m = mem();
+            let mut regs = [0u32; 256];
+            fill_f32(&mut m, first, ch, n, 0x100, |p, i| xs[p * n + i]);
+            let w = word(
+                op,
+                &[
+                    (12, &ap4(base + 0x100, n)),
+                    (32, &[0x0a, out_dt, ch as u8]),
+                    (44, &ap4(base + 0x400, n)),
+                ],
+            );
+            run(&w, &mut m, &mut regs).expect("word");
+            let sb = m.bytes(Space::Sbuf);
+            for p in 0..ch {
+                for i in 0..n {
+                    let x = xs[p * n + i];
+                    let at = (first + p) * m.sbuf_stride + 0x400;
+                    if op == 0x47 {
+                        let b = &sb[at + 2 * i..at + 2 * i + 2];
+                        let want = half::bf16::from_f32(x).to_bits();
+                        assert_eq!(
+                            u16::from_le_bytes([b[0], b[1]]),
+                            want,
+                            "CAST n {n} p{p} i{i}"
+                        );
+                    } else {
+                        assert_eq!(
+                            get_f32(&m, first + p, 0x400 + 4 * i),
+                            1.0 / x,
+                            "RECIP n {n} p{p} i{i}"
+                        );
+                    }
+                }
+            }
+            assert_eq!(get_f32(&m, first - 1, 0x400), 0.0, "the partition below");
+            assert_eq!(get_f32(&m, first + ch, 0x400), 0.0, "the partition above");
+        }
+    }
+}
