@@ -23,6 +23,7 @@ pub mod pagepool;
 pub mod prefetch;
 pub mod regs;
 pub mod sched;
+pub(crate) mod shortcopy;
 pub mod stats;
 pub mod time;
 

@@ -804,61 +804,6 @@ pub(super) fn f32_view(
     Ok(Some((sp.space, v, sp.len)))
 }
 
-/// `to.copy_from_slice(from)` (equal lengths), rows of 2, 4, 8 or 16 bytes as one fixed-size
-/// move: a `memcpy` call for a few bytes cost more than the bytes.
-#[inline(always)]
-fn copy_short(to: &mut [u8], from: &[u8]) {
-    fn fixed<const N: usize>(to: &mut [u8], from: &[u8]) -> bool {
-        match (to.first_chunk_mut::<N>(), from.first_chunk::<N>()) {
-            (Some(t), Some(f)) => {
-                *t = *f;
-                true
-            }
-            _ => false,
-        }
-    }
-    let done = match from.len() {
-        2 => fixed::<2>(to, from),
-        4 => fixed::<4>(to, from),
-        8 => fixed::<8>(to, from),
-        16 => fixed::<16>(to, from),
-        _ => false,
-    };
-    if !done {
-        to.copy_from_slice(from);
-    }
-}
-
-/// `bytes.copy_within(from..from + len, to)` for rows of 2, 4, 8 or 16 bytes, read whole
-/// before written (so overlap is as `copy_within`'s); false, nothing done, for other lengths
-/// or a range outside `bytes`.
-#[inline(always)]
-fn copy_short_within(bytes: &mut [u8], from: usize, len: usize, to: usize) -> bool {
-    fn fixed<const N: usize>(bytes: &mut [u8], from: usize, to: usize) -> bool {
-        let Some(v) = bytes
-            .get(from..)
-            .and_then(|b| b.first_chunk::<N>())
-            .copied()
-        else {
-            return false;
-        };
-        match bytes.get_mut(to..).and_then(|b| b.first_chunk_mut::<N>()) {
-            Some(t) => {
-                *t = v;
-                true
-            }
-            None => false,
-        }
-    }
-    match len {
-        2 => fixed::<2>(bytes, from, to),
-        4 => fixed::<4>(bytes, from, to),
-        8 => fixed::<8>(bytes, from, to),
-        16 => fixed::<16>(bytes, from, to),
-        _ => false,
-    }
-}
-
 /// Copy `channels` partitions from one pattern to another without converting the elements.
 /// Element operations a copied byte counts as when deciding to share a copy out.
 const COPY_WEIGHT: u64 = 16;
@@ -890,7 +835,7 @@ pub(super) fn copy_bits(
             let p = if rev { channels - 1 - i } else { i };
             let from = ((p * s.stride) as i64 + s.base) as usize;
             let to = ((p * d.stride) as i64 + d.base) as usize;
-            if !copy_short_within(bytes, from, n * es, to) {
+            if !crate::shortcopy::copy_short_within(bytes, from, n * es, to) {
                 bytes.copy_within(from..from + n * es, to);
             }
         }
@@ -904,7 +849,7 @@ pub(super) fn copy_bits(
         for p in 0..channels {
             let (at, dat) = (s.row_base(p) as usize, d.row_base(p) as usize);
             if let (Some(f), Some(t)) = (from.get(at..at + len), to.get_mut(dat..dat + len)) {
-                copy_short(t, f);
+                crate::shortcopy::copy_short(t, f);
             }
         }
         return Ok(n);

@@ -501,6 +501,7 @@ impl Device {
         sn: u64,
     ) -> (u64, u64) {
         let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
+        let (one_row_s, one_row_d) = (sn <= n0s, sn <= n0d);
         let dense = d.src_step[0] == d.src_elem && d.dst_step[0] == d.dst_elem;
         // The bytes each side spans (None if a step wraps or the sum overflows).
         let span = |n: [u64; 2], step: [u64; 2], elem: u64| {
@@ -551,14 +552,25 @@ impl Device {
             (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
         };
         while k < sn {
-            let (i0, i1) = (k % n0s, k / n0s);
-            let (j0, j1) = (k % n0d, k / n0d);
+            // A side whose inner dimension holds the whole transfer (a row of 128 partitions'
+            // elements) is at (k, 0): no division for it.
+            let (i0, i1) = if one_row_s {
+                (k, 0)
+            } else {
+                (k % n0s, k / n0s)
+            };
+            let (j0, j1) = if one_row_d {
+                (k, 0)
+            } else {
+                (k % n0d, k / n0d)
+            };
             let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
             let len = run * d.src_elem;
             let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
             // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
             // each too short for the hardware prefetcher).
-            if into_window && !away {
+            // (Runs shorter than a cache line lie close together: nothing to ask for.)
+            if into_window && !away && len >= 64 {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
@@ -589,7 +601,7 @@ impl Device {
                         .page_cached(&mut read_memo, hbm_at)
                         .and_then(|p| p.get(off..off.checked_add(n)?));
                     match from {
-                        Some(b) => to.copy_from_slice(b),
+                        Some(b) => crate::shortcopy::copy_short(to, b),
                         None => hbm.read(hbm_at, to),
                     }
                 }
@@ -914,6 +926,43 @@ mod tests {
             dev.dma_queue_start(16 + 5, 2, 1, 0),
             Err(DmaError::NotInitialised)
         );
+    }
+
+    /// Not a test but a measurement (`--ignored`): a decode step's scatter of one 2-byte
+    /// element into each of 128 partitions (256 contiguous HBM bytes, kgm-attn's other DMA),
+    /// through `dma2d`, best of seven rounds of 512. `cargo test --release -p neuron-devmodel
+    /// --lib two_byte_rows -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn two_byte_rows_dma_rate() {
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        dev.write(hbm, &vec![7u8; 1 << 20]).expect("hbm write");
+        let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+        let best = (0..7)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                for t in 0..512u64 {
+                    let d = crate::cayman_exec::Dma2d {
+                        src: DmaAddr::Absolute(hbm + (t % 64) * 256),
+                        src_step: [2, 1],
+                        src_num: [128, 1],
+                        src_elem: 2,
+                        dst: DmaAddr::Absolute(sbuf + (t % 32) * 2),
+                        dst_step: [tpb::SBUF_PARTITION_STRIDE, 1],
+                        dst_num: [128, 1],
+                        dst_elem: 2,
+                        in_dtype: None,
+                        out_dtype: None,
+                        semaphore: 0,
+                        increment: 0,
+                    };
+                    dev.dma2d(0, &d, Ps::ZERO).expect("dma");
+                }
+                t0.elapsed().as_secs_f64() * 1e6 / 512.0
+            })
+            .fold(f64::INFINITY, f64::min);
+        eprintln!("128 x 2 B from 256 contiguous HBM bytes -> 128 partitions: dma2d {best:.2} us per transfer");
     }
 
     /// Not a test but a measurement (`--ignored`): a decode step's KV-cache loads, 128 rows of
