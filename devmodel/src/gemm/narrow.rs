@@ -17,7 +17,7 @@ pub const MAX_N: usize = 8;
 
 /// Rows of C accumulated at a time: eight AVX registers of sums (the PE array's 128 columns
 /// are two chunks). Each element's chain is the same whatever the chunk.
-const ROWS: usize = 64;
+pub(super) const ROWS: usize = 64;
 
 /// `matrixmultiply`'s K block for f32 (`archparam_defaults::S_KC`, unless its build was given
 /// `MATMUL_SGEMM_KC`): the sum is rounded into C after each block.
@@ -216,7 +216,7 @@ impl Moving for u16 {
 
 /// The elements A can be given as: f32, or bf16 bits widened eight at a time as they load.
 #[cfg(target_arch = "x86_64")]
-trait Lanes: Copy {
+pub(super) trait Lanes: Copy {
     /// Eight elements from `p` as f32 lanes.
     ///
     /// # Safety
@@ -284,7 +284,7 @@ fn wide() -> bool {
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn sums_in_registers<T: Lanes, U: Moving>(
+pub(super) unsafe fn sums_in_registers<T: Lanes, U: Moving>(
     a: &[T],
     at: usize,
     cs: usize,

@@ -98,22 +98,51 @@ unsafe fn sums_fma(
     rs: usize,
     sums: &mut [f32],
 ) {
+    use super::narrow::{sums_in_registers, ROWS};
+    let m = sums.len() / n.max(1);
+    // Whole chunks of 64 columns: each row of C's sums held in registers over all of `k`
+    // (`narrow::sums_in_registers` with the roles turned round: B's row is the vector, A's
+    // element the scalar; a·b and b·a are the same product, so the same chains). The sums
+    // lived in memory otherwise, each multiply-add a load and a store.
+    let whole = n / ROWS * ROWS;
+    for j in 0..m {
+        let w = View {
+            off: av.off + j * av.rs,
+            rs: av.cs,
+            cs: 0,
+        };
+        for c0 in (0..whole).step_by(ROWS) {
+            let acc = &mut sums[j * n + c0..j * n + c0 + ROWS];
+            // SAFETY: AVX2 and FMA by this function's contract; the callee indexes slices.
+            unsafe {
+                match b {
+                    Rows::F32(s) => sums_in_registers(s, off + c0, rs, a, w, 0, 0..k, acc),
+                    Rows::Bf16(s) => sums_in_registers(s, off + c0, rs, a, w, 0, 0..k, acc),
+                }
+            }
+        }
+    }
+    if whole == n {
+        return;
+    }
+    // The columns past the last whole chunk.
     let mut wide = [0f32; MAX_N];
+    let rest = n - whole;
     for kk in 0..k {
-        let at = off + kk * rs;
+        let at = off + kk * rs + whole;
         let row: &[f32] = match b {
-            Rows::F32(s) => &s[at..at + n],
+            Rows::F32(s) => &s[at..at + rest],
             Rows::Bf16(s) => {
                 // A bf16 is the top half of its f32.
-                for (w, x) in wide.iter_mut().zip(&s[at..at + n]) {
+                for (w, x) in wide.iter_mut().zip(&s[at..at + rest]) {
                     *w = f32::from_bits(u32::from(*x) << 16);
                 }
-                &wide[..n]
+                &wide[..rest]
             }
         };
         for (j, acc) in sums.chunks_exact_mut(n).enumerate() {
             let w = a[av.off + j * av.rs + kk * av.cs];
-            for (x, y) in acc.iter_mut().zip(row) {
+            for (x, y) in acc[whole..].iter_mut().zip(row) {
                 *x = w.mul_add(*y, *x);
             }
         }
@@ -200,6 +229,8 @@ mod tests {
             (2, 64, 3),
             (8, 128, 100),
             (5, 1, 1),
+            // Three whole 64-column chunks in registers and eight columns past them.
+            (3, 200, 200),
         ] {
             check(m, k, n, (2, m), (3, n + 7), 5);
         }
