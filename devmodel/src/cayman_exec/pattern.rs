@@ -481,9 +481,10 @@ fn small_rows(
     (end <= bytes.len() && first <= last).then(|| (0..channels).map(move |p| first + p * stride))
 }
 
-/// [`small_rows_into`], with the row length a constant for the common lengths (1, 2 and 4
-/// elements: a decode step's tensors), so each row is a few straight-line loads rather than a
-/// loop of unknown count.
+/// Convert `n` elements of `ES` bytes at each row start of `rows` into consecutive rows of
+/// `out` (each reversed if `rev`): [`rows_into`] with the row length a constant for the
+/// common lengths (1, 2 and 4 elements: a decode step's tensors), so each row is a few
+/// straight-line loads rather than a loop of unknown count.
 #[inline(always)]
 fn small_rows_of<const ES: usize>(
     bytes: &[u8],
@@ -494,41 +495,18 @@ fn small_rows_of<const ES: usize>(
     f: impl Fn(&[u8]) -> f32,
 ) {
     match n {
-        1 => fixed_rows_into::<ES, 1>(bytes, rows, out, rev, f),
-        2 => fixed_rows_into::<ES, 2>(bytes, rows, out, rev, f),
-        4 => fixed_rows_into::<ES, 4>(bytes, rows, out, rev, f),
-        _ => small_rows_into::<ES>(bytes, rows, n, out, rev, f),
+        1 => rows_into::<ES, 1>(bytes, rows, n, out, rev, f),
+        2 => rows_into::<ES, 2>(bytes, rows, n, out, rev, f),
+        4 => rows_into::<ES, 4>(bytes, rows, n, out, rev, f),
+        _ => rows_into::<ES, 0>(bytes, rows, n, out, rev, f),
     }
 }
 
-/// [`small_rows_into`] for rows of exactly `N` elements.
+/// The rows of [`small_rows_of`], `N` elements each (0: `n`). Each row is sliced to its own
+/// bytes, so the element loop has a known count (slicing to the memory's end cost a division
+/// per row for the chunk count: a third of a 128-partition gather of one element each).
 #[inline(always)]
-fn fixed_rows_into<const ES: usize, const N: usize>(
-    bytes: &[u8],
-    rows: impl Iterator<Item = usize>,
-    out: &mut [f32],
-    rev: bool,
-    f: impl Fn(&[u8]) -> f32,
-) {
-    for (o, at) in out.chunks_exact_mut(N).zip(rows) {
-        let Some(row) = bytes.get(at..at + N * ES) else {
-            continue; // (small_rows checked every row: not reached)
-        };
-        for j in 0..N {
-            o[j] = f(&row[j * ES..j * ES + ES]);
-        }
-        if rev {
-            o.reverse();
-        }
-    }
-}
-
-/// Convert `n` elements of `ES` bytes at each row start of `rows` into consecutive rows of
-/// `out` (each reversed if `rev`). Each row is sliced to its own bytes, so the element loop
-/// has a known count (slicing to the memory's end cost a division per row for the chunk
-/// count: a third of a 128-partition gather of one element each).
-#[inline(always)]
-fn small_rows_into<const ES: usize>(
+fn rows_into<const ES: usize, const N: usize>(
     bytes: &[u8],
     rows: impl Iterator<Item = usize>,
     n: usize,
@@ -536,6 +514,7 @@ fn small_rows_into<const ES: usize>(
     rev: bool,
     f: impl Fn(&[u8]) -> f32,
 ) {
+    let n = if N > 0 { N } else { n.max(1) };
     for (o, at) in out.chunks_exact_mut(n).zip(rows) {
         let Some(row) = bytes.get(at..at + n * ES) else {
             continue; // (small_rows checked every row: not reached)
@@ -666,36 +645,30 @@ fn small_rows_out<const ES: usize>(
     vals: &[f32],
     put: impl Fn(&mut [u8], f32),
 ) {
+    /// The rows, `N` values each (0: `n`).
     #[inline(always)]
-    fn fixed<const ES: usize, const N: usize>(
+    fn rows_out<const ES: usize, const N: usize>(
         bytes: &mut [u8],
         rows: impl Iterator<Item = usize>,
+        n: usize,
         vals: &[f32],
         put: impl Fn(&mut [u8], f32),
     ) {
-        for (v, at) in vals.chunks_exact(N).zip(rows) {
-            let Some(row) = bytes.get_mut(at..at + N * ES) else {
+        let n = if N > 0 { N } else { n.max(1) };
+        for (v, at) in vals.chunks_exact(n).zip(rows) {
+            let Some(row) = bytes.get_mut(at..at + n * ES) else {
                 continue; // (small_rows checked every row: not reached)
             };
-            for j in 0..N {
-                put(&mut row[j * ES..j * ES + ES], v[j]);
+            for (c, x) in row.chunks_exact_mut(ES).zip(v) {
+                put(c, *x);
             }
         }
     }
     match n {
-        1 => fixed::<ES, 1>(bytes, rows, vals, put),
-        2 => fixed::<ES, 2>(bytes, rows, vals, put),
-        4 => fixed::<ES, 4>(bytes, rows, vals, put),
-        _ => {
-            for (v, at) in vals.chunks_exact(n.max(1)).zip(rows) {
-                let Some(row) = bytes.get_mut(at..at + n * ES) else {
-                    continue;
-                };
-                for (c, x) in row.chunks_exact_mut(ES).zip(v) {
-                    put(c, *x);
-                }
-            }
-        }
+        1 => rows_out::<ES, 1>(bytes, rows, n, vals, put),
+        2 => rows_out::<ES, 2>(bytes, rows, n, vals, put),
+        4 => rows_out::<ES, 4>(bytes, rows, n, vals, put),
+        _ => rows_out::<ES, 0>(bytes, rows, n, vals, put),
     }
 }
 
