@@ -462,19 +462,20 @@ fn execute_op(
                 .f32("scale")
                 .map(f32::to_bits)
                 .unwrap_or(1.0f32.to_bits());
-            let scales = if ci.u("scale_src").unwrap_or(0) == 1 {
+            // The scales in scratch `c` (a buffer per word was an allocation per word).
+            if ci.u("scale_src").unwrap_or(0) == 1 {
                 let ap = AccessPattern {
                     addr: scale_bits,
                     dims: 1,
                     step: [1, 0, 0, 0],
                     num: [1, 0, 0, 0],
                 };
-                let mut v = Vec::new();
-                gather(mem, &ap, Dtype::F32, ch, &mut v)?;
-                v
+                gather(mem, &ap, Dtype::F32, ch, c)?;
             } else {
-                vec![f32::from_bits(scale_bits); ch]
-            };
+                c.clear();
+                c.resize(ch, f32::from_bits(scale_bits));
+            }
+            let scales = &c[..];
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`rows`).
             let n = elem_count(&src)? as usize;
@@ -485,7 +486,7 @@ fn execute_op(
                 gather(mem, &src, sdt, ch, a)?;
                 if n == 1 {
                     // One element a row: the per-partition values are the per-element ones.
-                    func.apply_each(a, &scales, b);
+                    func.apply_each(a, scales, b);
                 } else {
                     let per_elem = |v: &[f32]| -> Vec<f32> {
                         let mut e = vec![0.0; ch * n];
@@ -494,7 +495,7 @@ fn execute_op(
                         }
                         e
                     };
-                    let (s, bi) = (per_elem(&scales), per_elem(b));
+                    let (s, bi) = (per_elem(scales), per_elem(b));
                     func.apply_each(a, &s, &bi);
                 }
                 scatter(mem, &dst, ddt, ch, a)?;

@@ -69,7 +69,8 @@ pub(super) struct Span {
     space: Space,
     stride: usize,
     /// The offset of each run's first element, in pattern order (every offset where `run`
-    /// is 1); built only when the pattern is not one run (a contiguous pattern's is `[0]`).
+    /// is 1); built only when the pattern is not one run (empty for a contiguous pattern,
+    /// whose one run starts at 0: [`Span::starts`]), so most spans allocate nothing.
     starts: Vec<i64>,
     /// Elements per partition.
     pub(super) len: usize,
@@ -80,6 +81,15 @@ pub(super) struct Span {
 }
 
 impl Span {
+    /// The offset of each run's first element, in pattern order.
+    fn starts(&self) -> &[i64] {
+        if self.contiguous {
+            &[0]
+        } else {
+            &self.starts
+        }
+    }
+
     /// The storage byte of element offset 0 in the operand's partition `p`.
     pub(super) fn row_base(&self, p: usize) -> i64 {
         (p * self.stride) as i64 + self.base
@@ -237,7 +247,7 @@ pub(super) fn span(
         1
     };
     let starts = if contiguous {
-        vec![0]
+        Vec::new()
     } else if run > 1 {
         // The runs start where the pattern without its innermost dimension goes.
         let mut outer = *ap;
@@ -580,7 +590,7 @@ fn gather_row_with<T>(
         return;
     }
     let r = sp.run;
-    for o in &sp.starts {
+    for o in sp.starts() {
         let at = (pb + o * sp.es) as usize;
         seg(&bytes[at..at + r * es], out);
     }
@@ -751,7 +761,7 @@ fn scatter_row_with(
 ) {
     let es = sp.es as usize;
     let r = sp.run;
-    for (k, o) in sp.starts.iter().enumerate() {
+    for (k, o) in sp.starts().iter().enumerate() {
         let at = (pb + o * sp.es) as usize;
         seg(&vals[k * r..(k + 1) * r], &mut bytes[at..at + r * es]);
     }
@@ -848,7 +858,7 @@ pub(super) fn copy_bits(
     let from = mem.bytes(s.space);
     for p in 0..channels {
         let pb = (p * s.stride) as i64 + s.base;
-        for o in &s.starts {
+        for o in s.starts() {
             let at = (pb + o * s.es) as usize;
             tmp.extend_from_slice(&from[at..at + s.run * es]);
         }
@@ -857,7 +867,7 @@ pub(super) fn copy_bits(
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * d.stride) as i64 + d.base;
-        for o in &d.starts {
+        for o in d.starts() {
             let at = (pb + o * d.es) as usize;
             let len = d.run * es;
             to[at..at + len].copy_from_slice(&tmp[k..k + len]);
@@ -915,17 +925,13 @@ pub(super) mod tests {
             assert_eq!(sp.len, offs.len(), "{what}");
             if !asc {
                 let starts: Vec<i64> = offs.iter().step_by(sp.run).copied().collect();
-                assert_eq!(sp.starts, starts, "{what}");
+                assert_eq!(sp.starts(), starts, "{what}");
                 // Each run is consecutive.
                 for (k, o) in offs.iter().enumerate() {
                     assert_eq!(*o, starts[k / sp.run] + (k % sp.run) as i64, "{what}");
                 }
             } else {
-                assert_eq!(
-                    (sp.starts.as_slice(), sp.run),
-                    (&[0i64][..], offs.len()),
-                    "{what}"
-                );
+                assert_eq!((sp.starts(), sp.run), (&[0i64][..], offs.len()), "{what}");
             }
         }
     }
