@@ -1176,9 +1176,26 @@ fn core_init_token_and_scrub() {
         Err(Errno::EINVAL),
         "whole window only"
     );
+    // Bytes the device wrote before the mapping (storage then had its own layout) are where
+    // the window puts them.
+    emu.with_device(0, |d| {
+        d.write(ri.offset + 9 * 0x4_0000 + 40, &0x1234_5678u32.to_le_bytes())
+    })
+    .expect("device")
+    .expect("device write before the mapping");
     let p = a
         .mmap(ri.size as usize, ri.offset, PROT_RW)
         .expect("map the SBUF window");
+    assert_eq!(
+        map_read_u32(p, 9 * 0x4_0000 + 40),
+        0x1234_5678,
+        "the mapping shows what the device wrote before it"
+    );
+    assert_eq!(
+        map_read_u32(p, 8 * 0x4_0000 + 40),
+        0,
+        "the partition before"
+    );
     let at = 3 * 0x4_0000 + 16;
     map_write_u32(p, at, 0xabad_cafe);
     let mut w = [0u8; 4];
