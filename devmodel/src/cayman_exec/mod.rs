@@ -476,8 +476,6 @@ fn execute_op(
                 c.resize(ch, f32::from_bits(scale_bits));
             }
             let scales = &c[..];
-            // Function evaluation costs about as much per element as 64 multiply-adds: a
-            // large ACTIVATE is shared out by partitions (`rows`).
             let n = elem_count(&src)? as usize;
             if (1..act::SHORT_ROW).contains(&n) {
                 // Rows shorter than one wide vector (a decode step's): the whole operand in
@@ -502,8 +500,10 @@ fn execute_op(
                 return done(n);
             }
             let bias = &b[..];
-            // Each row computed from its source where it lies (fp32 in one run), else from a
-            // converted copy; the whole operands where rows cannot be used.
+            // Function evaluation costs about as much per element as 64 multiply-adds: a
+            // large ACTIVATE is shared out by partitions (`rows`). Each row computed from its
+            // source where it lies (fp32 in one run), else from a converted copy; the whole
+            // operands where rows cannot be used.
             let from = |p: usize, src: &[f32], out: &mut Vec<f32>| {
                 func.apply_from(src, out, scales[p], bias[p])
             };
