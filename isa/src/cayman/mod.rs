@@ -807,3 +807,41 @@ fn alu_op(code: u8) -> Option<AluOp> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod lookup_tests {
+    use super::*;
+
+    /// Every field of every opcode's layout is found by its name, with its own value (names
+    /// that differ only in their last byte, as `src_step0` and `src_step1` do, included),
+    /// also when the name is built at run time, and names no field has are not found.
+    #[test]
+    fn fields_are_found_by_name_and_only_by_their_own() {
+        // Bytes that give distinct values to distinct offsets.
+        let w: [u8; WORD] = std::array::from_fn(|i| (i as u8).wrapping_mul(29).wrapping_add(3));
+        for &(_, loaded, _) in OPCODES {
+            let Some(byte) = loaded else { continue };
+            let mut word = w;
+            word[0] = byte;
+            let ci = CaymanInstr::decode(Namespace::Loaded, &word);
+            let op = ci.opcode;
+            for f in &ci.fields {
+                let first = ci.fields.iter().find(|g| g.spec.name == f.spec.name);
+                assert_eq!(
+                    ci.get(f.spec.name),
+                    first.map(|g| &g.value),
+                    "{op:?} {}",
+                    f.spec.name
+                );
+                // The same name built at run time (not the layout's literal).
+                let owned = String::from(f.spec.name);
+                assert_eq!(ci.get(&owned), first.map(|g| &g.value));
+            }
+            for absent in ["", "x", "src_step9", "dst_num7", "a_name_longer_than_any"] {
+                if ci.fields.iter().all(|g| g.spec.name != absent) {
+                    assert_eq!(ci.get(absent), None, "{op:?} {absent}");
+                }
+            }
+        }
+    }
+}
