@@ -928,6 +928,36 @@ mod tests {
         );
     }
 
+    /// The measurements' transfer: 128 elements of `elem` bytes, `src_step` apart in HBM from
+    /// `src`, one into each partition of the SBUF window from `dst`.
+    fn partition_rows(src: u64, src_step: u64, elem: u64, dst: u64) -> crate::cayman_exec::Dma2d {
+        crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(src),
+            src_step: [src_step, 1],
+            src_num: [128, 1],
+            src_elem: elem,
+            dst: DmaAddr::Absolute(dst),
+            dst_step: [tpb::SBUF_PARTITION_STRIDE, 1],
+            dst_num: [128, 1],
+            dst_elem: elem,
+            in_dtype: None,
+            out_dtype: None,
+            semaphore: 0,
+            increment: 0,
+        }
+    }
+
+    /// µs per call of `f(0..512)`, the best of seven rounds.
+    fn best_of_rounds(f: &mut dyn FnMut(u64)) -> f64 {
+        (0..7)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                (0..512).for_each(&mut *f);
+                t0.elapsed().as_secs_f64() * 1e6 / 512.0
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
     /// Not a test but a measurement (`--ignored`): a decode step's scatter of one 2-byte
     /// element into each of 128 partitions (256 contiguous HBM bytes, kgm-attn's other DMA),
     /// through `dma2d`, best of seven rounds of 512. `cargo test --release -p neuron-devmodel
@@ -939,29 +969,10 @@ mod tests {
         let hbm = 0x100_0000u64;
         dev.write(hbm, &vec![7u8; 1 << 20]).expect("hbm write");
         let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
-        let best = (0..7)
-            .map(|_| {
-                let t0 = std::time::Instant::now();
-                for t in 0..512u64 {
-                    let d = crate::cayman_exec::Dma2d {
-                        src: DmaAddr::Absolute(hbm + (t % 64) * 256),
-                        src_step: [2, 1],
-                        src_num: [128, 1],
-                        src_elem: 2,
-                        dst: DmaAddr::Absolute(sbuf + (t % 32) * 2),
-                        dst_step: [tpb::SBUF_PARTITION_STRIDE, 1],
-                        dst_num: [128, 1],
-                        dst_elem: 2,
-                        in_dtype: None,
-                        out_dtype: None,
-                        semaphore: 0,
-                        increment: 0,
-                    };
-                    dev.dma2d(0, &d, Ps::ZERO).expect("dma");
-                }
-                t0.elapsed().as_secs_f64() * 1e6 / 512.0
-            })
-            .fold(f64::INFINITY, f64::min);
+        let best = best_of_rounds(&mut |t| {
+            let d = partition_rows(hbm + (t % 64) * 256, 2, 2, sbuf + (t % 32) * 2);
+            dev.dma2d(0, &d, Ps::ZERO).expect("dma");
+        });
         eprintln!("128 x 2 B from 256 contiguous HBM bytes -> 128 partitions: dma2d {best:.2} us per transfer");
     }
 
@@ -987,31 +998,10 @@ mod tests {
         // DMA's land (`core::STORAGE_SKEW`).
         let rs = crate::core::window_stride(neuron_isa::Space::Sbuf) + crate::core::STORAGE_SKEW;
         let (src_plain, mut dst_plain) = (vec![7u8; span], vec![0u8; 128 * rs]);
-        let best = |f: &mut dyn FnMut(u64)| {
-            (0..7)
-                .map(|_| {
-                    let t0 = std::time::Instant::now();
-                    (0..512).for_each(&mut *f);
-                    t0.elapsed().as_secs_f64() * 1e6 / 512.0
-                })
-                .fold(f64::INFINITY, f64::min)
-        };
+        let best = best_of_rounds;
         let dma = best(&mut |t| {
             let (s, d) = transfer(t);
-            let d = crate::cayman_exec::Dma2d {
-                src: DmaAddr::Absolute(hbm + s),
-                src_step: [4096, 1],
-                src_num: [128, 1],
-                src_elem: 256,
-                dst: DmaAddr::Absolute(sbuf + d),
-                dst_step: [tpb::SBUF_PARTITION_STRIDE, 1],
-                dst_num: [128, 1],
-                dst_elem: 256,
-                in_dtype: None,
-                out_dtype: None,
-                semaphore: 0,
-                increment: 0,
-            };
+            let d = partition_rows(hbm + s, 4096, 256, sbuf + d);
             dev.dma2d(0, &d, Ps::ZERO).expect("dma");
         });
         let plain = best(&mut |t| {
