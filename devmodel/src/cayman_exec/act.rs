@@ -43,10 +43,6 @@ pub(super) fn simd() -> Simd {
     Simd::Portable
 }
 
-/// Rows of fewer elements than this (one AVX-512 vector of f32) are computed as one whole
-/// operand ([`Func::apply_each`]) rather than row by row.
-pub(super) const SHORT_ROW: usize = 16;
-
 /// The functions this model computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Func {

@@ -476,15 +476,12 @@ fn execute_op(
                 c.resize(ch, f32::from_bits(scale_bits));
             }
             let scales = &c[..];
-            let n = elem_count(&src)? as usize;
-            if (1..act::SHORT_ROW).contains(&n) {
-                // Rows shorter than one wide vector (a decode step's): the whole operand in
-                // one loop, each row's scale and bias repeated per element (the whole-operand
-                // form below, without a scalar tail per row).
-                gather(mem, &src, sdt, ch, a)?;
+            // Short rows in one loop over the whole operand, each row's scale and bias
+            // repeated per element.
+            let whole = |vals: &mut [f32], n: usize| {
                 if n == 1 {
                     // One element a row: the per-partition values are the per-element ones.
-                    func.apply_each(a, scales, b);
+                    func.apply_each(vals, scales, b);
                 } else {
                     let per_elem = |v: &[f32]| -> Vec<f32> {
                         let mut e = vec![0.0; ch * n];
@@ -494,9 +491,10 @@ fn execute_op(
                         e
                     };
                     let (s, bi) = (per_elem(scales), per_elem(b));
-                    func.apply_each(a, &s, &bi);
+                    func.apply_each(vals, &s, &bi);
                 }
-                scatter(mem, &dst, ddt, ch, a)?;
+            };
+            if let Some(n) = rows::short_rows(mem, &src, sdt, &dst, ddt, ch, a, whole)? {
                 return done(n);
             }
             let bias = &b[..];
@@ -533,16 +531,12 @@ fn execute_op(
                 return done(copy_bits(mem, &src, &dst, u.sdt, ch, bytes)?);
             }
             let recip = ci.opcode == Opcode::Reciprocal;
-            let n = elem_count(&src)? as usize;
-            if (1..act::SHORT_ROW).contains(&n) {
-                // Rows of a few elements (a decode step's): the whole operand gathered,
-                // converted and scattered in one loop each, as the whole-operand form of
-                // `each_row` does, without a step per row.
-                gather(mem, &src, u.sdt, ch, a)?;
+            let whole = |vals: &mut [f32], _: usize| {
                 if recip {
-                    a.iter_mut().for_each(|v| *v = 1.0 / *v);
+                    vals.iter_mut().for_each(|v| *v = 1.0 / *v);
                 }
-                scatter(mem, &dst, u.ddt, ch, a)?;
+            };
+            if let Some(n) = rows::short_rows(mem, &src, u.sdt, &dst, u.ddt, ch, a, whole)? {
                 return done(n);
             }
             let step = |_: usize, row: &mut Vec<f32>| {

@@ -451,7 +451,7 @@ fn put_bf16(c: &mut [u8], x: f32) {
 
 /// Rows of at most this many elements, in one ascending run, take the short path of
 /// [`read_row`] and [`write_row`].
-const SMALL_ROW: usize = 16;
+pub(super) const SMALL_ROW: usize = 16;
 
 /// The bytes of a partition's row (`pb`: the byte of its element offset 0) where it is one
 /// ascending run of at most [`SMALL_ROW`] elements.

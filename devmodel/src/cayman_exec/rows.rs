@@ -55,6 +55,32 @@ pub(super) fn elementwise(
     Ok(n)
 }
 
+/// A step on rows shorter than one 16-lane vector (a decode step's tensors, which the
+/// pattern's short-row loops take): the whole source gathered, `f(values, n)` on all of it at
+/// once (`n` elements a row), the result scattered to the destination. The whole-operand form
+/// of [`elementwise`], without a step per row (each a scalar tail of the wide loops and a
+/// buffer round trip). None, nothing done, for longer rows; else the elements per partition.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn short_rows(
+    mem: &mut CoreMem,
+    src: &AccessPattern,
+    sdt: Dtype,
+    dst: &AccessPattern,
+    ddt: Dtype,
+    channels: usize,
+    a: &mut Vec<f32>,
+    f: impl FnOnce(&mut [f32], usize),
+) -> Result<Option<usize>, OpFault> {
+    let n = super::pattern::elem_count(src)? as usize;
+    if !(1..super::pattern::SMALL_ROW).contains(&n) {
+        return Ok(None);
+    }
+    gather(mem, src, sdt, channels, a)?;
+    f(a, n);
+    scatter(mem, dst, ddt, channels, a)?;
+    Ok(Some(n))
+}
+
 /// An elementwise step channel by channel: channel `p`'s source elements are read as f32
 /// into a row, `f(p, row)` turns them into the destination's elements (`out_len` of them,
 /// e.g. a reduction's groups; None: as many as the source's), and they are stored at once:
