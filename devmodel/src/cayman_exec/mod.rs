@@ -494,7 +494,16 @@ fn execute_op(
                     func.apply_each(vals, &s, &bi);
                 }
             };
-            if let Some(n) = rows::short_rows(mem, &src, sdt, &dst, ddt, ch, a, whole)? {
+            let op = rows::Rows {
+                src: &src,
+                sdt,
+                dst: &dst,
+                ddt,
+                channels: ch,
+                out_len: None,
+                weight: 64,
+            };
+            if let Some(n) = rows::short_rows(mem, &op, a, whole)? {
                 return done(n);
             }
             let bias = &b[..];
@@ -504,15 +513,6 @@ fn execute_op(
             // operands where rows cannot be used.
             let from = |p: usize, src: &[f32], out: &mut Vec<f32>| {
                 func.apply_from(src, out, scales[p], bias[p])
-            };
-            let op = rows::Rows {
-                src: &src,
-                sdt,
-                dst: &dst,
-                ddt,
-                channels: ch,
-                out_len: None,
-                weight: 64,
             };
             if let Some(n) = rows::map_rows_from(mem, &op, from)? {
                 return done(n);
@@ -536,7 +536,16 @@ fn execute_op(
                     vals.iter_mut().for_each(|v| *v = 1.0 / *v);
                 }
             };
-            if let Some(n) = rows::short_rows(mem, &src, u.sdt, &dst, u.ddt, ch, a, whole)? {
+            let op = rows::Rows {
+                src: &src,
+                sdt: u.sdt,
+                dst: &dst,
+                ddt: u.ddt,
+                channels: ch,
+                out_len: None,
+                weight: ELEMENTWISE_WEIGHT,
+            };
+            if let Some(n) = rows::short_rows(mem, &op, a, whole)? {
                 return done(n);
             }
             let step = |_: usize, row: &mut Vec<f32>| {

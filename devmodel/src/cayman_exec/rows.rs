@@ -57,27 +57,23 @@ pub(super) fn elementwise(
 
 /// A step on rows shorter than one 16-lane vector (a decode step's tensors, which the
 /// pattern's short-row loops take): the whole source gathered, `f(values, n)` on all of it at
-/// once (`n` elements a row), the result scattered to the destination. The whole-operand form
+/// once (`n` elements a row), the result scattered to the destination (`op.out_len` and
+/// `op.weight` do not apply). The whole-operand form
 /// of [`elementwise`], without a step per row (each a scalar tail of the wide loops and a
 /// buffer round trip). None, nothing done, for longer rows; else the elements per partition.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn short_rows(
     mem: &mut CoreMem,
-    src: &AccessPattern,
-    sdt: Dtype,
-    dst: &AccessPattern,
-    ddt: Dtype,
-    channels: usize,
+    op: &Rows,
     a: &mut Vec<f32>,
     f: impl FnOnce(&mut [f32], usize),
 ) -> Result<Option<usize>, OpFault> {
-    let n = super::pattern::elem_count(src)? as usize;
+    let n = super::pattern::elem_count(op.src)? as usize;
     if !(1..super::pattern::SMALL_ROW).contains(&n) {
         return Ok(None);
     }
-    gather(mem, src, sdt, channels, a)?;
+    gather(mem, op.src, op.sdt, op.channels, a)?;
     f(a, n);
-    scatter(mem, dst, ddt, channels, a)?;
+    scatter(mem, op.dst, op.ddt, op.channels, a)?;
     Ok(Some(n))
 }
 
