@@ -20,7 +20,7 @@ pub(super) enum Simd {
     Avx512,
 }
 
-/// The loop kind [`Func::apply`] runs on this host: `avx512`, `avx2` or `portable`.
+/// The loop kind [`Func::apply_into`] runs on this host: `avx512`, `avx2` or `portable`.
 pub fn simd_path() -> &'static str {
     match simd() {
         Simd::Avx512 => "avx512",
@@ -161,100 +161,53 @@ impl Func {
         })
     }
 
-    /// `row[i] = f(row[i]·scale + bias)`. One loop per function so each vectorises.
-    pub(super) fn apply(self, row: &mut [f32], scale: f32, bias: f32) {
+    /// `out[i] = f(src[i]·scale + bias)` for as many elements as both hold: the source read
+    /// where it lies, the results written where they go (a destination row in storage, or
+    /// a scratch row). One loop per function so each vectorises.
+    pub(super) fn apply_into(self, src: &[f32], out: &mut [f32], scale: f32, bias: f32) {
         match simd() {
             // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { self.apply_avx512(row, scale, bias) },
+            Simd::Avx512 => unsafe { self.apply_into_avx512(src, out, scale, bias) },
             // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { self.apply_avx2(row, scale, bias) },
-            _ => self.body(row, scale, bias),
+            Simd::Avx2 => unsafe { self.apply_into_avx2(src, out, scale, bias) },
+            _ => self.body_into(src, out, scale, bias),
         }
     }
 
-    /// `out = [f(x·scale + bias) for x in src]` (`out` emptied first): [`Func::apply`] on a
-    /// source read where it lies, not copied into the row first. The same bits.
-    pub(super) fn apply_from(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
-        match simd() {
-            // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { self.apply_from_avx512(src, out, scale, bias) },
-            // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { self.apply_from_avx2(src, out, scale, bias) },
-            _ => self.body_from(src, out, scale, bias),
-        }
-    }
-
-    /// [`Func::body`] compiled for AVX2.
+    /// [`Func::body_into`] compiled for AVX2.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn apply_avx2(self, row: &mut [f32], scale: f32, bias: f32) {
-        self.body(row, scale, bias)
+    unsafe fn apply_into_avx2(self, src: &[f32], out: &mut [f32], scale: f32, bias: f32) {
+        self.body_into(src, out, scale, bias)
     }
 
-    /// [`Func::body`] compiled for AVX-512F.
+    /// [`Func::body_into`] compiled for AVX-512F.
     ///
     /// # Safety
     /// The CPU must have AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn apply_avx512(self, row: &mut [f32], scale: f32, bias: f32) {
-        self.body(row, scale, bias)
-    }
-
-    /// [`Func::body_from`] compiled for AVX2.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn apply_from_avx2(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
-        self.body_from(src, out, scale, bias)
-    }
-
-    /// [`Func::body_from`] compiled for AVX-512F.
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512F.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn apply_from_avx512(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
-        self.body_from(src, out, scale, bias)
+    unsafe fn apply_into_avx512(self, src: &[f32], out: &mut [f32], scale: f32, bias: f32) {
+        self.body_into(src, out, scale, bias)
     }
 
     #[inline(always)]
-    fn body(self, row: &mut [f32], scale: f32, bias: f32) {
-        each_func!(self, scale, bias, g => row.iter_mut().for_each(|v| *v = g(*v)))
-    }
-
-    #[inline(always)]
-    fn body_from(self, src: &[f32], out: &mut Vec<f32>, scale: f32, bias: f32) {
-        // Written into the spare capacity by a plain zip loop, then the length set: `extend`
-        // from a mapped iterator does not vectorise (a length check per element), and
-        // sizing the row first would write it twice.
-        out.clear();
-        out.reserve(src.len());
-        let spare = &mut out.spare_capacity_mut()[..src.len()];
+    fn body_into(self, src: &[f32], out: &mut [f32], scale: f32, bias: f32) {
         each_func!(self, scale, bias, g => {
-            spare.iter_mut().zip(src).for_each(|(o, v)| {
-                o.write(g(*v));
-            })
+            out.iter_mut().zip(src).for_each(|(o, v)| *o = g(*v))
         });
-        // SAFETY: the loop initialised the first `src.len()` elements of the capacity.
-        unsafe { out.set_len(src.len()) }
     }
 
     /// `vals[i] = f(vals[i]·scales[i] + biases[i])` (each slice as long as `vals`; extra
     /// elements of the others are ignored): a whole operand of short rows in one loop, with
     /// each row's scale and bias repeated per element. A row of a few elements alone would
     /// run the wide loops' scalar tail (`docs/performance.md`, 2026-12-05 sixth session);
-    /// the same bits as [`Func::apply`] row by row.
+    /// the same bits as [`Func::apply_into`] row by row.
     pub(super) fn apply_each(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
         match simd() {
             // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
@@ -313,24 +266,24 @@ pub(super) const SPECIAL_F32: [f32; 7] = [
 mod tests {
     use super::*;
 
-    /// The AVX2 and AVX-512 loops give the portable loops' bits, for every function, on
+    /// The AVX2 and AVX-512 loops give the portable loop's bits, for every function, on
     /// ordinary values, the edges of exp's range, ±0, ±inf, NaN and subnormals.
     #[test]
     fn wide_loops_and_portable_agree() {
         #[cfg(target_arch = "x86_64")]
         {
             /// A loop compiled for a CPU feature.
-            type Wide = unsafe fn(Func, &mut [f32], f32, f32);
+            type Wide = unsafe fn(Func, &[f32], &mut [f32], f32, f32);
             let kinds: [(&str, bool, Wide); 2] = [
                 (
                     "AVX2",
                     std::is_x86_feature_detected!("avx2"),
-                    Func::apply_avx2,
+                    Func::apply_into_avx2,
                 ),
                 (
                     "AVX-512F",
                     std::is_x86_feature_detected!("avx512f"),
-                    Func::apply_avx512,
+                    Func::apply_into_avx512,
                 ),
             ];
             for (name, present, wide) in kinds {
@@ -340,58 +293,31 @@ mod tests {
                 }
                 eprintln!("{name} present: comparing its loops with the portable ones");
                 // SAFETY: the feature was detected just above.
-                compare(|f, row, scale, bias| unsafe { wide(f, row, scale, bias) });
-            }
-            /// A loop from a source row, compiled for a CPU feature.
-            type WideFrom = unsafe fn(Func, &[f32], &mut Vec<f32>, f32, f32);
-            let kinds: [(&str, bool, WideFrom); 2] = [
-                (
-                    "AVX2",
-                    std::is_x86_feature_detected!("avx2"),
-                    Func::apply_from_avx2,
-                ),
-                (
-                    "AVX-512F",
-                    std::is_x86_feature_detected!("avx512f"),
-                    Func::apply_from_avx512,
-                ),
-            ];
-            for (name, present, wide) in kinds {
-                if !present {
-                    continue;
-                }
-                eprintln!("{name} present: comparing its loops from a source row too");
-                compare(|f, row, scale, bias| {
-                    let mut out = vec![7.0; 3];
-                    out.clear();
-                    // SAFETY: the feature was detected just above.
-                    unsafe { wide(f, row, &mut out, scale, bias) };
-                    row.copy_from_slice(&out);
-                });
+                compare(|f, src, out, scale, bias| unsafe { wide(f, src, out, scale, bias) });
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         eprintln!("SKIPPED: not x86-64; only the portable loops exist");
     }
 
-    /// [`Func::apply_from`] (on this host's widest loops) and the portable loop from a
-    /// source row give the in-place portable loop's bits.
+    /// [`Func::apply_into`] (this host's widest loops) gives the portable loop's bits, and
+    /// writes as many results as both rows hold: a shorter destination takes the first
+    /// results, a longer one keeps what it held past the source's end.
     #[test]
-    fn loops_from_a_source_row_agree_with_loops_in_place() {
+    fn the_chosen_loop_fills_what_both_rows_hold() {
         eprintln!("loops: {}", simd_path());
-        let through = |f: Func, row: &mut [f32], scale, bias, portable: bool| {
-            let mut out = vec![5.0; 2];
-            if portable {
-                out.clear();
-                f.body_from(row, &mut out, scale, bias);
-            } else {
-                f.apply_from(row, &mut out, scale, bias);
-            }
-            assert_eq!(out.len(), row.len());
-            row.copy_from_slice(&out);
-        };
-        compare(|f, row, scale, bias| through(f, row, scale, bias, false));
-        compare(|f, row, scale, bias| through(f, row, scale, bias, true));
+        compare(|f, src, out, scale, bias| f.apply_into(src, out, scale, bias));
+        let f = Func::of(7).expect("exp");
+        let src: Vec<f32> = (0..40).map(|i| i as f32 * 0.25 - 3.0).collect();
+        let mut want = vec![0.0; 40];
+        f.body_into(&src, &mut want, 0.5, 0.125);
+        let mut short = vec![9.0; 21];
+        f.apply_into(&src, &mut short, 0.5, 0.125);
+        assert_eq!(short, want[..21]);
+        let mut long = vec![9.0; 45];
+        f.apply_into(&src, &mut long, 0.5, 0.125);
+        assert_eq!(long[..40], want[..]);
+        assert_eq!(long[40..], [9.0; 5]);
     }
 
     /// [`Func::apply_each`] on a whole operand of short rows, each row with its own scale
@@ -437,9 +363,13 @@ mod tests {
                     [(1.0, 0.0), (-0.5, 0.25), (3.0, -1.0), (0.125, 2.5)][r % 4]
                 };
                 let mut want = vals.to_vec();
-                for (r, row) in want.chunks_exact_mut(n).enumerate() {
+                for (r, (row, src)) in want
+                    .chunks_exact_mut(n)
+                    .zip(vals.chunks_exact(n))
+                    .enumerate()
+                {
                     let (s, b) = sb(r);
-                    f.body(row, s, b);
+                    f.body_into(src, row, s, b);
                 }
                 let scales: Vec<f32> = (0..rows * n).map(|i| sb(i / n).0).collect();
                 let biases: Vec<f32> = (0..rows * n).map(|i| sb(i / n).1).collect();
@@ -460,17 +390,18 @@ mod tests {
         }
     }
 
-    fn compare(wide: impl Fn(Func, &mut [f32], f32, f32)) {
+    /// `wide` (a loop into a destination row) against the portable loop, bit for bit.
+    fn compare(wide: impl Fn(Func, &[f32], &mut [f32], f32, f32)) {
         let mut xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.0371).collect();
         xs.extend(SPECIAL_F32);
         xs.extend([88.7, 88.8, -103.0, -104.0, f32::MAX, f32::MIN]);
         for code in [0, 7, 10, 29, 36, 2, 6, 30, 33, 31, 130] {
             let f = Func::of(code).expect("known code");
             for (scale, bias) in [(1.0, 0.0), (-0.5, 0.25), (3.0, -1.0)] {
-                let mut a = xs.clone();
-                let mut b = xs.clone();
-                f.body(&mut a, scale, bias);
-                wide(f, &mut b, scale, bias);
+                let mut a = vec![0.0; xs.len()];
+                let mut b = vec![1.0; xs.len()];
+                f.body_into(&xs, &mut a, scale, bias);
+                wide(f, &xs, &mut b, scale, bias);
                 for (i, (x, y)) in a.iter().zip(&b).enumerate() {
                     assert_eq!(
                         x.to_bits(),
@@ -503,8 +434,10 @@ mod tests {
             (30, |x| x * x, 2e-7),
         ];
         for (code, f, rel) in cases {
-            let mut row = xs.clone();
-            Func::of(code).expect("known").apply(&mut row, scale, bias);
+            let mut row = vec![0.0; xs.len()];
+            Func::of(code)
+                .expect("known")
+                .apply_into(&xs, &mut row, scale, bias);
             for (x, got) in xs.iter().zip(&row) {
                 let arg = (*x * scale + bias) as f64;
                 let want = f(arg);
@@ -520,7 +453,9 @@ mod tests {
             }
         }
         let mut z = vec![3.0f32; 4];
-        Func::of(130).expect("memset_zero").apply(&mut z, 1.0, 1.0);
+        Func::of(130)
+            .expect("memset_zero")
+            .apply_into(&[5.0; 4], &mut z, 1.0, 1.0);
         assert_eq!(z, vec![0.0; 4]);
         assert!(Func::of(99).is_err());
     }

@@ -98,29 +98,36 @@ struct Unary {
 }
 
 impl Unary {
-    /// `f` on each partition's source row, written to the destination (`rows::elementwise`
-    /// at the shared weight); the source's elements per partition.
+    /// The word's operands as a row step's, at the shared weight (`rows::Rows`).
+    fn rows(&self, out_len: Option<usize>) -> rows::Rows<'_> {
+        rows::Rows {
+            src: &self.src,
+            sdt: self.sdt,
+            dst: &self.dst,
+            ddt: self.ddt,
+            channels: self.ch,
+            out_len,
+            weight: ELEMENTWISE_WEIGHT,
+        }
+    }
+
+    /// `f(p, source, out)` on each partition's source row, its results written to the
+    /// destination (`rows::elementwise`); the source's elements per partition.
     fn each_row(
         &self,
         mem: &mut CoreMem,
         out_len: Option<usize>,
         a: &mut Vec<f32>,
-        f: impl Fn(usize, &mut Vec<f32>) + Sync,
+        f: impl Fn(usize, &[f32], &mut [f32]) + Sync,
     ) -> Result<usize, OpFault> {
-        let u = self;
-        elementwise(
-            mem,
-            &u.src,
-            u.sdt,
-            &u.dst,
-            u.ddt,
-            u.ch,
-            out_len,
-            ELEMENTWISE_WEIGHT,
-            a,
-            f,
-        )
+        elementwise(mem, &self.rows(out_len), a, f)
     }
+}
+
+/// A row step's source values into its results, as many as both hold.
+fn copy_row(src: &[f32], out: &mut [f32]) {
+    let n = src.len().min(out.len());
+    out[..n].copy_from_slice(&src[..n]);
 }
 
 fn unary(ci: &CaymanInstr) -> Result<Unary, OpFault> {
@@ -509,18 +516,13 @@ fn execute_op(
             let bias = &b[..];
             // Function evaluation costs about as much per element as 64 multiply-adds: a
             // large ACTIVATE is shared out by partitions (`rows`). Each row computed from its
-            // source where it lies (fp32 in one run), else from a converted copy; the whole
-            // operands where rows cannot be used.
-            let from = |p: usize, src: &[f32], out: &mut Vec<f32>| {
-                func.apply_from(src, out, scales[p], bias[p])
+            // source where it lies (fp32 in one run), else from a converted copy, into its
+            // destination where that is fp32 in one run; the whole operands where rows
+            // cannot be used.
+            let step = |p: usize, src: &[f32], out: &mut [f32]| {
+                func.apply_into(src, out, scales[p], bias[p])
             };
-            if let Some(n) = rows::map_rows_from(mem, &op, from)? {
-                return done(n);
-            }
-            let step = |p: usize, row: &mut Vec<f32>| func.apply(row, scales[p], bias[p]);
-            done(elementwise(
-                mem, &src, sdt, &dst, ddt, ch, None, 64, a, step,
-            )?)
+            done(elementwise(mem, &op, a, step)?)
         }
         Opcode::Copy | Opcode::Cast | Opcode::Reciprocal => {
             let u = unary(ci)?;
@@ -536,21 +538,14 @@ fn execute_op(
                     vals.iter_mut().for_each(|v| *v = 1.0 / *v);
                 }
             };
-            let op = rows::Rows {
-                src: &src,
-                sdt: u.sdt,
-                dst: &dst,
-                ddt: u.ddt,
-                channels: ch,
-                out_len: None,
-                weight: ELEMENTWISE_WEIGHT,
-            };
-            if let Some(n) = rows::short_rows(mem, &op, a, whole)? {
+            if let Some(n) = rows::short_rows(mem, &u.rows(None), a, whole)? {
                 return done(n);
             }
-            let step = |_: usize, row: &mut Vec<f32>| {
+            let step = |_: usize, src: &[f32], out: &mut [f32]| {
                 if recip {
-                    row.iter_mut().for_each(|v| *v = 1.0 / *v);
+                    out.iter_mut().zip(src).for_each(|(o, v)| *o = 1.0 / *v);
+                } else {
+                    copy_row(src, out);
                 }
             };
             done(u.each_row(mem, None, a, step)?)
@@ -566,35 +561,13 @@ fn execute_op(
             let groups = n / inner.max(1);
             // The groups' results from the source row where it lies (fp32 rows in one run),
             // else from a converted copy; the whole operands where rows cannot be used.
-            let reduce = |src: &[f32], out: &mut Vec<f32>| {
-                out.extend(src.chunks_exact(inner).take(groups).map(|g| {
+            let reduce = |_: usize, src: &[f32], out: &mut [f32]| {
+                for (o, g) in out.iter_mut().zip(src.chunks_exact(inner)) {
                     let acc = alu_reduce(op, g);
-                    if neg {
-                        -acc
-                    } else {
-                        acc
-                    }
-                }));
+                    *o = if neg { -acc } else { acc };
+                }
             };
-            let from = |_: usize, src: &[f32], out: &mut Vec<f32>| reduce(src, out);
-            let op = rows::Rows {
-                src: &src,
-                sdt: u.sdt,
-                dst: &u.dst,
-                ddt: u.ddt,
-                channels: u.ch,
-                out_len: Some(groups),
-                weight: ELEMENTWISE_WEIGHT,
-            };
-            if let Some(n) = rows::map_rows_from(mem, &op, from)? {
-                return done(n);
-            }
-            let step = |_: usize, row: &mut Vec<f32>| {
-                let mut out = Vec::with_capacity(groups);
-                reduce(row, &mut out);
-                *row = out;
-            };
-            done(u.each_row(mem, Some(groups), a, step)?)
+            done(u.each_row(mem, Some(groups), a, reduce)?)
         }
         Opcode::TensorScalar => {
             let u = unary(ci)?;
@@ -623,9 +596,10 @@ fn execute_op(
             let s1 = operand(1, ci.u("imm1").unwrap_or(0) as u32)?;
             let op0 = Alu::of(need(ci.u("op0"), ci, "op0")?, ci, "op0")?;
             let op1 = Alu::of(ci.u("op1").unwrap_or(0), ci, "op1")?;
-            let step = |p: usize, row: &mut Vec<f32>| {
-                alu_scalar(op0, row, s0[p]);
-                alu_scalar(op1, row, s1[p]);
+            let step = |p: usize, src: &[f32], out: &mut [f32]| {
+                copy_row(src, out);
+                alu_scalar(op0, out, s0[p]);
+                alu_scalar(op1, out, s1[p]);
             };
             done(u.each_row(mem, None, a, step)?)
         }

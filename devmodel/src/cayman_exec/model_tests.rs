@@ -1072,6 +1072,164 @@ fn small_words_host_cost() {
     }
 }
 
+/// Measurement, not a check: host ns per word of an attention kernel's elementwise words on
+/// 128 partitions x 512 fp32 (the shapes of `akc-*`'s softmax: PSUM scores to SBUF), best of
+/// five rounds, each against the same run's plain loop that reads the source row and writes
+/// the destination row at the same storage layout (`dst = src * s`, one pass: the memory
+/// floor of a one-source word). `cargo test --release -p neuron-devmodel --lib
+/// elementwise_words_host_cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn elementwise_words_host_cost() {
+    let (ch, n) = (128usize, 512usize);
+    let mut m = mem();
+    let mut regs = [0u32; 256];
+    let (ps, sb) = (m.psum_stride, m.sbuf_stride);
+    // PSUM source at 0 (addressed 0x2000000), SBUF operands at 0x1000 / 0x2000 / 0x4000.
+    {
+        let psum = m.bytes_mut(Space::Psum);
+        for p in 0..ch {
+            for i in 0..n {
+                let v = 0.25 + ((p * n + i) % 61) as f32 * 0.05;
+                psum[p * ps + 4 * i..p * ps + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    fill_f32(&mut m, 0, ch, n, 0x2000, |p, i| {
+        0.5 + ((p * n + i) % 53) as f32 * 0.05
+    });
+    fill_f32(&mut m, 0, ch, 1, 0x800, |p, _| 0.5 + p as f32);
+    const PSUM: u32 = 0x200_0000;
+    let ap3 = |off: u32| {
+        let mut v = off.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0, 1, 0]);
+        v.extend_from_slice(&(n as u16).to_le_bytes());
+        v.extend_from_slice(&[1, 0, 1, 0]);
+        v
+    };
+    let ap4 = |off: u32, count: usize| {
+        let mut v = off.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0, 1, 0, 1, 0]);
+        v.extend_from_slice(&(count as u16).to_le_bytes());
+        v.extend_from_slice(&[1, 0, 1, 0, 1, 0]);
+        v
+    };
+    let c = ch as u8;
+    let words = [
+        (
+            "ACTIVATE exp",
+            word(
+                0x21,
+                &[
+                    (12, &[0xaa, 0x0a, 0, 7]),
+                    (16, &ap3(PSUM)),
+                    (32, &[0xaa, 0x0a, c, 7]),
+                    (36, &1.0f32.to_bits().to_le_bytes()),
+                    (40, &0x800u32.to_le_bytes()),
+                    (48, &ap3(0x4000)),
+                ],
+            ),
+        ),
+        (
+            "COPY",
+            word(
+                0x46,
+                &[
+                    (12, &ap4(PSUM, n)),
+                    (32, &[0x0a, 0x0a, c]),
+                    (44, &ap4(0x4000, n)),
+                ],
+            ),
+        ),
+        (
+            "CAST to bf16",
+            word(
+                0x47,
+                &[
+                    (12, &ap4(PSUM, n)),
+                    (32, &[0x0a, 0x06, c]),
+                    (44, &ap4(0x4000, n)),
+                ],
+            ),
+        ),
+        (
+            "TENSOR_SCALAR mul",
+            word(
+                0x43,
+                &[
+                    (16, &ap3(PSUM)),
+                    (32, &[0x0a, 0x0a, c, 1, 6, 0]),
+                    (40, &0x800u32.to_le_bytes()),
+                    (48, &ap3(0x4000)),
+                ],
+            ),
+        ),
+        (
+            "TENSOR_REDUCE max",
+            word(
+                0x42,
+                &[
+                    (12, &ap4(PSUM, n)),
+                    (32, &[0x0a, 0x0a, c, 0, 8, 2]),
+                    (44, &ap4(0x4000, 1)),
+                ],
+            ),
+        ),
+        (
+            "TENSOR_TENSOR add",
+            word(
+                0x41,
+                &[
+                    (12, &[0xaa, 0x0a, 4, c]),
+                    (16, &ap3(PSUM)),
+                    (32, &ap3(0x2000)),
+                    (48, &ap3(0x4000)),
+                ],
+            ),
+        ),
+    ];
+    let (mut pe, mut sc) = (PeState::default(), Scratch::default());
+    let best_of = |f: &mut dyn FnMut()| {
+        (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                for _ in 0..200 {
+                    f();
+                }
+                t.elapsed().as_nanos() as f64 / 200.0
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    // The floor: the same rows, read from PSUM storage and written to SBUF storage.
+    let floor = {
+        let mut psum = m.f32s(Space::Psum).to_vec();
+        let mut sbuf = m.f32s(Space::Sbuf).to_vec();
+        let (ps, sb) = (ps / 4, sb / 4);
+        best_of(&mut || {
+            for p in 0..ch {
+                let src = &psum[p * ps..p * ps + n];
+                let dst = &mut sbuf[p * sb + 0x1000..p * sb + 0x1000 + n];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = *s * 1.5;
+                }
+            }
+            std::hint::black_box(&mut sbuf);
+            std::hint::black_box(&mut psum);
+        })
+    };
+    eprintln!("plain loop, {ch} rows of {n} fp32 PSUM -> SBUF: {floor:.0} ns");
+    for (name, w) in &words {
+        let t = best_of(&mut || {
+            execute(w, &mut m, &mut pe, &mut sc, &mut regs).expect("word");
+        });
+        eprintln!(
+            "{name:<18} {t:>8.0} ns a word, {:.2}x the plain loop",
+            t / floor
+        );
+    }
+    let _ = sb;
+}
+
 /// CAST (fp32 to bf16, rounded to nearest even) and RECIPROCAL against plain Rust, for rows
 /// short enough for the whole-operand loop (1, 2, 5 elements) and long enough for the
 /// row-by-row one (20), from a start partition above 0; partitions outside are untouched.

@@ -100,6 +100,13 @@ impl Span {
         self.base - (self.first * self.stride) as i64
     }
 
+    /// The bytes `[lo, hi)` a partition's elements take when they are one ascending run,
+    /// `pb` the byte of element offset 0; None for other patterns.
+    pub(super) fn run_bytes(&self, pb: i64) -> Option<(i64, i64)> {
+        let len = i64::try_from(self.len).ok()?.checked_mul(self.es)?;
+        (self.contiguous && pb >= 0).then_some((pb, pb.checked_add(len)?))
+    }
+
     /// The elements of each partition are one ascending run (offsets `0, 1, 2, ...`).
     pub(super) fn is_contiguous(&self) -> bool {
         self.contiguous
@@ -361,6 +368,23 @@ pub(super) fn f32_row<'a>(bytes: &'a [u8], sp: &Span, pb: i64, dt: Dtype) -> Opt
     let at = usize::try_from(pb).ok()?;
     let b = bytes.get(at..at.checked_add(4 * sp.len)?)?;
     <[f32]>::ref_from_bytes(b).ok()
+}
+
+/// [`f32_row`] to write: the row's fp32 words in place, where it is one run of aligned fp32
+/// words inside `bytes` (else None).
+pub(super) fn f32_row_mut<'a>(
+    bytes: &'a mut [u8],
+    sp: &Span,
+    pb: i64,
+    dt: Dtype,
+) -> Option<&'a mut [f32]> {
+    use zerocopy::FromBytes;
+    if !matches!(dt, Dtype::F32 | Dtype::F32r) || !sp.contiguous || cfg!(target_endian = "big") {
+        return None;
+    }
+    let at = usize::try_from(pb).ok()?;
+    let b = bytes.get_mut(at..at.checked_add(4 * sp.len)?)?;
+    <[f32]>::mut_from_bytes(b).ok()
 }
 
 /// Append one partition's elements of a checked span, converted to f32 (reversed if `rev`);

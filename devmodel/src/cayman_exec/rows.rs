@@ -3,7 +3,7 @@
 //! data-path helper that takes some partitions takes their whole pass (`fanout`), not just
 //! the arithmetic between a serial gather and scatter (`docs/performance.md`, 2026-12-05).
 
-use super::pattern::{f32_row, gather, read_row, scatter, span, write_row};
+use super::pattern::{f32_row, f32_row_mut, gather, read_row, scatter, span, write_row, Span};
 use super::OpFault;
 use crate::core::CoreMem;
 use neuron_isa::cayman::AccessPattern;
@@ -14,44 +14,30 @@ use neuron_isa::Dtype;
 /// on a 2-CPU VM, `docs/performance.md`); ACTIVATE counts its function evaluation on top.
 pub(super) const ELEMENTWISE_WEIGHT: u64 = 32;
 
-/// `f(p, row)` on each of `channels` partitions' source rows, the results written to `dst`:
-/// row by row where [`map_rows`] can; elsewhere the whole source gathered into `a`, each
-/// row computed, the rows' results written together (the same values either way). Returns
-/// the source's elements per partition.
-#[allow(clippy::too_many_arguments)]
+/// `f(p, source, out)` on each of `op.channels` partitions: channel `p`'s source row (as
+/// f32) turned into its `out.len()` destination elements (`op.out_len`, else as many as the
+/// source's); row by row where [`map_rows`] can; elsewhere the whole source gathered into
+/// `a`, each row computed, the rows' results written together (the same values either way).
+/// Returns the source's elements per partition.
 pub(super) fn elementwise(
     mem: &mut CoreMem,
-    src: &AccessPattern,
-    sdt: Dtype,
-    dst: &AccessPattern,
-    ddt: Dtype,
-    channels: usize,
-    out_len: Option<usize>,
-    weight: u64,
+    op: &Rows,
     a: &mut Vec<f32>,
-    f: impl Fn(usize, &mut Vec<f32>) + Sync,
+    f: impl Fn(usize, &[f32], &mut [f32]) + Sync,
 ) -> Result<usize, OpFault> {
-    let rows = Rows {
-        src,
-        sdt,
-        dst,
-        ddt,
-        channels,
-        out_len,
-        weight,
-    };
-    if let Some(n) = map_rows(mem, &rows, &f)? {
+    if let Some(n) = map_rows(mem, op, &f)? {
         return Ok(n);
     }
-    let n = gather(mem, src, sdt, channels, a)?;
-    let (mut out, mut row) = (Vec::with_capacity(a.len()), Vec::with_capacity(n));
-    for (p, r) in a.chunks(n.max(1)).take(channels).enumerate() {
-        row.clear();
-        row.extend_from_slice(r);
-        f(p, &mut row);
-        out.extend_from_slice(&row);
+    let n = gather(mem, op.src, op.sdt, op.channels, a)?;
+    let out_len = op.out_len.unwrap_or(n);
+    // `channels` rows of `out_len`: no larger than the destination pattern `scatter` checks
+    // (a pattern's count is bounded by `elem_count`), else refused by it as before.
+    let mut out = vec![0.0; op.channels.saturating_mul(out_len)];
+    let rows = a.chunks(n.max(1)).zip(out.chunks_mut(out_len.max(1)));
+    for (p, (r, o)) in rows.take(op.channels).enumerate() {
+        f(p, r, o);
     }
-    scatter(mem, dst, ddt, channels, &out)?;
+    scatter(mem, op.dst, op.ddt, op.channels, &out)?;
     Ok(n)
 }
 
@@ -77,28 +63,6 @@ pub(super) fn short_rows(
     Ok(Some(n))
 }
 
-/// An elementwise step channel by channel: channel `p`'s source elements are read as f32
-/// into a row, `f(p, row)` turns them into the destination's elements (`out_len` of them,
-/// e.g. a reduction's groups; None: as many as the source's), and they are stored at once:
-/// one pass over the operands, with the row in cache, where gathering and scattering whole
-/// operands makes three; large steps (`weight` element operations per source element) are
-/// shared out by channels (`fanout`). Returns the source's elements per channel. The same as
-/// `gather`, the computation, then `scatter` wherever no channel's destination shares
-/// bytes with another channel's source: the operands lie in different memories, or in the
-/// same partitions. Elsewhere (or where the destination does not hold `out_len` elements
-/// per channel) nothing is done and None returned, for the caller to do it whole.
-pub(super) fn map_rows(
-    mem: &mut CoreMem,
-    op: &Rows,
-    f: impl Fn(usize, &mut Vec<f32>) + Sync,
-) -> Result<Option<usize>, OpFault> {
-    let step = |p: usize, src: Source, _: &mut Vec<f32>, row: &mut Vec<f32>| {
-        read_row(src.bytes, src.span, src.base, op.sdt, false, row);
-        f(p, row);
-    };
-    rows_with(mem, op, step)
-}
-
 /// A row step's operands: `channels` partitions of `src` (as `sdt`) to `dst` (as `ddt`),
 /// `out_len` destination elements per channel (None: the source's count), `weight` element
 /// operations per source element (for sharing it out).
@@ -113,45 +77,25 @@ pub(super) struct Rows<'a> {
     pub(super) weight: u64,
 }
 
-/// [`map_rows`] for a step that only reads its source row: `f(p, source, out)` fills `out`
-/// from channel `p`'s source elements, which an fp32 row in one run hands over where it lies
-/// (no copy; other rows are converted into a buffer first).
-pub(super) fn map_rows_from(
+/// An elementwise step channel by channel: `f(p, source, out)` turns channel `p`'s source
+/// elements (as f32) into its destination elements (`out_len` of them, e.g. a reduction's
+/// groups; None: as many as the source's). One pass over the operands, with the row in
+/// cache, where gathering and scattering whole operands makes three; and no copies where
+/// the rows allow: an fp32 source row in one run is handed over where it lies, and an fp32
+/// destination row in one run is `out` itself (the results land in place), unless it shares
+/// bytes with the source. Large steps (`weight` element operations per source element) are
+/// shared out by channels (`fanout`). Returns the source's elements per channel. The same as
+/// `gather`, the computation, then `scatter` wherever no channel's destination shares bytes
+/// with another channel's source: the operands lie in different memories, or in the same
+/// partitions. Elsewhere (or where the destination does not hold `out_len` elements per
+/// channel) nothing is done and None returned, for the caller to do it whole.
+pub(super) fn map_rows(
     mem: &mut CoreMem,
     op: &Rows,
-    f: impl Fn(usize, &[f32], &mut Vec<f32>) + Sync,
+    f: impl Fn(usize, &[f32], &mut [f32]) + Sync,
 ) -> Result<Option<usize>, OpFault> {
-    let sdt = op.sdt;
-    let step = |p: usize, src: Source, buf: &mut Vec<f32>, row: &mut Vec<f32>| match f32_row(
-        src.bytes, src.span, src.base, sdt,
-    ) {
-        Some(vals) => f(p, vals, row),
-        None => {
-            buf.clear();
-            read_row(src.bytes, src.span, src.base, sdt, false, buf);
-            f(p, buf, row);
-        }
-    };
-    rows_with(mem, op, step)
-}
-
-/// Where a channel's source row lies: `base` is the byte in `bytes` of its element offset 0.
-#[derive(Clone, Copy)]
-struct Source<'a> {
-    bytes: &'a [u8],
-    span: &'a super::pattern::Span,
-    base: i64,
-}
-
-/// The walk [`map_rows`] and [`map_rows_from`] share: `step(p, source, buffer, row)` leaves
-/// channel `p`'s destination elements in `row` (empty on entry; `buffer` is scratch).
-fn rows_with(
-    mem: &mut CoreMem,
-    op: &Rows,
-    step: impl Fn(usize, Source, &mut Vec<f32>, &mut Vec<f32>) + Sync,
-) -> Result<Option<usize>, OpFault> {
-    let (channels, ddt) = (op.channels, op.ddt);
-    let s = span(mem, op.src, op.sdt, channels)?;
+    let (channels, sdt, ddt) = (op.channels, op.sdt, op.ddt);
+    let s = span(mem, op.src, sdt, channels)?;
     let d = span(mem, op.dst, ddt, channels)?;
     let out_len = op.out_len.unwrap_or(s.len);
     let work = (channels as u64)
@@ -173,34 +117,104 @@ fn rows_with(
         return Ok(None); // (span() checked the partitions: not reached)
     }
     let (sin, din) = (s.base_in_partition(), d.base_in_partition());
+    let dst = Dest {
+        span: &d,
+        base: din,
+        dt: ddt,
+        len: out_len,
+    };
     let rows = crate::fanout::rows_per_piece(channels, work);
     crate::fanout::for_each_mut(&mut parts, rows, work, |i, piece| {
-        let mut row = Vec::with_capacity(s.len.max(out_len));
-        let mut buf = Vec::new();
+        // A destination row to compute into where `out` cannot be the storage; the source
+        // row converted (or copied away from the destination's bytes).
+        let (mut row, mut buf) = (Vec::new(), Vec::new());
         for (j, part) in piece.iter_mut().enumerate() {
             let p = i * rows + j;
-            row.clear();
-            let source = if same {
-                Source {
-                    bytes: part,
-                    span: &s,
-                    base: sin,
-                }
+            if !same {
+                let vals = source_row(shared, &s, s.row_base(p), sdt, &mut buf);
+                dst.compute(part, &mut row, |out| f(p, vals, out));
+            } else if let Some((src, base, out)) = dst.apart_from(part, &s, sin) {
+                f(p, source_row(src, &s, base, sdt, &mut buf), out);
             } else {
-                Source {
-                    bytes: shared,
-                    span: &s,
-                    base: s.row_base(p),
-                }
-            };
-            step(p, source, &mut buf, &mut row);
-            debug_assert!(row.len() >= out_len, "a row step left too few values");
-            if let Some(vals) = row.get(..out_len) {
-                write_row(part, &d, din, ddt, vals);
+                // Source and destination share bytes: the source read out first.
+                buf.clear();
+                read_row(part, &s, sin, sdt, false, &mut buf);
+                dst.compute(part, &mut row, |out| f(p, &buf, out));
             }
         }
     });
     Ok(Some(s.len))
+}
+
+/// A channel's source row as f32: where it lies (fp32 in one run), else converted into `buf`.
+fn source_row<'a>(
+    bytes: &'a [u8],
+    s: &Span,
+    base: i64,
+    sdt: Dtype,
+    buf: &'a mut Vec<f32>,
+) -> &'a [f32] {
+    match f32_row(bytes, s, base, sdt) {
+        Some(vals) => vals,
+        None => {
+            buf.clear();
+            read_row(bytes, s, base, sdt, false, buf);
+            buf
+        }
+    }
+}
+
+/// Where [`map_rows`] writes a channel's results: `len` elements of `dt` at `span`, `base`
+/// the byte of element offset 0 within the channel's partition.
+struct Dest<'a> {
+    span: &'a Span,
+    base: i64,
+    dt: Dtype,
+    len: usize,
+}
+
+impl Dest<'_> {
+    /// `fill(out)` with the channel's results, `out` the destination row itself where it is
+    /// fp32 in one run, else `row` (scratch) then stored as the destination's type.
+    fn compute(&self, part: &mut [u8], row: &mut Vec<f32>, fill: impl FnOnce(&mut [f32])) {
+        if let Some(out) = f32_row_mut(part, self.span, self.base, self.dt) {
+            return fill(out);
+        }
+        if row.len() < self.len {
+            row.resize(self.len, 0.0);
+        }
+        let out = &mut row[..self.len];
+        fill(out);
+        write_row(part, self.span, self.base, self.dt, out);
+    }
+
+    /// The partition's bytes split into the source's side (with the source's `base` in it)
+    /// and the destination row as fp32, where the destination is fp32 in one run, the source
+    /// one run too, and their bytes do not meet; else None.
+    fn apart_from<'p>(
+        &self,
+        part: &'p mut [u8],
+        s: &Span,
+        sbase: i64,
+    ) -> Option<(&'p [u8], i64, &'p mut [f32])> {
+        let (slo, shi) = s.run_bytes(sbase)?;
+        let (dlo, dhi) = self.span.run_bytes(self.base)?;
+        if !matches!(self.dt, Dtype::F32 | Dtype::F32r) {
+            return None;
+        }
+        if dlo >= shi {
+            let (src, rest) = part.split_at_mut(usize::try_from(dlo).ok()?);
+            let out = f32_row_mut(rest, self.span, 0, self.dt)?;
+            Some((src, sbase, out))
+        } else if dhi <= slo {
+            let cut = usize::try_from(dhi).ok()?;
+            let (lead, src) = part.split_at_mut(cut);
+            let out = f32_row_mut(lead, self.span, self.base, self.dt)?;
+            Some((src, sbase - dhi, out))
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -211,9 +225,10 @@ mod tests {
 
     /// A channel-by-channel step ([`map_rows`]) leaves both memories exactly as reading the
     /// whole source, computing, then writing the whole destination does: across memories,
-    /// within the same partitions (in place, and with source and destination bytes
-    /// overlapping), from a start partition above 0, on strided and descending patterns,
-    /// converting bf16/f16/fp32, reducing to fewer elements, on one thread and shared out.
+    /// within the same partitions (in place, with source and destination bytes overlapping,
+    /// with the destination row after or before the source's: computed in place; an fp32
+    /// destination off the 4-byte grid: computed aside), from a start partition above 0, on
+    /// strided and descending patterns, converting bf16/f16/fp32, reducing to fewer elements, on one thread and shared out.
     /// Operands in the same memory but other partitions, and destinations of another size,
     /// are left to the caller (None, nothing written).
     #[test]
@@ -263,6 +278,33 @@ mod tests {
                 ap(sb(0, 0x2000), [1, 0], [300, 1]),
                 Dtype::F32,
                 64,
+                0,
+            ),
+            (
+                "same partitions, the destination after the source",
+                ap(sb(0, 0x100), [1, 0], [128, 1]),
+                Dtype::F32,
+                ap(sb(0, 0x1000), [1, 0], [128, 1]),
+                Dtype::F32,
+                128,
+                0,
+            ),
+            (
+                "same partitions, the destination before the source",
+                ap(sb(0, 0x2000), [1, 0], [200, 1]),
+                Dtype::Bf16,
+                ap(sb(0, 0x100), [1, 0], [200, 1]),
+                Dtype::F32,
+                100,
+                0,
+            ),
+            (
+                "an fp32 destination off the 4-byte grid",
+                ap(ps(0x40), [1, 0], [64, 1]),
+                Dtype::F32,
+                ap(sb(0, 0x302), [1, 0], [64, 1]),
+                Dtype::F32,
+                128,
                 0,
             ),
             (
@@ -349,14 +391,15 @@ mod tests {
                     .copy_from_slice(whole.f32s(Space::Psum));
                 // The step: a per-channel affine map, or the groups' sums.
                 let inner = if groups > 0 { src.num[0] as usize } else { 1 };
-                let step = |p: usize, row: &mut Vec<f32>| {
+                let step = |p: usize, src: &[f32], out: &mut [f32]| {
                     if groups > 0 {
-                        for g in 0..groups {
-                            row[g] = row[g * inner..(g + 1) * inner].iter().sum();
+                        for (g, o) in out.iter_mut().enumerate() {
+                            *o = src[g * inner..(g + 1) * inner].iter().sum();
                         }
-                        row.truncate(groups);
                     } else {
-                        row.iter_mut().for_each(|v| *v = *v * 1.5 + p as f32);
+                        for (o, v) in out.iter_mut().zip(src) {
+                            *o = *v * 1.5 + p as f32;
+                        }
                     }
                 };
                 let out_len = (groups > 0).then_some(groups);
@@ -373,31 +416,12 @@ mod tests {
                 };
                 let got = crate::fanout::with(shared, || map_rows(&mut rows, &op, step))
                     .expect("in bounds");
-                // The same step handed its source row (where it lies, or converted): the
-                // same memories and answer as `map_rows`.
-                let mut from = CoreMem::new(&profile);
-                from.f32s_mut(Space::Sbuf)
-                    .copy_from_slice(whole.f32s(Space::Sbuf));
-                from.f32s_mut(Space::Psum)
-                    .copy_from_slice(whole.f32s(Space::Psum));
-                let read = |p: usize, src: &[f32], out: &mut Vec<f32>| {
-                    out.extend_from_slice(src);
-                    step(p, out);
-                };
-                let got_from = crate::fanout::with(shared, || map_rows_from(&mut from, &op, read))
-                    .expect("in bounds");
-                assert_eq!(got_from, got, "{what}: map_rows_from");
-                assert!(
-                    from.bytes(Space::Sbuf) == rows.bytes(Space::Sbuf)
-                        && from.bytes(Space::Psum) == rows.bytes(Space::Psum),
-                    "{what} (shared: {shared}): map_rows_from wrote otherwise"
-                );
                 let mut a = Vec::new();
                 let n = gather(&whole, &src, sdt, ch, &mut a).expect("in bounds");
                 let mut vals = Vec::new();
                 for (p, r) in a.chunks(n).enumerate() {
-                    let mut row = r.to_vec();
-                    step(p, &mut row);
+                    let mut row = vec![0.0; out_len.unwrap_or(n)];
+                    step(p, r, &mut row);
                     vals.extend(row);
                 }
                 let fits =
@@ -436,9 +460,27 @@ mod tests {
         let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
         let ap = |addr: u32, num: u16| super::super::pattern::tests::ap(addr, 1, num);
         let psum = crate::cayman_exec::PSUM_BIT_FOR_TESTS;
-        let step = |p: usize, row: &mut Vec<f32>| {
-            row.iter_mut().for_each(|v| *v = *v * 0.5 - p as f32);
+        let step = |p: usize, src: &[f32], out: &mut [f32]| {
+            for (o, v) in out.iter_mut().zip(src) {
+                *o = *v * 0.5 - p as f32;
+            }
         };
+        fn rows<'a>(
+            src: &'a AccessPattern,
+            dst: &'a AccessPattern,
+            channels: usize,
+            weight: u64,
+        ) -> Rows<'a> {
+            Rows {
+                src,
+                sdt: Dtype::F32,
+                dst,
+                ddt: Dtype::F32,
+                channels,
+                out_len: None,
+                weight,
+            }
+        }
         // Partitions 0..64 into 4..68 of SBUF (a channel's write lands on a later channel's
         // source), and 64 PSUM elements into 32 SBUF ones per partition.
         for (src, dst) in [
@@ -457,25 +499,13 @@ mod tests {
             done.f32s_mut(Space::Psum)
                 .copy_from_slice(whole.f32s(Space::Psum));
             let mut a = Vec::new();
-            let n = elementwise(
-                &mut done,
-                &src,
-                Dtype::F32,
-                &dst,
-                Dtype::F32,
-                64,
-                None,
-                1 << 30,
-                &mut a,
-                step,
-            )
-            .expect("in bounds");
+            let n = elementwise(&mut done, &rows(&src, &dst, 64, 1 << 30), &mut a, step)
+                .expect("in bounds");
             let mut vals = Vec::new();
             assert_eq!(gather(&whole, &src, Dtype::F32, 64, &mut vals), Ok(n));
             for (p, r) in vals.chunks_mut(n).enumerate() {
-                let mut row = r.to_vec();
-                step(p, &mut row);
-                r.copy_from_slice(&row);
+                let src = r.to_vec();
+                step(p, &src, r);
             }
             scatter(&mut whole, &dst, Dtype::F32, 64, &vals).expect("in bounds");
             assert!(
@@ -490,19 +520,9 @@ mod tests {
         // Results too few for the destination: refused as the whole-operand form refuses.
         let mut m = CoreMem::new(&profile);
         let mut a = Vec::new();
-        let e = elementwise(
-            &mut m,
-            &ap(0x100, 16),
-            Dtype::F32,
-            &ap((4 << 18) + 0x100, 32),
-            Dtype::F32,
-            8,
-            None,
-            1,
-            &mut a,
-            step,
-        )
-        .expect_err("too few values");
+        let (src, dst) = (ap(0x100, 16), ap((4 << 18) + 0x100, 32));
+        let e =
+            elementwise(&mut m, &rows(&src, &dst, 8, 1), &mut a, step).expect_err("too few values");
         assert!(e.detail.contains("shape mismatch"), "{}", e.detail);
     }
 }
