@@ -613,6 +613,23 @@ fn execute_op(
             let ddt = need(ci.dtype("dst_dtype"), ci, "dst_dtype")?;
             let ch = need(ci.u("channels"), ci, "channels")? as usize;
             let op = Alu::of(need(ci.u("op"), ci, "op")?, ci, "op")?;
+            // Row by row where the operands allow (`rows::zip_rows`), else whole.
+            let rows = rows::Rows {
+                src: &s0,
+                sdt: d0,
+                dst: &dst,
+                ddt,
+                channels: ch,
+                out_len: None,
+                weight: ELEMENTWISE_WEIGHT,
+            };
+            let step = |x: &[f32], y: &[f32], out: &mut [f32]| {
+                copy_row(x, out);
+                alu_zip(op, out, y);
+            };
+            if let Some(n) = rows::zip_rows(mem, &rows, (&s1, d1), step)? {
+                return done(n);
+            }
             let n = gather(mem, &s0, d0, ch, a)?;
             let n1 = gather(mem, &s1, d1, ch, b)?;
             if n1 != n {

@@ -1,5 +1,5 @@
-//! Elementwise words (ACTIVATE, TENSOR_REDUCE, TENSOR_SCALAR, converting copies) as one
-//! step per partition: a partition's source row is read, computed and written at once, so a
+//! Elementwise words (ACTIVATE, TENSOR_REDUCE, TENSOR_SCALAR, TENSOR_TENSOR, converting
+//! copies) as one step per partition: a partition's source row is read, computed and written at once, so a
 //! data-path helper that takes some partitions takes their whole pass (`fanout`), not just
 //! the arithmetic between a serial gather and scatter (`docs/performance.md`, 2026-12-05).
 
@@ -144,6 +144,85 @@ pub(super) fn map_rows(
         }
     });
     Ok(Some(s.len))
+}
+
+/// A two-source step (TENSOR_TENSOR) channel by channel: `f(first, second, out)` on channel
+/// `p`'s rows of `a` and `b` (as f32; `a`'s the row step's source, `b` the second source
+/// pattern and its type), `out` its destination row: [`map_rows`]' single pass for two
+/// sources. A source in another memory than the destination is read where it lies (fp32
+/// in one run) or converted; one in the destination's memory is read out of the channel's
+/// partition before the destination row is written. `Err` where the sources' element counts
+/// differ; None, nothing done, where a source in the destination's memory lies in other
+/// partitions or the destination does not hold the sources' count per channel.
+pub(super) fn zip_rows(
+    mem: &mut CoreMem,
+    op: &Rows,
+    b: (&AccessPattern, Dtype),
+    f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
+) -> Result<Option<usize>, OpFault> {
+    let channels = op.channels;
+    let sa = span(mem, op.src, op.sdt, channels)?;
+    let sb = span(mem, b.0, b.1, channels)?;
+    if sa.len != sb.len {
+        return Err(OpFault::bad("TENSOR_TENSOR operand shapes differ"));
+    }
+    let d = span(mem, op.dst, op.ddt, channels)?;
+    let space = d.space();
+    let apart = |s: &Span| s.space() == space && s.first() != d.first();
+    if d.len != sa.len || channels == 0 || apart(&sa) || apart(&sb) {
+        return Ok(None);
+    }
+    let other = match space {
+        neuron_isa::Space::Sbuf => neuron_isa::Space::Psum,
+        neuron_isa::Space::Psum => neuron_isa::Space::Sbuf,
+    };
+    let (shared, dbytes) = mem.across(other);
+    let mut parts = d.partitions_mut(dbytes, channels);
+    if parts.len() != channels {
+        return Ok(None); // (span() checked the partitions: not reached)
+    }
+    let work = (channels as u64)
+        .saturating_mul(sa.len as u64)
+        .saturating_mul(op.weight);
+    let dst = Dest {
+        span: &d,
+        base: d.base_in_partition(),
+        dt: op.ddt,
+        len: sa.len,
+    };
+    let rows = crate::fanout::rows_per_piece(channels, work);
+    crate::fanout::for_each_mut(&mut parts, rows, work, |i, piece| {
+        let (mut row, mut ba, mut bb) = (Vec::new(), Vec::new(), Vec::new());
+        for (j, part) in piece.iter_mut().enumerate() {
+            let p = i * rows + j;
+            // A source in the destination's memory: copied out of the partition first.
+            let read = |s: &Span, dt: Dtype, part: &[u8], buf: &mut Vec<f32>| {
+                if s.space() == space {
+                    buf.clear();
+                    read_row(part, s, s.base_in_partition(), dt, false, buf);
+                    true
+                } else {
+                    false
+                }
+            };
+            let (own_a, own_b) = (
+                read(&sa, op.sdt, part, &mut ba),
+                read(&sb, b.1, part, &mut bb),
+            );
+            let va = if own_a {
+                &ba[..]
+            } else {
+                source_row(shared, &sa, sa.row_base(p), op.sdt, &mut ba)
+            };
+            let vb = if own_b {
+                &bb[..]
+            } else {
+                source_row(shared, &sb, sb.row_base(p), b.1, &mut bb)
+            };
+            dst.compute(part, &mut row, |out| f(va, vb, out));
+        }
+    });
+    Ok(Some(sa.len))
 }
 
 /// A channel's source row as f32: where it lies (fp32 in one run), else converted into `buf`.
@@ -449,6 +528,149 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A two-source step row by row ([`zip_rows`]) leaves both memories as gathering both
+    /// sources, combining them and scattering the result does: sources in the other memory
+    /// and in the destination's (one of them the destination itself), bf16 and fp32 sources
+    /// and destinations, from a start partition above 0, on one thread and shared out.
+    /// A source in other partitions of the destination's memory, or a destination of
+    /// another size, is left to the caller (None, nothing written); sources of different
+    /// sizes are an error.
+    #[test]
+    fn two_source_rows_equal_whole_operand_steps() {
+        let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
+        let ap = |addr: u32, num: u16| super::super::pattern::tests::ap(addr, 1, num);
+        let sb = |part: u32, off: u32| (part << 18) + off;
+        let ps = |off: u32| crate::cayman_exec::PSUM_BIT_FOR_TESTS | off;
+        let (f32_, bf16) = (Dtype::F32, Dtype::Bf16);
+        // (what, first source, second source, destination, channels, done row by row)
+        type Case = (
+            &'static str,
+            (AccessPattern, Dtype),
+            (AccessPattern, Dtype),
+            (AccessPattern, Dtype),
+            usize,
+            bool,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "psum + sbuf to sbuf",
+                (ap(ps(0x40), 300), f32_),
+                (ap(sb(0, 0x800), 300), f32_),
+                (ap(sb(0, 0x2000), 300), f32_),
+                128,
+                true,
+            ),
+            (
+                "in place over the second source",
+                (ap(ps(0x40), 200), f32_),
+                (ap(sb(0, 0x800), 200), f32_),
+                (ap(sb(0, 0x800), 200), f32_),
+                128,
+                true,
+            ),
+            (
+                "bf16 sources in sbuf to psum, from partition 32",
+                (ap(sb(32, 0x100), 96), bf16),
+                (ap(sb(32, 0x600), 96), bf16),
+                (ap(ps(0x20), 96), f32_),
+                64,
+                true,
+            ),
+            (
+                "fp32 sources to a bf16 destination over the first",
+                (ap(sb(0, 0x1000), 50), f32_),
+                (ap(ps(0x100), 50), f32_),
+                (ap(sb(0, 0x1000), 50), bf16),
+                100,
+                true,
+            ),
+            (
+                "a source in other partitions of the destination's memory",
+                (ap(ps(0x40), 64), f32_),
+                (ap(sb(4, 0x800), 64), f32_),
+                (ap(sb(0, 0x2000), 64), f32_),
+                64,
+                false,
+            ),
+            (
+                "a destination of another size",
+                (ap(ps(0x40), 64), f32_),
+                (ap(sb(0, 0x800), 64), f32_),
+                (ap(sb(0, 0x2000), 32), f32_),
+                64,
+                false,
+            ),
+        ];
+        let fill = |m: &mut CoreMem| {
+            for sp in [Space::Sbuf, Space::Psum] {
+                for (i, w) in m.f32s_mut(sp).iter_mut().enumerate().take(130 << 16) {
+                    *w = ((i * 7919) % 1013) as f32 * 0.125 - 60.0;
+                }
+            }
+        };
+        let step = |x: &[f32], y: &[f32], out: &mut [f32]| {
+            for ((o, a), b) in out.iter_mut().zip(x).zip(y) {
+                *o = *a * 0.75 - *b;
+            }
+        };
+        for (what, (a, adt), (b, bdt), (d, ddt), ch, by_rows) in cases {
+            for shared in [false, true] {
+                let mut whole = CoreMem::new(&profile);
+                fill(&mut whole);
+                let mut rows = CoreMem::new(&profile);
+                fill(&mut rows);
+                let op = Rows {
+                    src: &a,
+                    sdt: adt,
+                    dst: &d,
+                    ddt,
+                    channels: ch,
+                    out_len: None,
+                    weight: if shared { 1 << 30 } else { 1 },
+                };
+                let got = crate::fanout::with(shared, || zip_rows(&mut rows, &op, (&b, bdt), step))
+                    .expect("in bounds");
+                if !by_rows {
+                    assert_eq!(got, None, "{what}");
+                    assert!(
+                        rows.bytes(Space::Sbuf) == whole.bytes(Space::Sbuf)
+                            && rows.bytes(Space::Psum) == whole.bytes(Space::Psum),
+                        "{what}: written"
+                    );
+                    continue;
+                }
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                let n = gather(&whole, &a, adt, ch, &mut x).expect("in bounds");
+                gather(&whole, &b, bdt, ch, &mut y).expect("in bounds");
+                assert_eq!(got, Some(n), "{what}");
+                let mut out = vec![0.0; x.len()];
+                step(&x, &y, &mut out);
+                scatter(&mut whole, &d, ddt, ch, &out).expect("in bounds");
+                assert!(
+                    rows.bytes(Space::Sbuf) == whole.bytes(Space::Sbuf),
+                    "{what} (shared: {shared}): SBUF differs"
+                );
+                assert!(
+                    rows.bytes(Space::Psum) == whole.bytes(Space::Psum),
+                    "{what} (shared: {shared}): PSUM differs"
+                );
+            }
+        }
+        let mut m = CoreMem::new(&profile);
+        let (a, b, d) = (ap(ps(0), 64), ap(0x100, 32), ap(0x400, 64));
+        let op = Rows {
+            src: &a,
+            sdt: f32_,
+            dst: &d,
+            ddt: f32_,
+            channels: 8,
+            out_len: None,
+            weight: 1,
+        };
+        let e = zip_rows(&mut m, &op, (&b, f32_), step).expect_err("sizes differ");
+        assert!(e.detail.contains("shapes differ"), "{}", e.detail);
     }
 
     /// Where a word cannot go row by row, [`elementwise`] does it whole: the values are
