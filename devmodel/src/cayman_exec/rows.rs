@@ -152,8 +152,9 @@ pub(super) fn map_rows(
 /// sources. A source in another memory than the destination is read where it lies (fp32
 /// in one run) or converted; one in the destination's memory is read out of the channel's
 /// partition before the destination row is written. `Err` where the sources' element counts
-/// differ; None, nothing done, where a source in the destination's memory lies in other
-/// partitions or the destination does not hold the sources' count per channel.
+/// differ; None, nothing done, for rows shorter than one vector, or where a source in the
+/// destination's memory lies in other partitions or the destination does not hold the
+/// sources' count per channel.
 pub(super) fn zip_rows(
     mem: &mut CoreMem,
     op: &Rows,
@@ -161,6 +162,11 @@ pub(super) fn zip_rows(
     f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
 ) -> Result<Option<usize>, OpFault> {
     let channels = op.channels;
+    // Rows shorter than one vector (a decode step's tensors) go faster whole, through the
+    // patterns' short-row loops, than one step each (told before any span is built).
+    if super::pattern::elem_count(op.src)? < super::pattern::SMALL_ROW as u64 {
+        return Ok(None);
+    }
     let sa = span(mem, op.src, op.sdt, channels)?;
     let sb = span(mem, b.0, b.1, channels)?;
     if sa.len != sb.len {
@@ -534,9 +540,9 @@ mod tests {
     /// sources, combining them and scattering the result does: sources in the other memory
     /// and in the destination's (one of them the destination itself), bf16 and fp32 sources
     /// and destinations, from a start partition above 0, on one thread and shared out.
-    /// A source in other partitions of the destination's memory, or a destination of
-    /// another size, is left to the caller (None, nothing written); sources of different
-    /// sizes are an error.
+    /// Rows shorter than a vector, a source in other partitions of the destination's memory,
+    /// or a destination of another size, are left to the caller (None, nothing written);
+    /// sources of different sizes are an error.
     #[test]
     fn two_source_rows_equal_whole_operand_steps() {
         let profile = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
@@ -600,6 +606,14 @@ mod tests {
                 (ap(sb(0, 0x800), 64), f32_),
                 (ap(sb(0, 0x2000), 32), f32_),
                 64,
+                false,
+            ),
+            (
+                "rows shorter than a vector",
+                (ap(ps(0x40), 8), f32_),
+                (ap(sb(0, 0x800), 8), f32_),
+                (ap(sb(0, 0x2000), 8), f32_),
+                128,
                 false,
             ),
         ];
