@@ -37,6 +37,9 @@ pub struct CoreMem {
     /// bf16 weights a matrix-vector MATMUL reads where LDWEIGHTS found them, likewise
     /// ([`CoreMem::keep_weights`]).
     weights: Option<Kept<u16>>,
+    /// fp32 weights of a transpose, read where LDWEIGHTS found them by the MATMUL that
+    /// transposes them, likewise ([`CoreMem::keep_words`]).
+    words: Option<Kept<f32>>,
     /// User space has been handed the SBUF storage's address (a mapping of the SBUF window):
     /// its writes are not counted, so SBUF's count proves nothing from then on.
     sbuf_mapped: bool,
@@ -87,6 +90,7 @@ impl CoreMem {
             writes: [0; 2],
             kept: None,
             weights: None,
+            words: None,
             sbuf_mapped: false,
         }
     }
@@ -97,7 +101,7 @@ impl CoreMem {
     fn before_write(&mut self, s: Space) {
         let i = index(s);
         self.writes[i] = self.writes[i].wrapping_add(1);
-        if self.kept.is_some() || self.weights.is_some() {
+        if self.kept.is_some() || self.weights.is_some() || self.words.is_some() {
             self.copy_kept(s);
         }
     }
@@ -106,6 +110,12 @@ impl CoreMem {
     #[inline(never)]
     fn copy_kept(&mut self, s: Space) {
         if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s) {
+            kp.save(match s {
+                Space::Sbuf => &self.sbuf,
+                Space::Psum => &self.psum,
+            });
+        }
+        if let Some(kp) = self.words.as_mut().filter(|kp| kp.space == s) {
             kp.save(match s {
                 Space::Sbuf => &self.sbuf,
                 Space::Psum => &self.psum,
@@ -186,6 +196,64 @@ impl CoreMem {
     /// Stop keeping the weights: what was kept.
     pub fn release_weights(&mut self) -> Option<Kept<u16>> {
         self.weights.take()
+    }
+
+    /// [`CoreMem::keep`] for an LDWEIGHTS' fp32 weights, in their own slot: `k` rows of `n`
+    /// fp32 words of `space` at `view` (`cs` 1).
+    pub fn keep_words(
+        &mut self,
+        space: Space,
+        view: View,
+        k: usize,
+        n: usize,
+        buf: Vec<f32>,
+    ) -> bool {
+        if !self.sees_all_writes(space) {
+            return false;
+        }
+        let len = self.f32s(space).len();
+        self.words = Kept::new(space, view, k, n, len, buf);
+        self.words.is_some()
+    }
+
+    /// The fp32 weights kept now, if any.
+    pub fn kept_words(&self) -> Option<&Kept<f32>> {
+        self.words.as_ref()
+    }
+
+    /// Stop keeping the fp32 weights: what was kept.
+    pub fn release_words(&mut self) -> Option<Kept<f32>> {
+        self.words.take()
+    }
+
+    /// The kept fp32 weights' rows to read, where they are (`k` rows at the view: their
+    /// copy, dense, once their space was written; else the space's storage), and `write`'s
+    /// storage to write, the write counted first (so weights in `write` itself are read from
+    /// their copy). None where no fp32 weights are kept.
+    pub fn words_and(&mut self, write: Space) -> Option<(&[f32], View, &mut [f32])> {
+        self.before_write(write);
+        let kp = self.words.as_ref()?;
+        let (other, out): (&[f32], &mut [f32]) = match write {
+            Space::Psum => (&self.sbuf, &mut self.psum),
+            Space::Sbuf => (&self.psum, &mut self.sbuf),
+        };
+        match kp.copy() {
+            Some(c) => {
+                let n = kp.shape().1;
+                Some((
+                    c,
+                    View {
+                        off: 0,
+                        rs: n,
+                        cs: 1,
+                    },
+                    out,
+                ))
+            }
+            // Rows in `write` itself were copied out by the write's count above.
+            None if kp.space != write => Some((other, kp.view(), out)),
+            None => None,
+        }
     }
 
     /// The storage of `s` as 16-bit words (bf16 elements at even byte offsets).
@@ -292,6 +360,7 @@ impl CoreMem {
         self.before_write(Space::Psum);
         self.kept = None;
         self.weights = None;
+        self.words = None;
         self.psum.fill(0.0);
     }
 
@@ -553,6 +622,49 @@ mod tests {
         assert!(m.keep(Space::Psum, row, 1, 4, Vec::new()));
         assert!(!m.keep_weights(Space::Sbuf, row, 1, 4, Vec::new()));
         assert!(m.keep_weights(Space::Psum, row, 1, 4, Vec::new()));
+    }
+
+    /// Kept fp32 weights (a transpose's) have their own slot: `words_and` hands their rows
+    /// where they lie with the other space to write; a write to their own space (that one
+    /// included) reads them from their copy; a reset drops them; a user mapping of SBUF
+    /// refuses them.
+    #[test]
+    fn kept_words_are_read_in_place_until_their_space_is_written() {
+        let mut m = mem();
+        let (k, n, rs, off) = (3, 4, m.sbuf_stride / 4, 5);
+        for r in 0..k {
+            for c in 0..n {
+                m.f32s_mut(Space::Sbuf)[off + r * rs + c] = (10 * r + c) as f32;
+            }
+        }
+        let want: Vec<f32> = (0..k)
+            .flat_map(|r| (0..n).map(move |c| (10 * r + c) as f32))
+            .collect();
+        let view = View { off, rs, cs: 1 };
+        assert!(m.keep_words(Space::Sbuf, view, k, n, Vec::new()));
+        let (rows, v, out) = m.words_and(Space::Psum).expect("kept");
+        assert_eq!((v.off, v.rs), (off, rs), "in place");
+        assert_eq!(rows[off + rs + 2], 12.0);
+        out[0] = 1.0;
+        assert!(m.kept_words().is_some_and(|kp| kp.copy().is_none()));
+        let (rows, v, _) = m.words_and(Space::Sbuf).expect("kept");
+        assert_eq!((v.off, v.rs), (0, n), "from the copy");
+        assert_eq!(rows, &want[..]);
+        m.clear();
+        assert!(m.kept_words().is_none() && m.words_and(Space::Psum).is_none());
+        let _ = m.sbuf_ptr();
+        assert!(!m.keep_words(Space::Sbuf, view, k, n, Vec::new()));
+        assert!(m.keep_words(
+            Space::Psum,
+            View {
+                off: 0,
+                rs: 8,
+                cs: 1
+            },
+            2,
+            8,
+            Vec::new()
+        ));
     }
 
     /// Kept weights (16-bit rows, at any even byte) have their own slot: copied out before

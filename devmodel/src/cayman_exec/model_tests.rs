@@ -1014,6 +1014,76 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
     );
 }
 
+/// An fp32 transpose's weights are read where LDWEIGHTS found them (`PeState::w_words`),
+/// and they are the values LDWEIGHTS saw: a write to them before the MATMUL does not reach
+/// its output (the kept rows are copied out first); the next LDWEIGHTS loads the new ones;
+/// an accumulating MATMUL adds the transpose. Expected values from the indices (plain Rust).
+#[test]
+fn fp32_transpose_weights_are_latched_where_they_lie() {
+    const K: usize = 48;
+    const M: usize = 24;
+    const W: usize = 0x1000;
+    const MOV: usize = 0x9000;
+    let mut m = mem();
+    let w = |kk: usize, j: usize| ((kk * 5 + j * 11) % 31) as f32 * 0.5 - 3.0;
+    fill_f32(&mut m, 0, K, M, W, w);
+    fill_f32(&mut m, 0, K, K, MOV, |p, c| if p == c { 1.0 } else { 0.0 });
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap3(W + 4 * (M - 1), -1, M as u16)),
+            (32, &[0x0a, 0, 1]),
+            (38, &[K as u8]),
+        ],
+    );
+    let mm = |dst: usize, acc: u8| {
+        word(
+            0x02,
+            &[
+                (16, &ap3(MOV, 1, K as u16)),
+                (32, &[0x0a, 0, 0]),
+                (43, &[acc]),
+                (48, &ap3(0x200_0000 + dst, 1, K as u16)),
+            ],
+        )
+    };
+    let psum = |m: &CoreMem, p: usize, off: usize| {
+        let at = p * m.psum_stride + off;
+        let b = &m.bytes(Space::Psum)[at..at + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
+    let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
+        execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
+    };
+    let check = |m: &CoreMem, dst: usize, f: &dyn Fn(usize, usize) -> f32| {
+        for j in 0..M {
+            for c in 0..K {
+                assert_eq!(psum(m, j, dst + 4 * c), f(c, j), "out[{j}][{c}]");
+            }
+        }
+    };
+    exec(&ldw, &mut m, &mut pe);
+    assert!(
+        pe.w_words && m.kept_words().is_some(),
+        "kept where they lie"
+    );
+    // Weight (kk 7, column 3) rewritten after LDWEIGHTS: the MATMUL still moves the old one.
+    put_f32(&mut m, 7, W + 4 * 3, 100.0);
+    assert!(m.kept_words().is_some_and(|kp| kp.copy().is_some()));
+    exec(&mm(0, 3), &mut m, &mut pe);
+    check(&m, 0, &w);
+    let new = |kk: usize, j: usize| if (kk, j) == (7, 3) { 100.0 } else { w(kk, j) };
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0x400, 3), &mut m, &mut pe);
+    check(&m, 0x400, &new);
+    // Accumulating onto the first transpose: old + new.
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0, 2), &mut m, &mut pe);
+    check(&m, 0, &|kk, j| w(kk, j) + new(kk, j));
+    assert!(pe.identity_at.is_some(), "moved, not multiplied");
+}
+
 /// Measurement, not a check: host ns per word of a decode step's small words (128 partitions,
 /// two fp32 elements each): TENSOR_TENSOR (two inputs, one output) and ACTIVATE (exp, a scale
 /// per partition), best of five rounds. `cargo test --release -p neuron-devmodel --lib

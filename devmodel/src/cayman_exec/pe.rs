@@ -5,7 +5,9 @@
 
 use super::alu::{hi_part, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
-use super::transpose::{identity_memo, transpose, transpose_bits, transpose_into, IdentityAt};
+use super::transpose::{
+    identity_memo, transpose, transpose_bits, transpose_into, transpose_rows_into, IdentityAt,
+};
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
@@ -53,6 +55,11 @@ pub struct PeState {
     /// the PE layout's, as the pattern descends), for a matrix-vector product to read there
     /// ([`PeState::unkeep`] brings them into `w_bits` for anything else).
     pub w_kept: bool,
+    /// Neither does `w`: the weights are a transpose's fp32 rows kept where LDWEIGHTS found
+    /// them (`CoreMem::keep_words`, memory order as for `w_kept`), for the MATMUL that
+    /// transposes them to read there ([`PeState::unkeep`] brings them into `w` for anything
+    /// else, as a copying LDWEIGHTS would have left them).
+    pub w_words: bool,
     pub last_narrow: bool,
     /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
     pub gemm: Path,
@@ -90,6 +97,7 @@ impl Default for PeState {
             w_from_bits: false,
             w_bits: Vec::new(),
             w_kept: false,
+            w_words: false,
             last_narrow: false,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
@@ -149,9 +157,16 @@ impl PeState {
         Ok(())
     }
 
-    /// Bring weights kept in `mem` ([`PeState::w_kept`]) into `w_bits`, as an LDWEIGHTS that
-    /// copied them would have left them.
+    /// Bring weights kept in `mem` into `w_bits` ([`PeState::w_kept`]) or `w`
+    /// ([`PeState::w_words`]), as an LDWEIGHTS that copied them would have left them.
     pub fn unkeep(&mut self, mem: &mut CoreMem) -> Result<(), OpFault> {
+        if std::mem::take(&mut self.w_words) {
+            let kp = mem
+                .release_words()
+                .ok_or_else(|| OpFault::bad("MATMUL's weights are no longer kept (core reset?)"))?;
+            let space = kp.space;
+            self.w = kp.into_rows(mem.f32s(space));
+        }
         if !std::mem::take(&mut self.w_kept) {
             return Ok(());
         }
@@ -167,6 +182,11 @@ impl PeState {
 
     /// Stop keeping weights in `mem` (new ones are loading), reusing their buffer.
     fn forget_kept(&mut self, mem: &mut CoreMem) {
+        if std::mem::take(&mut self.w_words) {
+            if let Some(kp) = mem.release_words() {
+                self.w = kp.into_buffer();
+            }
+        }
         if std::mem::take(&mut self.w_kept) {
             if let Some(kp) = mem.release_weights() {
                 self.w_bits = kp.into_buffer();
@@ -236,9 +256,17 @@ pub(super) fn ldweights(
         None
     };
     pe.w_kept = kept.is_some();
+    // fp32 weights of a transpose are only moved, by the MATMUL that transposes them: read
+    // where they lie until SBUF/PSUM is written (`CoreMem::keep_words`), not copied.
+    let words = if transpose && dt == Dtype::F32 && pe.pair.is_none() {
+        keep_words_in_place(mem, &ap, rows, pe)?
+    } else {
+        None
+    };
+    pe.w_words = words.is_some();
     let n = if same_as_low {
         pe.full.len() / rows.max(1)
-    } else if let Some(n) = kept {
+    } else if let Some(n) = kept.or(words) {
         n
     } else if as_bits {
         gather_bits16(mem, &ap, rows, &mut pe.w_bits, true)?
@@ -261,8 +289,8 @@ pub(super) fn ldweights(
     // (A pattern not compared in place is compared gathered.)
     let same_as_low =
         same_as_low || (high && in_place.is_none() && passpair::same_bits(a, &pe.full));
-    if as_bits {
-        // `w` is left as it was: `w_from_bits` says it is stale.
+    if as_bits || words.is_some() {
+        // `w` is left as it was: `w_from_bits` or `w_words` says it is stale.
     } else if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
         // Split only if the LOW pass must run alone.
         std::mem::swap(&mut pe.full, a);
@@ -354,6 +382,18 @@ pub(super) fn matmul(
         Dtype::F32 => f32_view(mem, &dst, m)?,
         _ => None,
     };
+    if pe.w_words && pe.transpose && dt == Dtype::F32 {
+        if let Some(n) = transpose_kept_words(mem, pe, mv, dv, acc & 1 == 0) {
+            pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
+            return Ok(Exec::Done {
+                elems: n as u64 * 4,
+                sgemm_macs: 0,
+                amx_macs: 0,
+                math_macs: 0,
+                onchip_bytes: 0,
+            });
+        }
+    }
     // Deferred weights are needed unless this is a LOW pass `passpair` may defer (an fp32
     // product into an in-place fp32 destination).
     let may_defer = pe.low_src.is_some() && dt == Dtype::F32 && !pe.transpose && dv.is_some();
@@ -610,6 +650,70 @@ fn keep_in_place(
     Ok(mem
         .keep_weights(sp.space(), view, rows, n, buf)
         .then_some(n))
+}
+
+/// Keep an fp32 transpose's LDWEIGHTS weights where they lie (`CoreMem::keep_words`) when
+/// the pattern is one descending run per partition (memory order is the PE layout's, as for
+/// [`keep_in_place`]): the number of columns, or None where it is not (or nothing could be
+/// kept: a user mapping of SBUF). `pe.w` lends its buffer for the copy.
+fn keep_words_in_place(
+    mem: &mut CoreMem,
+    ap: &AccessPattern,
+    rows: usize,
+    pe: &mut PeState,
+) -> Result<Option<usize>, OpFault> {
+    let sp = span(mem, ap, Dtype::F32, rows)?;
+    let n = sp.len;
+    if !sp.is_descending() || n == 0 || !cfg!(target_endian = "little") {
+        return Ok(None);
+    }
+    // The first row's lowest byte (`span` checked every row lies in its memory).
+    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * 4).ok();
+    let Some(lo) = lowest.filter(|lo| lo % 4 == 0 && sp.stride() % 4 == 0) else {
+        return Ok(None);
+    };
+    let view = View {
+        off: lo / 4,
+        rs: sp.stride() / 4,
+        cs: 1,
+    };
+    let buf = std::mem::take(&mut pe.w);
+    Ok(mem.keep_words(sp.space(), view, rows, n, buf).then_some(n))
+}
+
+/// A transpose of fp32 weights kept where they lie ([`PeState::w_words`]) against an
+/// identity moving tensor in place, written straight into an fp32 destination's rows: one
+/// pass from the weights' rows to the destination, no copy of them into `w`. The columns
+/// when done; None, nothing written, for any other operands (the general path then brings
+/// the weights into `w`).
+fn transpose_kept_words(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    mv: Option<(neuron_isa::Space, View, usize)>,
+    dv: Option<(neuron_isa::Space, View, usize)>,
+    accumulate: bool,
+) -> Option<usize> {
+    let (k, m) = (pe.k, pe.m);
+    let (sp, v, nmov) = mv?;
+    let (dspace, cv, ndst) = dv?;
+    let fits = v.cs == 1 && cv.cs == 1 && cv.rs >= nmov && ndst == nmov && nmov == k;
+    if !fits || sp == dspace || nmov > MAX_MOVING {
+        return None;
+    }
+    let at = IdentityAt {
+        space: sp,
+        off: v.off,
+        rs: v.rs,
+        n: k,
+        dt: Dtype::F32,
+        writes: mem.writes(sp),
+    };
+    if !identity_memo(pe, mem, at, || is_identity(mem.f32s(sp), v, k)) {
+        return None;
+    }
+    let (rows, wv, out) = mem.words_and(dspace)?;
+    let src = rows.get(wv.off..)?;
+    transpose_rows_into(src, wv.rs, k, m, out, cv.off, cv.rs, accumulate).then_some(nmov)
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights

@@ -32,6 +32,23 @@ pub(super) fn transpose_into(
     pitch: usize,
     accumulate: bool,
 ) -> bool {
+    transpose_rows_into(src, cols, rows, cols, dst, off, pitch, accumulate)
+}
+
+/// [`transpose_into`] from source rows `srs` elements apart (`src[c * srs + j]`: weights
+/// read where they lie, a partition's stride apart). False, and nothing written, if `srs`
+/// is under a row, `src` is short or a row would leave `dst`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn transpose_rows_into(
+    src: &[f32],
+    srs: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    off: usize,
+    pitch: usize,
+    accumulate: bool,
+) -> bool {
     if rows == 0 || cols == 0 {
         return true;
     }
@@ -39,13 +56,20 @@ pub(super) fn transpose_into(
         .checked_mul(pitch)
         .and_then(|x| x.checked_add(off))
         .and_then(|x| x.checked_add(rows));
-    if src.len() < rows * cols || pitch < rows || last.is_none_or(|l| l > dst.len()) {
+    let src_end = (rows - 1)
+        .checked_mul(srs)
+        .and_then(|x| x.checked_add(cols));
+    if srs < cols
+        || src_end.is_none_or(|e| e > src.len())
+        || pitch < rows
+        || last.is_none_or(|l| l > dst.len())
+    {
         return false;
     }
     let put = |d: &mut f32, v: f32| *d = if accumulate { *d + v } else { v };
     let (rb, cb) = (rows - rows % B, cols - cols % B);
     let g = Blocks {
-        cols,
+        srs,
         rb,
         cb,
         off,
@@ -70,12 +94,12 @@ pub(super) fn transpose_into(
     // rows, then every column of the last rows.
     for c in 0..rb {
         for j in cb..cols {
-            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
+            put(&mut dst[off + j * pitch + c], src[c * srs + j]);
         }
     }
     for c in rb..rows {
         for j in 0..cols {
-            put(&mut dst[off + j * pitch + c], src[c * cols + j]);
+            put(&mut dst[off + j * pitch + c], src[c * srs + j]);
         }
     }
     true
@@ -221,10 +245,10 @@ const B: usize = 8;
 /// Where [`transpose_into`]'s full 8 x 8 blocks lie (walked destination rows outer: a PSUM
 /// destination's rows lie 16 KiB apart, on the same L1 sets, so eight rows are finished
 /// before the next eight are touched, instead of every row's lines being evicted and
-/// fetched again for each 32-byte piece): `rb` source rows of `cols` and their
+/// fetched again for each 32-byte piece): `rb` source rows (`srs` elements apart) and their
 /// first `cb` columns, written to `dst[off + j * pitch + c]` (added when `accumulate`).
 struct Blocks {
-    cols: usize,
+    srs: usize,
     rb: usize,
     cb: usize,
     off: usize,
@@ -238,7 +262,7 @@ fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
         for c0 in (0..g.rb).step_by(B) {
             let mut t = [[0f32; B]; B];
             for (i, r) in t.iter_mut().enumerate() {
-                r.copy_from_slice(&src[(c0 + i) * g.cols + j0..][..B]);
+                r.copy_from_slice(&src[(c0 + i) * g.srs + j0..][..B]);
             }
             for j in 0..B {
                 let d = &mut dst[g.off + (j0 + j) * g.pitch + c0..][..B];
@@ -266,7 +290,7 @@ fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
 #[target_feature(enable = "avx")]
 unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
     use std::arch::x86_64::*;
-    debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.cols + g.cb <= src.len());
+    debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.srs + g.cb <= src.len());
     let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     for j0 in (0..g.cb).step_by(B) {
         // Destination rows two blocks ahead into cache while these eight are written (the
@@ -281,7 +305,7 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
         }
         for c0 in (0..g.rb).step_by(B) {
             // SAFETY (all loads and stores below): inside the bounds the caller checked.
-            let r = |i: usize| _mm256_loadu_ps(s.add((c0 + i) * g.cols + j0));
+            let r = |i: usize| _mm256_loadu_ps(s.add((c0 + i) * g.srs + j0));
             let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
             let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
             let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
@@ -433,6 +457,59 @@ mod tests {
         }
     }
 
+    /// Source rows a stride apart (weights where they lie) transpose as the same rows
+    /// packed densely do; a stride under a row, or a source short of its last row, is
+    /// refused with nothing written.
+    #[test]
+    fn strided_source_rows_transpose_as_dense_ones() {
+        for (rows, cols, srs) in [(128, 128, 300), (16, 8, 8), (13, 21, 40), (9, 1, 2)] {
+            let src: Vec<f32> = (0..(rows - 1) * srs + cols)
+                .map(|i| i as f32 * 0.25 - 7.0)
+                .collect();
+            let dense: Vec<f32> = (0..rows)
+                .flat_map(|c| src[c * srs..c * srs + cols].to_vec())
+                .collect();
+            let (off, pitch) = (2, rows + 1);
+            let len = off + (cols - 1) * pitch + rows;
+            for accumulate in [false, true] {
+                let old: Vec<f32> = (0..len).map(|i| i as f32).collect();
+                let (mut got, mut want) = (old.clone(), old.clone());
+                assert!(transpose_rows_into(
+                    &src, srs, rows, cols, &mut got, off, pitch, accumulate
+                ));
+                assert!(transpose_into(
+                    &dense, rows, cols, &mut want, off, pitch, accumulate
+                ));
+                assert_eq!(got, want, "{rows}x{cols} rows {srs} apart");
+            }
+            let old = vec![1.5f32; len];
+            let mut dst = old.clone();
+            if cols > 1 {
+                assert!(!transpose_rows_into(
+                    &src,
+                    cols - 1,
+                    rows,
+                    cols,
+                    &mut dst,
+                    off,
+                    pitch,
+                    false
+                ));
+            }
+            assert!(!transpose_rows_into(
+                &src[..src.len() - 1],
+                srs,
+                rows,
+                cols,
+                &mut dst,
+                off,
+                pitch,
+                false
+            ));
+            assert_eq!(dst, old, "nothing written");
+        }
+    }
+
     /// The AVX blocks move the element loop's bits, overwriting and accumulating (NaN,
     /// -0, subnormals included), where the host has AVX.
     #[test]
@@ -461,7 +538,7 @@ mod tests {
             for accumulate in [false, true] {
                 let (mut a, mut b) = (old.clone(), old.clone());
                 let g = Blocks {
-                    cols,
+                    srs: cols,
                     rb: rows,
                     cb: cols,
                     off,
