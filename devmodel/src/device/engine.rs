@@ -48,6 +48,13 @@ pub(super) struct Inflight {
 #[derive(Debug)]
 pub(super) struct Sequencer {
     pub(super) ibuf: Vec<u8>,
+    /// The decodings of `ibuf`'s words by position (word `i` at byte `64 i`), filled as
+    /// they are fetched: `ibuf` only grows at its end, so a word once decoded at a position
+    /// stays that word, and a program that loops (the runtime's prologue branches back to
+    /// pc 0 every execution) finds each word here instead of hashing its 64 bytes into the
+    /// device's cache (`decode::DecodeCache`: 8% of a decode step's device thread). Only
+    /// the first [`POSITIONS`] words; not used while hooks may rewrite words at issue.
+    pub(super) decoded: Vec<Option<(Sync, Arc<CaymanInstr>)>>,
     pub(super) consumed: usize,
     pub(super) pc: u32,
     pub(super) status: EngStatus,
@@ -78,6 +85,7 @@ impl Sequencer {
     pub(super) fn new() -> Self {
         Sequencer {
             ibuf: Vec::new(),
+            decoded: Vec::new(),
             consumed: 0,
             pc: 0,
             status: EngStatus::Idle,
@@ -98,7 +106,31 @@ impl Sequencer {
     pub(super) fn is_idle(&self) -> bool {
         self.status == EngStatus::Idle
     }
+
+    /// The word at `consumed`, decoded, becomes the pending word.
+    fn take(&mut self, sync: Sync, opcode: u8, ci: Arc<CaymanInstr>) {
+        self.pending = Some(Pending {
+            sync,
+            opcode,
+            ext_wait: super::decode::ext_wait_of(&ci),
+            drain: ci.opcode == Opcode::Drain,
+            word: Some(ci),
+        });
+        self.consumed += WORD;
+        // Words before the running program's pc 0 are done with.
+        if self.origin >= 1 << 16 {
+            self.ibuf.drain(..self.origin);
+            let words = (self.origin / WORD).min(self.decoded.len());
+            self.decoded.drain(..words);
+            self.consumed -= self.origin;
+            self.origin = 0;
+        }
+    }
 }
+
+/// Instruction words per engine whose decodings are kept by position
+/// (`Sequencer::decoded`): 4 MiB of a program, far more than any real NEFF's engine streams.
+const POSITIONS: usize = 1 << 16;
 
 /// Whether semaphore/event wait `w` holds on `regs`.
 pub(super) fn wait_holds(regs: &RegPage, w: &SemWait) -> bool {
@@ -121,8 +153,16 @@ impl Device {
             st.status = EngStatus::Idle;
             return false;
         };
-        let mut word: [u8; WORD] = w.try_into().unwrap_or([0; WORD]);
         let pc = st.pc;
+        let at = st.consumed / WORD;
+        if self.hooks.0.is_none() {
+            if let Some(Some((sync, ci))) = st.decoded.get(at) {
+                let (sync, ci, opcode) = (*sync, Arc::clone(ci), w[0]);
+                st.take(sync, opcode, ci);
+                return true;
+            }
+        }
+        let mut word: [u8; WORD] = w.try_into().unwrap_or([0; WORD]);
         let mut delay = None;
         if self.hooks.0.is_some() {
             let site = self.site(nc, Some(engine), pc, word[0]);
@@ -139,20 +179,13 @@ impl Device {
         match self.decoded.get(&word) {
             Ok((sync, ci)) => {
                 let st = &mut self.cores[nc].engines[e];
-                st.pending = Some(Pending {
-                    sync,
-                    opcode,
-                    ext_wait: super::decode::ext_wait_of(&ci),
-                    drain: ci.opcode == Opcode::Drain,
-                    word: Some(ci),
-                });
-                st.consumed += WORD;
-                // Words before the running program's pc 0 are done with.
-                if st.origin >= 1 << 16 {
-                    st.ibuf.drain(..st.origin);
-                    st.consumed -= st.origin;
-                    st.origin = 0;
+                if self.hooks.0.is_none() && at < POSITIONS {
+                    if st.decoded.len() <= at {
+                        st.decoded.resize(at + 1, None);
+                    }
+                    st.decoded[at] = Some((sync, Arc::clone(&ci)));
                 }
+                st.take(sync, opcode, ci);
                 if let Some(d) = delay {
                     st.scheduled = true;
                     st.status = EngStatus::Idle;

@@ -621,6 +621,32 @@ pub(super) mod tests {
         );
     }
 
+    /// A program that loops runs its words again from their decodings by position
+    /// (`Sequencer::decoded`): the loop's second pass reads the value its first pass
+    /// stored, so it leaves the loop, and each pass's WRITE lands once.
+    #[test]
+    fn a_loop_runs_its_words_again_from_their_decodings() {
+        use neuron_isa::cayman::build as b;
+        let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let hbm = 0x100_0000u64;
+        dev.write(hbm, &[0; 4]).expect("hbm");
+        let peer_inc1 = dev_sem_page(&dev, 1) + 0x1800 + 4;
+        let words = [
+            b::tensor_load(&[0], hbm, 1), // $R[0] = the flag
+            b::write(&[(peer_inc1, 1)]),  // core 1's $S[1] += 1
+            b::write(&[(hbm, 1)]),        // the flag set
+            b::branch_eq(0, -3),          // $R[0] == 0: again from pc 0
+            b::notify(2),
+        ];
+        run_words(&mut dev, 0, Engine::Pe, &words, 10_000);
+        assert!(dev.faults().is_empty(), "{:?}", dev.faults());
+        assert_eq!(dev.regs(1).expect("core 1").sem(1), 2, "two passes");
+        let st = &dev.cores[0].engines[0];
+        assert_eq!((st.regs[0], st.pc), (1, 5));
+        assert_eq!(st.decoded.len(), 5, "every word decoded once, by position");
+        assert!(st.decoded.iter().all(Option::is_some));
+    }
+
     /// A branch before pc 0 (or past what an instruction port may hold) faults with the
     /// engine, pc and opcode; a branch to itself spins but never stalls the event loop.
     #[test]
