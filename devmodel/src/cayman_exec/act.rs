@@ -3,9 +3,10 @@
 //! tables; these are the functions the tables approximate (`docs/isa/cayman.md` §9).
 //!
 //! The loops are compiled three times: for the build's baseline (SSE2 on x86-64) and, chosen
-//! at run time, for AVX2 and for AVX-512F. Every operation is an IEEE elementwise one (no
-//! contraction into FMA), so all give the same bits, only 4, 8 or 16 lanes at a time
-//! (`tests::wide_loops_and_portable_agree`).
+//! at run time, for AVX2 with FMA and for AVX-512F. Every operation is an IEEE elementwise one,
+//! the fused multiply-adds `exp` asks for (`f32::mul_add`, `fastmath`) included, so all give
+//! the same bits, only 4, 8 or 16 lanes at a time (`tests::wide_loops_and_portable_agree`);
+//! the baseline build computes those with libm's `fmaf` (slower, the same bits).
 #![allow(unsafe_code)]
 
 use super::OpFault;
@@ -36,7 +37,8 @@ pub(super) fn simd() -> Simd {
         if std::is_x86_feature_detected!("avx512f") {
             return Simd::Avx512;
         }
-        if std::is_x86_feature_detected!("avx2") {
+        // The AVX2 loops are compiled with FMA as well (`exp`'s fused multiply-adds).
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             return Simd::Avx2;
         }
     }
@@ -176,12 +178,12 @@ impl Func {
         }
     }
 
-    /// [`Func::body_into`] compiled for AVX2.
+    /// [`Func::body_into`] compiled for AVX2 and FMA.
     ///
     /// # Safety
-    /// The CPU must have AVX2.
+    /// The CPU must have AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn apply_into_avx2(self, src: &[f32], out: &mut [f32], scale: f32, bias: f32) {
         self.body_into(src, out, scale, bias)
     }
@@ -220,12 +222,12 @@ impl Func {
         }
     }
 
-    /// [`Func::body_each`] compiled for AVX2.
+    /// [`Func::body_each`] compiled for AVX2 and FMA.
     ///
     /// # Safety
-    /// The CPU must have AVX2.
+    /// The CPU must have AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn apply_each_avx2(self, vals: &mut [f32], scales: &[f32], biases: &[f32]) {
         self.body_each(vals, scales, biases)
     }
@@ -276,8 +278,8 @@ mod tests {
             type Wide = unsafe fn(Func, &[f32], &mut [f32], f32, f32);
             let kinds: [(&str, bool, Wide); 2] = [
                 (
-                    "AVX2",
-                    std::is_x86_feature_detected!("avx2"),
+                    "AVX2+FMA",
+                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"),
                     Func::apply_into_avx2,
                 ),
                 (
@@ -338,11 +340,15 @@ mod tests {
         ];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 was detected just above.
-                loops.push(("AVX2", |f, v, s, b| unsafe { f.apply_each_avx2(v, s, b) }));
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                // SAFETY: AVX2 and FMA were detected just above.
+                loops.push(("AVX2+FMA", |f, v, s, b| unsafe {
+                    f.apply_each_avx2(v, s, b)
+                }));
             } else {
-                eprintln!("SKIPPED: no AVX2 on this host; its per-element loop did not run");
+                eprintln!(
+                    "SKIPPED: no AVX2 with FMA on this host; its per-element loop did not run"
+                );
             }
             if std::is_x86_feature_detected!("avx512f") {
                 // SAFETY: AVX-512F was detected just above.
