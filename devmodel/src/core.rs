@@ -5,6 +5,7 @@ use crate::arch::ArchProfile;
 use crate::gemm::View;
 use crate::hostmem::{F32Mem, MemSource};
 pub use crate::kept::Kept;
+use crate::writemap::Stamps;
 use neuron_isa::Space;
 use zerocopy::IntoBytes;
 
@@ -31,6 +32,9 @@ pub struct CoreMem {
     /// nothing on the device wrote that space in between (user space's mapping of SBUF aside,
     /// whose writes race with the engines as on hardware).
     writes: [u64; 2],
+    /// Which columns of each space each counted write touched (`writemap`): rows kept
+    /// elsewhere in the space are not copied out, and memos of other columns stay true.
+    stamps: [Stamps; 2],
     /// Values a deferred pass pair reads where they lie, copied out before their space is
     /// next written ([`CoreMem::keep`]).
     kept: Option<Kept>,
@@ -88,6 +92,10 @@ impl CoreMem {
             sbuf: alloc(words(Space::Sbuf)),
             psum: alloc(words(Space::Psum)),
             writes: [0; 2],
+            stamps: [
+                Stamps::new(p.sbuf_partition_bytes),
+                Stamps::new(p.psum_partition_bytes),
+            ],
             kept: None,
             weights: None,
             words: None,
@@ -95,33 +103,64 @@ impl CoreMem {
         }
     }
 
-    /// Count a write to `s`, first copying out rows kept there. (Inlined: a DMA borrows its
-    /// destination once per row.)
+    /// Count a write to `s` (to any of its columns), first copying out rows kept there.
+    /// (Inlined: a DMA borrows its destination once per row.)
     #[inline(always)]
     fn before_write(&mut self, s: Space) {
         let i = index(s);
         self.writes[i] = self.writes[i].wrapping_add(1);
+        self.stamps[i].all(self.writes[i]);
         if self.kept.is_some() || self.weights.is_some() || self.words.is_some() {
-            self.copy_kept(s);
+            self.copy_kept(s, None);
         }
     }
 
+    /// Count a write to columns `[lo, hi)` (bytes of each partition) of `s`, first copying
+    /// out rows kept in those columns.
+    #[inline]
+    fn before_write_cols(&mut self, s: Space, lo: usize, hi: usize) {
+        let i = index(s);
+        self.writes[i] = self.writes[i].wrapping_add(1);
+        self.stamps[i].cols(self.writes[i], lo, hi);
+        if self.kept.is_some() || self.weights.is_some() || self.words.is_some() {
+            self.copy_kept(s, Some((lo, hi)));
+        }
+    }
+
+    /// Copy out the rows kept in `s` (those meeting columns `cols`, if given).
     #[cold]
     #[inline(never)]
-    fn copy_kept(&mut self, s: Space) {
-        if let Some(kp) = self.kept.as_mut().filter(|kp| kp.space == s) {
+    fn copy_kept(&mut self, s: Space, cols: Option<(usize, usize)>) {
+        let stride = self.stride(s);
+        let meets = |kp_cols: Option<(usize, usize)>| match (cols, kp_cols) {
+            (Some((lo, hi)), Some((a, b))) => a < hi && lo < b,
+            _ => true,
+        };
+        if let Some(kp) = self
+            .kept
+            .as_mut()
+            .filter(|kp| kp.space == s && meets(kp.cols(stride, 4)))
+        {
             kp.save(match s {
                 Space::Sbuf => &self.sbuf,
                 Space::Psum => &self.psum,
             });
         }
-        if let Some(kp) = self.words.as_mut().filter(|kp| kp.space == s) {
+        if let Some(kp) = self
+            .words
+            .as_mut()
+            .filter(|kp| kp.space == s && meets(kp.cols(stride, 4)))
+        {
             kp.save(match s {
                 Space::Sbuf => &self.sbuf,
                 Space::Psum => &self.psum,
             });
         }
-        if let Some(kp) = self.weights.as_mut().filter(|kp| kp.space == s) {
+        if let Some(kp) = self
+            .weights
+            .as_mut()
+            .filter(|kp| kp.space == s && meets(kp.cols(stride, 2)))
+        {
             let bits = match s {
                 Space::Sbuf => bits16(&self.sbuf),
                 Space::Psum => bits16(&self.psum),
@@ -138,6 +177,13 @@ impl CoreMem {
     /// Whether [`CoreMem::writes`] sees every write to `s`: not SBUF once user space maps it.
     pub fn sees_all_writes(&self, s: Space) -> bool {
         !(s == Space::Sbuf && self.sbuf_mapped)
+    }
+
+    /// Whether nothing has written columns `[lo, hi)` (bytes of each partition) of `s` since
+    /// its count was `count` (false where the count does not see every write).
+    pub fn cols_unwritten_since(&self, s: Space, count: u64, lo: usize, hi: usize) -> bool {
+        self.sees_all_writes(s)
+            && (self.writes(s) == count || self.stamps[index(s)].unwritten_since(count, lo, hi))
     }
 
     /// Whether nothing has written `s` since its count was `count` (false where the count
@@ -397,6 +443,32 @@ impl CoreMem {
         }
     }
 
+    /// [`CoreMem::bytes_mut`] for a writer that touches only columns `[lo, hi)` (bytes of
+    /// each partition, storage layout) of the partitions it writes.
+    #[inline]
+    pub fn bytes_mut_cols(&mut self, s: Space, lo: usize, hi: usize) -> &mut [u8] {
+        self.before_write_cols(s, lo, hi);
+        match s {
+            Space::Sbuf => self.sbuf.as_mut_bytes(),
+            Space::Psum => self.psum.as_mut_bytes(),
+        }
+    }
+
+    /// [`CoreMem::across`] for a writer that touches only columns `[lo, hi)` of the space it
+    /// writes.
+    #[inline]
+    pub fn across_cols(&mut self, from: Space, lo: usize, hi: usize) -> (&[u8], &mut [u8]) {
+        let to = match from {
+            Space::Sbuf => Space::Psum,
+            Space::Psum => Space::Sbuf,
+        };
+        self.before_write_cols(to, lo, hi);
+        match from {
+            Space::Sbuf => (self.sbuf.as_bytes(), self.psum.as_mut_bytes()),
+            Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
+        }
+    }
+
     /// The bytes of `from` to read and of the other space to write (a move between SBUF and
     /// PSUM in one copy).
     #[inline]
@@ -622,6 +694,47 @@ mod tests {
         assert!(m.keep(Space::Psum, row, 1, 4, Vec::new()));
         assert!(!m.keep_weights(Space::Sbuf, row, 1, 4, Vec::new()));
         assert!(m.keep_weights(Space::Psum, row, 1, 4, Vec::new()));
+    }
+
+    /// Kept rows are copied out only by a write that meets their columns (or names none);
+    /// rows of another layout (not a partition apart) by any write to their space.
+    #[test]
+    fn kept_rows_are_copied_out_only_by_writes_to_their_columns() {
+        let mut m = mem();
+        let rs = m.sbuf_stride / 4;
+        let view = |off: usize, rs: usize| View { off, rs, cs: 1 };
+        // Four rows of 8 fp32 at bytes 0x400..0x420 of partitions 0..4.
+        assert!(m.keep_words(Space::Sbuf, view(0x100, rs), 4, 8, Vec::new()));
+        m.bytes_mut_cols(Space::Sbuf, 0x420, 0x800);
+        m.bytes_mut_cols(Space::Sbuf, 0, 0x400);
+        m.bytes_mut(Space::Psum);
+        assert!(
+            m.kept_words().is_some_and(|kp| kp.copy().is_none()),
+            "other columns"
+        );
+        m.bytes_mut_cols(Space::Sbuf, 0x41c, 0x420);
+        assert!(
+            m.kept_words().is_some_and(|kp| kp.copy().is_some()),
+            "its columns"
+        );
+        assert!(m.keep_words(Space::Sbuf, view(0x100, rs), 4, 8, Vec::new()));
+        m.bytes_mut(Space::Sbuf);
+        assert!(
+            m.kept_words().is_some_and(|kp| kp.copy().is_some()),
+            "all columns"
+        );
+        // Rows 9 words apart lie across columns: any write copies them.
+        assert!(m.keep_words(Space::Sbuf, view(0x100, 9), 4, 8, Vec::new()));
+        m.bytes_mut_cols(Space::Sbuf, 0x8000, 0x8004);
+        assert!(
+            m.kept_words().is_some_and(|kp| kp.copy().is_some()),
+            "another layout"
+        );
+        let (sb, ps) = (m.writes(Space::Sbuf), m.writes(Space::Psum));
+        m.bytes_mut_cols(Space::Sbuf, 0x100, 0x200);
+        assert!(m.cols_unwritten_since(Space::Sbuf, sb, 0x200, 0x300));
+        assert!(!m.cols_unwritten_since(Space::Sbuf, sb, 0x1fc, 0x204));
+        assert!(m.cols_unwritten_since(Space::Psum, ps, 0, 0x4000));
     }
 
     /// Kept fp32 weights (a transpose's) have their own slot: `words_and` hands their rows

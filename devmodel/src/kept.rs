@@ -69,6 +69,19 @@ impl<T: Copy> Kept<T> {
         self.view
     }
 
+    /// The columns `[lo, hi)` (bytes of each partition) the rows lie in, where they lie in
+    /// one partition each at the same offset (rows a partition's `stride` bytes apart,
+    /// elements of `size` bytes); None for other layouts (every write then meets them).
+    pub fn cols(&self, stride: usize, size: usize) -> Option<(usize, usize)> {
+        let row = self.view.rs.checked_mul(size)?;
+        if row != stride || stride == 0 {
+            return None;
+        }
+        let lo = self.view.off.checked_mul(size)? % stride;
+        let hi = lo.checked_add(self.n.checked_mul(size)?)?;
+        (hi <= stride).then_some((lo, hi))
+    }
+
     /// The rows' number and length.
     pub fn shape(&self) -> (usize, usize) {
         (self.k, self.n)

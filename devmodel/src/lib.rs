@@ -26,6 +26,7 @@ pub mod sched;
 pub(crate) mod shortcopy;
 pub mod stats;
 pub mod time;
+pub mod writemap;
 
 pub use arch::ArchProfile;
 pub use device::{

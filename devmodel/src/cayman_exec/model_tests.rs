@@ -1082,6 +1082,39 @@ fn fp32_transpose_weights_are_latched_where_they_lie() {
     exec(&mm(0, 2), &mut m, &mut pe);
     check(&m, 0, &|kk, j| w(kk, j) + new(kk, j));
     assert!(pe.identity_at.is_some(), "moved, not multiplied");
+    // A word's write to the weights' columns (a MEMSET of column 5, every row) between
+    // LDWEIGHTS and MATMUL: copied out first, so the MATMUL still moves what was loaded;
+    // one to other columns leaves them where they lie.
+    let memset = |col: usize| {
+        let mut dst = ((W + 4 * col) as u32).to_le_bytes().to_vec();
+        for v in [1u16, 0, 0, 0, 1, 1, 1, 1] {
+            dst.extend_from_slice(&v.to_le_bytes());
+        }
+        word(
+            0x49,
+            &[
+                (32, &[0x0a, 0, K as u8]),
+                (40, &7.0f32.to_bits().to_le_bytes()),
+                (44, &dst),
+            ],
+        )
+    };
+    exec(&ldw, &mut m, &mut pe);
+    exec(&memset(M + 2), &mut m, &mut pe);
+    assert!(
+        m.kept_words().is_some_and(|kp| kp.copy().is_none()),
+        "other columns"
+    );
+    exec(&memset(5), &mut m, &mut pe);
+    assert!(
+        m.kept_words().is_some_and(|kp| kp.copy().is_some()),
+        "its columns"
+    );
+    exec(&mm(0x800, 3), &mut m, &mut pe);
+    check(&m, 0x800, &new);
+    exec(&ldw, &mut m, &mut pe);
+    exec(&mm(0xc00, 3), &mut m, &mut pe);
+    check(&m, 0xc00, &|kk, j| if j == 5 { 7.0 } else { new(kk, j) });
 }
 
 /// Measurement, not a check: host ns per word of a decode step's small words (128 partitions,

@@ -100,6 +100,32 @@ impl Span {
         self.base - (self.first * self.stride) as i64
     }
 
+    /// The bytes `[lo, hi)` of its partition that hold a partition's elements (and any
+    /// between them), `pb` the byte of element offset 0: the columns a write through the
+    /// span touches. None where they would lie before the partition's start.
+    pub(super) fn cols(&self, pb: i64) -> Option<(usize, usize)> {
+        let (first, last) = if self.contiguous {
+            (0, self.len as i64 - 1)
+        } else if self.descending {
+            (1 - self.len as i64, 0)
+        } else {
+            let starts = self.starts();
+            let lo = starts.iter().copied().min()?;
+            let hi = starts.iter().copied().max()? + self.run as i64 - 1;
+            (lo, hi)
+        };
+        let lo = pb.checked_add(first.checked_mul(self.es)?)?;
+        let hi = pb.checked_add(last.checked_add(1)?.checked_mul(self.es)?)?;
+        Some((usize::try_from(lo).ok()?, usize::try_from(hi).ok()?))
+    }
+
+    /// The columns a write through the span touches ([`Span::cols`] of the operand's
+    /// partitions), every column where they cannot be told.
+    pub(super) fn write_cols(&self) -> (usize, usize) {
+        self.cols(self.base_in_partition())
+            .unwrap_or((0, usize::MAX))
+    }
+
     /// The bytes `[lo, hi)` a partition's elements take when they are one ascending run,
     /// `pb` the byte of element offset 0; None for other patterns.
     pub(super) fn run_bytes(&self, pb: i64) -> Option<(i64, i64)> {
@@ -650,7 +676,8 @@ pub(super) fn scatter(
             "shape mismatch between source and destination patterns",
         ));
     }
-    let bytes = mem.bytes_mut(sp.space);
+    let (lo, hi) = sp.write_cols();
+    let bytes = mem.bytes_mut_cols(sp.space, lo, hi);
     if let (Some(rows), Dtype::F32 | Dtype::F32r | Dtype::Bf16) =
         (small_rows(bytes, &sp, channels), dt)
     {
@@ -836,7 +863,8 @@ pub(super) fn copy_bits(
         // One move per partition equals read-all-then-write-all when no move overwrites a
         // source partition still to be read: with the destination shifted to higher
         // partitions than the source, move the last partition first.
-        let bytes = mem.bytes_mut(s.space);
+        let (lo, hi) = d.write_cols();
+        let bytes = mem.bytes_mut_cols(s.space, lo, hi);
         let rev = d.base > s.base;
         for i in 0..channels {
             let p = if rev { channels - 1 - i } else { i };
@@ -851,7 +879,8 @@ pub(super) fn copy_bits(
     if s.contiguous && d.contiguous && n * es <= 16 {
         // SBUF <-> PSUM rows of a few bytes (a decode step's): one plain loop, each row a
         // fixed-size move rather than a `memcpy` call (span() checked every row's bounds).
-        let (from, to) = mem.across(s.space);
+        let (lo, hi) = d.write_cols();
+        let (from, to) = mem.across_cols(s.space, lo, hi);
         let len = n * es;
         for p in 0..channels {
             let (at, dat) = (s.row_base(p) as usize, d.row_base(p) as usize);
@@ -864,7 +893,8 @@ pub(super) fn copy_bits(
     if s.contiguous && d.contiguous {
         // SBUF <-> PSUM: one copy per partition, no staging buffer; a large copy is shared
         // out by partitions (`fanout`).
-        let (from, to) = mem.across(s.space);
+        let (lo, hi) = d.write_cols();
+        let (from, to) = mem.across_cols(s.space, lo, hi);
         let len = n * es;
         let din = d.base_in_partition() as usize;
         let mut parts = d.partitions_mut(to, channels);
@@ -887,7 +917,8 @@ pub(super) fn copy_bits(
             tmp.extend_from_slice(&from[at..at + s.run * es]);
         }
     }
-    let to = mem.bytes_mut(d.space);
+    let (lo, hi) = d.write_cols();
+    let to = mem.bytes_mut_cols(d.space, lo, hi);
     let mut k = 0;
     for p in 0..channels {
         let pb = (p * d.stride) as i64 + d.base;
@@ -1062,6 +1093,27 @@ pub(super) mod tests {
             step: [step, 0, 0, 0],
             num: [num, 0, 0, 0],
         }
+    }
+
+    /// The columns a span's rows take: one run ascending or descending, and strided rows
+    /// (their first to last element); none before the partition's start.
+    #[test]
+    fn span_columns_cover_every_element() {
+        let m = crate::core::CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let cols = |a: AccessPattern, dt: Dtype| {
+            let sp = span(&m, &a, dt, 4).expect("in bounds");
+            sp.cols(sp.base_in_partition())
+        };
+        assert_eq!(cols(ap(0x100, 1, 16), Dtype::F32), Some((0x100, 0x140)));
+        assert_eq!(cols(ap(0x13c, -1, 16), Dtype::F32), Some((0x100, 0x140)));
+        assert_eq!(cols(ap(0x100, 3, 5), Dtype::Bf16), Some((0x100, 0x11a)));
+        let two = AccessPattern {
+            addr: 0x200,
+            dims: 2,
+            step: [1, 16, 0, 0],
+            num: [4, 3, 1, 1],
+        };
+        assert_eq!(cols(two, Dtype::F32), Some((0x200, 0x200 + 4 * (32 + 4))));
     }
 
     /// A same-type copy between PSUM and SBUF (contiguous both sides: one copy per partition)

@@ -237,7 +237,7 @@ pub(super) fn ldweights(
     let in_place = if high {
         // The LOW load's pattern, and nothing written to its space since: its values.
         let unwritten = pe.low_src == Some((ap, dt, rows))
-            && mem.unwritten_since(ap.space(), pe.low_writes)
+            && cols_unwritten_since(mem, &ap, dt, rows, pe.low_writes)?
             && pe.full.len().is_multiple_of(rows.max(1));
         if unwritten {
             Some(true)
@@ -618,6 +618,22 @@ pub(super) fn matmul(
             (m * k * nmov) as u64
         },
         onchip_bytes: 0,
+    })
+}
+
+/// Whether nothing has written the columns `rows` partitions of pattern `ap` lie in since
+/// its space's write count was `count` (the whole space where the columns cannot be told).
+fn cols_unwritten_since(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    rows: usize,
+    count: u64,
+) -> Result<bool, OpFault> {
+    let sp = span(mem, ap, dt, rows)?;
+    Ok(match sp.cols(sp.base_in_partition()) {
+        Some((lo, hi)) => mem.cols_unwritten_since(sp.space(), count, lo, hi),
+        None => mem.unwritten_since(sp.space(), count),
     })
 }
 

@@ -105,10 +105,13 @@ pub(super) fn map_rows(
     if d.len != out_len || channels == 0 || (same && s.first() != d.first()) {
         return Ok(None);
     }
+    let (sin, din) = (s.base_in_partition(), d.base_in_partition());
+    // The columns the rows write (every column where they cannot be told).
+    let (lo, hi) = d.write_cols();
     let (shared, dbytes): (&[u8], &mut [u8]) = if same {
-        (&[], mem.bytes_mut(d.space()))
+        (&[], mem.bytes_mut_cols(d.space(), lo, hi))
     } else {
-        mem.across(s.space())
+        mem.across_cols(s.space(), lo, hi)
     };
     // The destination's partitions, one slice each; a channel's source lies in its slice
     // (same memory) or in `shared`.
@@ -116,7 +119,6 @@ pub(super) fn map_rows(
     if parts.len() != channels {
         return Ok(None); // (span() checked the partitions: not reached)
     }
-    let (sin, din) = (s.base_in_partition(), d.base_in_partition());
     let dst = Dest {
         span: &d,
         base: din,
@@ -182,7 +184,8 @@ pub(super) fn zip_rows(
         neuron_isa::Space::Sbuf => neuron_isa::Space::Psum,
         neuron_isa::Space::Psum => neuron_isa::Space::Sbuf,
     };
-    let (shared, dbytes) = mem.across(other);
+    let (lo, hi) = d.write_cols();
+    let (shared, dbytes) = mem.across_cols(other, lo, hi);
     let mut parts = d.partitions_mut(dbytes, channels);
     if parts.len() != channels {
         return Ok(None); // (span() checked the partitions: not reached)

@@ -150,8 +150,9 @@ pub struct IdentityAt {
     pub(super) writes: u64,
 }
 
-/// Whether `at` is where `pe` last found an identity, with nothing written since; else
-/// `check` decides, and a yes is remembered (where `mem` sees every write to the space).
+/// Whether `at` is where `pe` last found an identity, with nothing written to its columns
+/// since (`CoreMem::cols_unwritten_since`); else `check` decides, and a yes is remembered
+/// (where `mem` sees every write to the space).
 pub(super) fn identity_memo(
     pe: &mut PeState,
     mem: &CoreMem,
@@ -159,12 +160,39 @@ pub(super) fn identity_memo(
     check: impl FnOnce() -> bool,
 ) -> bool {
     let trusted = mem.sees_all_writes(at.space);
-    if trusted && pe.identity_at == Some(at) {
-        return true;
+    if let Some(memo) = pe.identity_at.filter(|m| {
+        IdentityAt {
+            writes: at.writes,
+            ..*m
+        } == at
+    }) {
+        let unwritten = match at.cols(mem.stride(at.space)) {
+            Some((lo, hi)) => mem.cols_unwritten_since(at.space, memo.writes, lo, hi),
+            None => mem.unwritten_since(at.space, memo.writes),
+        };
+        if trusted && unwritten {
+            pe.identity_at = Some(at);
+            return true;
+        }
     }
     let yes = check();
     pe.identity_at = (yes && trusted).then_some(at);
     yes
+}
+
+impl IdentityAt {
+    /// The columns `[lo, hi)` (bytes of each partition) the identity's rows lie in, where
+    /// its rows lie a partition apart; None otherwise.
+    fn cols(&self, stride: usize) -> Option<(usize, usize)> {
+        // fp32 identities are placed in f32 words, 16-bit ones in bytes.
+        let unit = if self.dt == Dtype::F32 { 4 } else { 1 };
+        if self.rs.checked_mul(unit)? != stride || stride == 0 {
+            return None;
+        }
+        let lo = self.off.checked_mul(unit)? % stride;
+        let hi = lo.checked_add(self.n.checked_mul(self.dt.size())?)?;
+        (hi <= stride).then_some((lo, hi))
+    }
 }
 
 /// A transpose of bf16 or fp16 weights kept as bits (`pe.w_bits`, `k x m`, of type `dt`)
@@ -345,6 +373,48 @@ unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use neuron_isa::Space;
+
+    /// A remembered identity stays remembered across writes to other columns of its space
+    /// (the check does not run again) and not across a write to its own columns, to every
+    /// column (a write that names none), or in another place.
+    #[test]
+    fn an_identity_is_remembered_until_its_columns_are_written() {
+        let mut mem = CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut pe = PeState::default();
+        let stride = mem.stride(Space::Sbuf) / 4;
+        let at = |mem: &CoreMem, off: usize| IdentityAt {
+            space: Space::Sbuf,
+            off,
+            rs: stride,
+            n: 64,
+            dt: Dtype::F32,
+            writes: mem.writes(Space::Sbuf),
+        };
+        let checks = std::cell::Cell::new(0);
+        let memo = |mem: &CoreMem, pe: &mut PeState, off: usize| {
+            identity_memo(pe, mem, at(mem, off), || {
+                checks.set(checks.get() + 1);
+                true
+            })
+        };
+        // The identity at bytes 0x800..0x900 of each partition.
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert_eq!(checks.get(), 1, "nothing written: remembered");
+        mem.bytes_mut_cols(Space::Sbuf, 0x900, 0x1000);
+        mem.bytes_mut_cols(Space::Sbuf, 0, 0x800);
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert_eq!(checks.get(), 1, "other columns written: remembered");
+        mem.bytes_mut_cols(Space::Sbuf, 0x8fc, 0x904);
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert_eq!(checks.get(), 2, "its columns written: checked again");
+        mem.bytes_mut(Space::Sbuf);
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert_eq!(checks.get(), 3, "every column written: checked again");
+        assert!(memo(&mem, &mut pe, 0x240));
+        assert_eq!(checks.get(), 4, "another place: checked");
+    }
 
     /// `dst` holds the `rows x cols` matrix `src` transposed (the definition, element by
     /// element).
