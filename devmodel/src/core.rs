@@ -136,25 +136,17 @@ impl CoreMem {
             (Some((lo, hi)), Some((a, b))) => a < hi && lo < b,
             _ => true,
         };
-        if let Some(kp) = self
-            .kept
-            .as_mut()
-            .filter(|kp| kp.space == s && meets(kp.cols(stride, 4)))
+        let words: &[f32] = match s {
+            Space::Sbuf => &self.sbuf,
+            Space::Psum => &self.psum,
+        };
+        for kp in [self.kept.as_mut(), self.words.as_mut()]
+            .into_iter()
+            .flatten()
         {
-            kp.save(match s {
-                Space::Sbuf => &self.sbuf,
-                Space::Psum => &self.psum,
-            });
-        }
-        if let Some(kp) = self
-            .words
-            .as_mut()
-            .filter(|kp| kp.space == s && meets(kp.cols(stride, 4)))
-        {
-            kp.save(match s {
-                Space::Sbuf => &self.sbuf,
-                Space::Psum => &self.psum,
-            });
+            if kp.space == s && meets(kp.cols(stride, 4)) {
+                kp.save(words);
+            }
         }
         if let Some(kp) = self
             .weights
@@ -198,12 +190,9 @@ impl CoreMem {
     /// lie outside the space or the space has writers the model does not see (user space's
     /// mapping of SBUF).
     pub fn keep(&mut self, space: Space, view: View, k: usize, n: usize, buf: Vec<f32>) -> bool {
-        if !self.sees_all_writes(space) {
-            return false;
-        }
         let len = self.f32s(space).len();
-        self.kept = Kept::new(space, view, k, n, len, buf);
-        self.kept.is_some()
+        let sees = self.sees_all_writes(space);
+        keep_in(&mut self.kept, sees, space, (view, k, n, len), buf)
     }
 
     /// The rows kept now, if any.
@@ -226,12 +215,9 @@ impl CoreMem {
         n: usize,
         buf: Vec<u16>,
     ) -> bool {
-        if !self.sees_all_writes(space) {
-            return false;
-        }
         let len = self.bits16(space).len();
-        self.weights = Kept::new(space, view, k, n, len, buf);
-        self.weights.is_some()
+        let sees = self.sees_all_writes(space);
+        keep_in(&mut self.weights, sees, space, (view, k, n, len), buf)
     }
 
     /// The weights kept now, if any.
@@ -254,12 +240,9 @@ impl CoreMem {
         n: usize,
         buf: Vec<f32>,
     ) -> bool {
-        if !self.sees_all_writes(space) {
-            return false;
-        }
         let len = self.f32s(space).len();
-        self.words = Kept::new(space, view, k, n, len, buf);
-        self.words.is_some()
+        let sees = self.sees_all_writes(space);
+        keep_in(&mut self.words, sees, space, (view, k, n, len), buf)
     }
 
     /// The fp32 weights kept now, if any.
@@ -482,6 +465,24 @@ impl CoreMem {
             Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
         }
     }
+}
+
+/// Keep rows in `slot` (replacing what it held): `shape` is their view, number, length and
+/// the storage's length in elements. False, nothing kept, where the space's writes are not
+/// all seen (`sees`) or a row would leave the storage.
+fn keep_in<T: Copy>(
+    slot: &mut Option<Kept<T>>,
+    sees: bool,
+    space: Space,
+    shape: (View, usize, usize, usize),
+    buf: Vec<T>,
+) -> bool {
+    if !sees {
+        return false;
+    }
+    let (view, k, n, len) = shape;
+    *slot = Kept::new(space, view, k, n, len, buf);
+    slot.is_some()
 }
 
 /// f32 words as 16-bit words (always whole: four-byte words hold two each).

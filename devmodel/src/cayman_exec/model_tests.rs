@@ -938,6 +938,44 @@ fn transposes_move_the_bits(t: &Half16) {
     );
 }
 
+/// An fp32 transpose's words: LDWEIGHTS of `m` columns of `k` partitions at `w` (the
+/// compiler's descending pattern, transpose mode) and, for a PSUM destination offset and
+/// `acc_flags`, the MATMUL against a `k x k` moving tensor at `mov`.
+fn transpose_words(
+    k: usize,
+    m: usize,
+    w: usize,
+    mov: usize,
+) -> (CaymanInstr, impl Fn(usize, u8) -> CaymanInstr) {
+    let ldw = word(
+        0x01,
+        &[
+            (16, &ap3(w + 4 * (m - 1), -1, m as u16)),
+            (32, &[0x0a, 0, 1]),
+            (38, &[k as u8]),
+        ],
+    );
+    let mm = move |dst: usize, acc: u8| {
+        word(
+            0x02,
+            &[
+                (16, &ap3(mov, 1, k as u16)),
+                (32, &[0x0a, 0, 0]),
+                (43, &[acc]),
+                (48, &ap3(0x200_0000 + dst, 1, k as u16)),
+            ],
+        )
+    };
+    (ldw, mm)
+}
+
+/// The fp32 value at byte `off` of PSUM partition `p`.
+fn psum_f32(m: &CoreMem, p: usize, off: usize) -> f32 {
+    let at = p * m.psum_stride + off;
+    let b = &m.bytes(Space::Psum)[at..at + 4];
+    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
 /// An fp32 transpose against an identity where it lies: the identity is remembered while
 /// nothing writes its space (`PeState::identity_at`), and a write to it (here one diagonal
 /// element doubled) makes the next MATMUL a product again: that column comes out doubled.
@@ -953,30 +991,8 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
     let w = |kk: usize, j: usize| ((kk * 7 + j * 3) % 29) as f32 * 0.25 + 0.5;
     fill_f32(&mut m, 0, K, M, W, w);
     fill_f32(&mut m, 0, K, K, MOV, |p, c| if p == c { 1.0 } else { 0.0 });
-    let ldw = word(
-        0x01,
-        &[
-            (16, &ap3(W + 4 * (M - 1), -1, M as u16)),
-            (32, &[0x0a, 0, 1]),
-            (38, &[K as u8]),
-        ],
-    );
-    let mm = |dst: usize| {
-        word(
-            0x02,
-            &[
-                (16, &ap3(MOV, 1, K as u16)),
-                (32, &[0x0a, 0, 0]),
-                (43, &[3]),
-                (48, &ap3(0x200_0000 + dst, 1, K as u16)),
-            ],
-        )
-    };
-    let psum = |m: &CoreMem, p: usize, off: usize| {
-        let at = p * m.psum_stride + off;
-        let b = &m.bytes(Space::Psum)[at..at + 4];
-        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    };
+    let (ldw, mm3) = transpose_words(K, M, W, MOV);
+    let mm = |dst: usize| mm3(dst, 3);
     let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
     let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
         execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
@@ -985,7 +1001,7 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
         for j in 0..M {
             for c in 0..K {
                 let f = if Some(c) == doubled { 2.0 } else { 1.0 };
-                assert_eq!(psum(m, j, dst + 4 * c), w(c, j) * f, "out[{j}][{c}]");
+                assert_eq!(psum_f32(m, j, dst + 4 * c), w(c, j) * f, "out[{j}][{c}]");
             }
         }
     };
@@ -1028,30 +1044,7 @@ fn fp32_transpose_weights_are_latched_where_they_lie() {
     let w = |kk: usize, j: usize| ((kk * 5 + j * 11) % 31) as f32 * 0.5 - 3.0;
     fill_f32(&mut m, 0, K, M, W, w);
     fill_f32(&mut m, 0, K, K, MOV, |p, c| if p == c { 1.0 } else { 0.0 });
-    let ldw = word(
-        0x01,
-        &[
-            (16, &ap3(W + 4 * (M - 1), -1, M as u16)),
-            (32, &[0x0a, 0, 1]),
-            (38, &[K as u8]),
-        ],
-    );
-    let mm = |dst: usize, acc: u8| {
-        word(
-            0x02,
-            &[
-                (16, &ap3(MOV, 1, K as u16)),
-                (32, &[0x0a, 0, 0]),
-                (43, &[acc]),
-                (48, &ap3(0x200_0000 + dst, 1, K as u16)),
-            ],
-        )
-    };
-    let psum = |m: &CoreMem, p: usize, off: usize| {
-        let at = p * m.psum_stride + off;
-        let b = &m.bytes(Space::Psum)[at..at + 4];
-        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    };
+    let (ldw, mm) = transpose_words(K, M, W, MOV);
     let (mut pe, mut scratch, mut regs) = (PeState::default(), Scratch::default(), [0u32; 256]);
     let mut exec = |ci: &CaymanInstr, m: &mut CoreMem, pe: &mut PeState| {
         execute(ci, m, pe, &mut scratch, &mut regs).expect("word runs");
@@ -1059,7 +1052,7 @@ fn fp32_transpose_weights_are_latched_where_they_lie() {
     let check = |m: &CoreMem, dst: usize, f: &dyn Fn(usize, usize) -> f32| {
         for j in 0..M {
             for c in 0..K {
-                assert_eq!(psum(m, j, dst + 4 * c), f(c, j), "out[{j}][{c}]");
+                assert_eq!(psum_f32(m, j, dst + 4 * c), f(c, j), "out[{j}][{c}]");
             }
         }
     };

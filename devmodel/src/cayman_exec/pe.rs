@@ -637,64 +637,64 @@ fn cols_unwritten_since(
     })
 }
 
-/// Keep bf16 LDWEIGHTS weights where they lie (`CoreMem::keep_weights`) when the pattern is
-/// one descending run per partition (the compiler's weights pattern: the array shifts the
-/// weights in, so memory order is the PE layout's) at an even byte: the number of columns, or None where it is not (or nothing could
-/// be kept: a user mapping of SBUF). `pe.w_bits` lends its buffer for the copy.
+/// Where LDWEIGHTS' weights lie when the pattern is one descending run per partition (the
+/// compiler's weights pattern: the array shifts the weights in, so memory order is the PE
+/// layout's) starting on an element boundary of `dt`: their space, their rows' view in
+/// elements of `dt`, and the number of columns. None for any other pattern.
+fn weights_view(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    rows: usize,
+) -> Result<Option<(neuron_isa::Space, View, usize)>, OpFault> {
+    let sp = span(mem, ap, dt, rows)?;
+    let (n, es) = (sp.len, dt.size());
+    if !sp.is_descending() || n == 0 || es == 0 || !cfg!(target_endian = "little") {
+        return Ok(None);
+    }
+    // The first row's lowest byte (`span` checked every row lies in its memory).
+    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * es as i64).ok();
+    let Some(lo) = lowest.filter(|lo| lo % es == 0 && sp.stride() % es == 0) else {
+        return Ok(None);
+    };
+    let view = View {
+        off: lo / es,
+        rs: sp.stride() / es,
+        cs: 1,
+    };
+    Ok(Some((sp.space(), view, n)))
+}
+
+/// Keep bf16 LDWEIGHTS weights where they lie (`CoreMem::keep_weights`, [`weights_view`]):
+/// the number of columns, or None where they cannot be (or nothing could be kept: a user
+/// mapping of SBUF). `pe.w_bits` lends its buffer for the copy.
 fn keep_in_place(
     mem: &mut CoreMem,
     ap: &AccessPattern,
     rows: usize,
     pe: &mut PeState,
 ) -> Result<Option<usize>, OpFault> {
-    let sp = span(mem, ap, Dtype::Bf16, rows)?;
-    let n = sp.len;
-    if !sp.is_descending() || n == 0 || !cfg!(target_endian = "little") {
+    let Some((space, view, n)) = weights_view(mem, ap, Dtype::Bf16, rows)? else {
         return Ok(None);
-    }
-    // The first row's lowest byte (`span` checked every row lies in its memory).
-    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * 2).ok();
-    let Some(lo) = lowest.filter(|lo| lo % 2 == 0 && sp.stride() % 2 == 0) else {
-        return Ok(None);
-    };
-    let view = View {
-        off: lo / 2,
-        rs: sp.stride() / 2,
-        cs: 1,
     };
     let buf = std::mem::take(&mut pe.w_bits);
-    Ok(mem
-        .keep_weights(sp.space(), view, rows, n, buf)
-        .then_some(n))
+    Ok(mem.keep_weights(space, view, rows, n, buf).then_some(n))
 }
 
-/// Keep an fp32 transpose's LDWEIGHTS weights where they lie (`CoreMem::keep_words`) when
-/// the pattern is one descending run per partition (memory order is the PE layout's, as for
-/// [`keep_in_place`]): the number of columns, or None where it is not (or nothing could be
-/// kept: a user mapping of SBUF). `pe.w` lends its buffer for the copy.
+/// Keep an fp32 transpose's LDWEIGHTS weights where they lie (`CoreMem::keep_words`,
+/// [`weights_view`]): the number of columns, or None where they cannot be (or nothing could
+/// be kept: a user mapping of SBUF). `pe.w` lends its buffer for the copy.
 fn keep_words_in_place(
     mem: &mut CoreMem,
     ap: &AccessPattern,
     rows: usize,
     pe: &mut PeState,
 ) -> Result<Option<usize>, OpFault> {
-    let sp = span(mem, ap, Dtype::F32, rows)?;
-    let n = sp.len;
-    if !sp.is_descending() || n == 0 || !cfg!(target_endian = "little") {
+    let Some((space, view, n)) = weights_view(mem, ap, Dtype::F32, rows)? else {
         return Ok(None);
-    }
-    // The first row's lowest byte (`span` checked every row lies in its memory).
-    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * 4).ok();
-    let Some(lo) = lowest.filter(|lo| lo % 4 == 0 && sp.stride() % 4 == 0) else {
-        return Ok(None);
-    };
-    let view = View {
-        off: lo / 4,
-        rs: sp.stride() / 4,
-        cs: 1,
     };
     let buf = std::mem::take(&mut pe.w);
-    Ok(mem.keep_words(sp.space(), view, rows, n, buf).then_some(n))
+    Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
 }
 
 /// A transpose of fp32 weights kept where they lie ([`PeState::w_words`]) against an
