@@ -60,7 +60,18 @@ pub(super) fn alu_reduce(op: Alu, row: &[f32]) -> f32 {
         // The lanes' answer is the fold's whenever the maximum is unique in bits: no NaN
         // (which `f32::max` skips) and not zero (whose sign a tie of ±0 decides).
         Alu::Max => {
-            max_lanes(row).unwrap_or_else(|| row[1..].iter().fold(row[0], |a, b| a.max(*b)))
+            let fold = || {
+                row.split_first().map_or(f32::NEG_INFINITY, |(x, rest)| {
+                    rest.iter().fold(*x, |a, b| a.max(*b))
+                })
+            };
+            // A row shorter than a vector (a reduction's groups of one to a few elements) is
+            // folded: setting up and combining the lanes would cost more than it saves.
+            if row.len() < 16 {
+                fold()
+            } else {
+                max_lanes(row).unwrap_or_else(fold)
+            }
         }
         Alu::Add | Alu::Mul => {
             let unit = if op == Alu::Add { 0.0 } else { 1.0 };
