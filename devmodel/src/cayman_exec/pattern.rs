@@ -1095,6 +1095,60 @@ pub(super) mod tests {
         }
     }
 
+    /// For random patterns of one to four dimensions (steps -9..=9, counts 1..=6, fp32 and
+    /// bf16, from partitions 0 and 3), the columns a write through the span declares cover
+    /// every byte of every element it names: a write that declared fewer columns than it
+    /// touches would leave kept rows and memos stale.
+    #[test]
+    fn span_columns_hold_every_element_of_random_patterns() {
+        let m = crate::core::CoreMem::new(&crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2));
+        let mut seed = 0x51f1_5eed_u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let mut checked = 0;
+        for _ in 0..5000 {
+            let dims = 1 + next(4) as u8;
+            let mut step = [0i16; 4];
+            let mut num = [1u16; 4];
+            for d in 0..dims as usize {
+                step[d] = next(19) as i16 - 9;
+                num[d] = 1 + next(6) as u16;
+            }
+            let dt = if next(2) == 0 {
+                Dtype::F32
+            } else {
+                Dtype::Bf16
+            };
+            let part = [0u32, 3][next(2) as usize];
+            let addr = (part << 18) + 0x1000 + 4 * next(256) as u32;
+            let ap = AccessPattern {
+                addr,
+                dims,
+                step,
+                num,
+            };
+            let Ok(sp) = span(&m, &ap, dt, 4) else {
+                continue;
+            };
+            let (lo, hi) = sp.write_cols();
+            let es = dt.size() as i64;
+            let base = sp.base_in_partition();
+            for o in offsets(&ap).expect("counted") {
+                let at = base + o * es;
+                assert!(
+                    lo as i64 <= at && at + es <= hi as i64,
+                    "{ap:?} {dt:?}: element at {at} outside columns {lo}..{hi}"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked > 4000, "{checked} patterns checked");
+    }
+
     /// The columns a span's rows take: one run ascending or descending, and strided rows
     /// (their first to last element); none before the partition's start.
     #[test]
