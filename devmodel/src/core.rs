@@ -63,6 +63,14 @@ pub fn window_stride(s: Space) -> usize {
     }
 }
 
+/// The on-chip memory that is not `s` (a product or move from one into the other).
+pub fn other_space(s: Space) -> Space {
+    match s {
+        Space::Sbuf => Space::Psum,
+        Space::Psum => Space::Sbuf,
+    }
+}
+
 fn index(s: Space) -> usize {
     match s {
         Space::Sbuf => 0,
@@ -107,23 +115,22 @@ impl CoreMem {
     /// (Inlined: a DMA borrows its destination once per row.)
     #[inline(always)]
     fn before_write(&mut self, s: Space) {
-        let i = index(s);
-        self.writes[i] = self.writes[i].wrapping_add(1);
-        self.stamps[i].all(self.writes[i]);
-        if self.kept.is_some() || self.weights.is_some() || self.words.is_some() {
-            self.copy_kept(s, None);
-        }
+        self.before_write_in(s, None);
     }
 
-    /// Count a write to columns `[lo, hi)` (bytes of each partition) of `s`, first copying
-    /// out rows kept in those columns.
-    #[inline]
-    fn before_write_cols(&mut self, s: Space, lo: usize, hi: usize) {
+    /// Count a write to `s`, to columns `[lo, hi)` (bytes of each partition) where `cols`
+    /// names them, else to any: stamped (`writemap`), and the rows kept in those columns
+    /// copied out first.
+    #[inline(always)]
+    fn before_write_in(&mut self, s: Space, cols: Option<(usize, usize)>) {
         let i = index(s);
         self.writes[i] = self.writes[i].wrapping_add(1);
-        self.stamps[i].cols(self.writes[i], lo, hi);
+        match cols {
+            Some((lo, hi)) => self.stamps[i].cols(self.writes[i], lo, hi),
+            None => self.stamps[i].all(self.writes[i]),
+        }
         if self.kept.is_some() || self.weights.is_some() || self.words.is_some() {
-            self.copy_kept(s, Some((lo, hi)));
+            self.copy_kept(s, cols);
         }
     }
 
@@ -419,33 +426,35 @@ impl CoreMem {
 
     #[inline]
     pub fn bytes_mut(&mut self, s: Space) -> &mut [u8] {
-        self.before_write(s);
-        match s {
-            Space::Sbuf => self.sbuf.as_mut_bytes(),
-            Space::Psum => self.psum.as_mut_bytes(),
-        }
+        self.bytes_mut_in(s, None)
     }
 
     /// [`CoreMem::bytes_mut`] for a writer that touches only columns `[lo, hi)` (bytes of
     /// each partition, storage layout) of the partitions it writes.
     #[inline]
     pub fn bytes_mut_cols(&mut self, s: Space, lo: usize, hi: usize) -> &mut [u8] {
-        self.before_write_cols(s, lo, hi);
-        match s {
-            Space::Sbuf => self.sbuf.as_mut_bytes(),
-            Space::Psum => self.psum.as_mut_bytes(),
-        }
+        self.bytes_mut_in(s, Some((lo, hi)))
     }
 
     /// [`CoreMem::across`] for a writer that touches only columns `[lo, hi)` of the space it
     /// writes.
     #[inline]
     pub fn across_cols(&mut self, from: Space, lo: usize, hi: usize) -> (&[u8], &mut [u8]) {
-        let to = match from {
-            Space::Sbuf => Space::Psum,
-            Space::Psum => Space::Sbuf,
-        };
-        self.before_write_cols(to, lo, hi);
+        self.across_in(from, Some((lo, hi)))
+    }
+
+    #[inline(always)]
+    fn bytes_mut_in(&mut self, s: Space, cols: Option<(usize, usize)>) -> &mut [u8] {
+        self.before_write_in(s, cols);
+        match s {
+            Space::Sbuf => self.sbuf.as_mut_bytes(),
+            Space::Psum => self.psum.as_mut_bytes(),
+        }
+    }
+
+    #[inline(always)]
+    fn across_in(&mut self, from: Space, cols: Option<(usize, usize)>) -> (&[u8], &mut [u8]) {
+        self.before_write_in(other_space(from), cols);
         match from {
             Space::Sbuf => (self.sbuf.as_bytes(), self.psum.as_mut_bytes()),
             Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
@@ -456,14 +465,7 @@ impl CoreMem {
     /// PSUM in one copy).
     #[inline]
     pub fn across(&mut self, from: Space) -> (&[u8], &mut [u8]) {
-        self.before_write(match from {
-            Space::Sbuf => Space::Psum,
-            Space::Psum => Space::Sbuf,
-        });
-        match from {
-            Space::Sbuf => (self.sbuf.as_bytes(), self.psum.as_mut_bytes()),
-            Space::Psum => (self.psum.as_bytes(), self.sbuf.as_mut_bytes()),
-        }
+        self.across_in(from, None)
     }
 }
 

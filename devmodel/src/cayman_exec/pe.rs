@@ -6,7 +6,7 @@
 use super::alu::{hi_part, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
 use super::transpose::{
-    identity_memo, transpose, transpose_bits, transpose_into, transpose_rows_into, IdentityAt,
+    fp32_identity, transpose, transpose_bits, transpose_into, transpose_kept_words, IdentityAt,
 };
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
@@ -486,17 +486,7 @@ pub(super) fn matmul(
     let ident = pe.transpose
         && k == nmov
         && match &mv {
-            Some((sp, v, _)) if v.cs == 1 => {
-                let at = IdentityAt {
-                    space: *sp,
-                    off: v.off,
-                    rs: v.rs,
-                    n: k,
-                    dt: Dtype::F32,
-                    writes: mem.writes(*sp),
-                };
-                identity_memo(pe, mem, at, || is_identity(mem.f32s(*sp), *v, k))
-            }
+            Some((sp, v, _)) if v.cs == 1 => fp32_identity(pe, mem, *sp, *v, k),
             Some((sp, v, _)) => is_identity(mem.f32s(*sp), *v, k),
             None => is_identity(&a[..], dense, k),
         };
@@ -695,41 +685,6 @@ fn keep_words_in_place(
     };
     let buf = std::mem::take(&mut pe.w);
     Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
-}
-
-/// A transpose of fp32 weights kept where they lie ([`PeState::w_words`]) against an
-/// identity moving tensor in place, written straight into an fp32 destination's rows: one
-/// pass from the weights' rows to the destination, no copy of them into `w`. The columns
-/// when done; None, nothing written, for any other operands (the general path then brings
-/// the weights into `w`).
-fn transpose_kept_words(
-    mem: &mut CoreMem,
-    pe: &mut PeState,
-    mv: Option<(neuron_isa::Space, View, usize)>,
-    dv: Option<(neuron_isa::Space, View, usize)>,
-    accumulate: bool,
-) -> Option<usize> {
-    let (k, m) = (pe.k, pe.m);
-    let (sp, v, nmov) = mv?;
-    let (dspace, cv, ndst) = dv?;
-    let fits = v.cs == 1 && cv.cs == 1 && cv.rs >= nmov && ndst == nmov && nmov == k;
-    if !fits || sp == dspace || nmov > MAX_MOVING {
-        return None;
-    }
-    let at = IdentityAt {
-        space: sp,
-        off: v.off,
-        rs: v.rs,
-        n: k,
-        dt: Dtype::F32,
-        writes: mem.writes(sp),
-    };
-    if !identity_memo(pe, mem, at, || is_identity(mem.f32s(sp), v, k)) {
-        return None;
-    }
-    let (rows, wv, out) = mem.words_and(dspace)?;
-    let src = rows.get(wv.off..)?;
-    transpose_rows_into(src, wv.rs, k, m, out, cv.off, cv.rs, accumulate).then_some(nmov)
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights

@@ -180,12 +180,8 @@ pub(super) fn zip_rows(
     if d.len != sa.len || channels == 0 || apart(&sa) || apart(&sb) {
         return Ok(None);
     }
-    let other = match space {
-        neuron_isa::Space::Sbuf => neuron_isa::Space::Psum,
-        neuron_isa::Space::Psum => neuron_isa::Space::Sbuf,
-    };
     let (lo, hi) = d.write_cols();
-    let (shared, dbytes) = mem.across_cols(other, lo, hi);
+    let (shared, dbytes) = mem.across_cols(crate::core::other_space(space), lo, hi);
     let mut parts = d.partitions_mut(dbytes, channels);
     if parts.len() != channels {
         return Ok(None); // (span() checked the partitions: not reached)

@@ -6,11 +6,12 @@
 // The AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
 #![allow(unsafe_code)]
 
-use super::alu::identity_row16;
+use super::alu::{identity_row16, is_identity};
 use super::pattern::span;
 use super::pe::PeState;
 use crate::core::CoreMem;
 use crate::fault::OpFault;
+use crate::gemm::View;
 use neuron_isa::cayman::AccessPattern;
 use neuron_isa::Dtype;
 
@@ -178,6 +179,53 @@ pub(super) fn identity_memo(
     let yes = check();
     pe.identity_at = (yes && trusted).then_some(at);
     yes
+}
+
+/// Whether the `n x n` fp32 tensor at `v` (`cs` 1) of `space` is the identity: remembered
+/// where it was last found ([`identity_memo`]), else checked.
+pub(super) fn fp32_identity(
+    pe: &mut PeState,
+    mem: &CoreMem,
+    space: neuron_isa::Space,
+    v: View,
+    n: usize,
+) -> bool {
+    let at = IdentityAt {
+        space,
+        off: v.off,
+        rs: v.rs,
+        n,
+        dt: Dtype::F32,
+        writes: mem.writes(space),
+    };
+    identity_memo(pe, mem, at, || is_identity(mem.f32s(space), v, n))
+}
+
+/// A transpose of fp32 weights kept where they lie (`PeState::w_words`) against an
+/// identity moving tensor in place, written straight into an fp32 destination's rows: one
+/// pass from the weights' rows to the destination, no copy of them into `w`. The columns
+/// when done; None, nothing written, for any other operands (the general path then brings
+/// the weights into `w`).
+pub(super) fn transpose_kept_words(
+    mem: &mut CoreMem,
+    pe: &mut PeState,
+    mv: Option<(neuron_isa::Space, View, usize)>,
+    dv: Option<(neuron_isa::Space, View, usize)>,
+    accumulate: bool,
+) -> Option<usize> {
+    let (k, m) = (pe.k, pe.m);
+    let (sp, v, nmov) = mv?;
+    let (dspace, cv, ndst) = dv?;
+    let fits = v.cs == 1 && cv.cs == 1 && cv.rs >= nmov && ndst == nmov && nmov == k;
+    if !fits || sp == dspace || nmov > super::pe::MAX_MOVING {
+        return None;
+    }
+    if !fp32_identity(pe, mem, sp, v, k) {
+        return None;
+    }
+    let (rows, wv, out) = mem.words_and(dspace)?;
+    let src = rows.get(wv.off..)?;
+    transpose_rows_into(src, wv.rs, k, m, out, cv.off, cv.rs, accumulate).then_some(nmov)
 }
 
 impl IdentityAt {
