@@ -163,6 +163,21 @@ impl SparseMem {
         self.pages.get(&pg).map(|p| &p[..])
     }
 
+    /// The bytes of page `pg` to write into, the page made (blank, or in the background
+    /// pattern) if absent, where no backed region is registered; None otherwise (then
+    /// [`SparseMem::write`] knows where the bytes go). A write through it is what
+    /// [`SparseMem::write`] would make of the same bytes.
+    pub fn page_for_write(&mut self, pg: u64) -> Option<&mut [u8]> {
+        if !self.backed.is_empty() {
+            return None;
+        }
+        if !self.pages.contains_key(&pg) {
+            let blank = self.blank_page(pg);
+            self.pages.insert(pg, blank);
+        }
+        self.pages.get_mut(&pg).map(|p| &mut p[..])
+    }
+
     /// Ask for the first cache lines of `[addr, addr + len)` early (at most 8 of them), for
     /// a read that comes soon: a DMA's strided rows each start a new stream too short for
     /// the hardware prefetcher. A hint only; absent pages and backed regions are skipped.

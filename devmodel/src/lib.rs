@@ -22,6 +22,7 @@ pub mod kept;
 pub mod pagepool;
 pub mod prefetch;
 pub mod regs;
+pub mod runcopy;
 pub mod sched;
 pub(crate) mod shortcopy;
 pub mod stats;

@@ -532,26 +532,12 @@ impl Device {
             _ => return (0, 0),
         };
         let space = space_of(t);
-        let (mut k, mut bytes) = (0u64, 0u64);
         let limit = self.cores[nc].lane.mem_len(space);
-        // Into a lane that is with its thread, the runs (HBM address, window byte offset,
-        // length) go to it in one message after the loop; else each moves at once.
-        let away = into_window && self.cores[nc].lane.is_away();
-        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
-        // The HBM page the last run read and the one the last hint named: a DMA's rows are
-        // short and strided, so consecutive runs mostly lie in one page (`SparseMem::page`).
-        let (mut read_memo, mut hint_memo): (PageMemo, PageMemo) = (None, None);
-        // The window's partition bounds (`partition_span`), then its bytes, borrowed once for
-        // the whole transfer (a write is counted per borrow, `CoreMem::writes`), unless the
-        // lane is away (its runs then go to it after the loop).
+        // The window's partition bounds (`partition_span`).
         let geometry = self.partition_geometry(nc, space);
-        let Device { hbm, cores, .. } = self;
-        let mut window = match (away, into_window) {
-            (true, _) => Window::Away,
-            (false, true) => Window::Into(cores[nc].lane.get().mem.bytes_mut(space)),
-            (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
-        };
-        while k < sn {
+        // Run `k`'s HBM address, offset in the window's storage, bytes and elements; None
+        // where it would leave its partition or the window.
+        let run_at = |k: u64| {
             // A side whose inner dimension holds the whole transfer (a row of 128 partitions'
             // elements) is at (k, 0): no division for it.
             let (i0, i1) = if one_row_s {
@@ -567,28 +553,70 @@ impl Device {
             let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
             let len = run * d.src_elem;
             let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
-            // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
-            // each too short for the hardware prefetcher).
-            // (Runs shorter than a cache line lie close together: nothing to ask for.)
-            if into_window && !away && len >= 64 {
-                let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
-                if kf < sn {
-                    let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    hbm.prefetch_cached(&mut hint_memo, sf, len as usize);
-                }
-            }
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
             let (hbm_at, win_at) = if into_window {
                 (s, woff + (t - dst))
             } else {
                 (t, woff + (s - src))
             };
-            let Some(at) = super::memory::span_in_partition(geometry, win_at, len) else {
+            let at = super::memory::span_in_partition(geometry, win_at, len)?;
+            let n = len as usize;
+            (at.checked_add(n)? <= limit).then_some((hbm_at, at, n, run))
+        };
+        let (mut k, mut bytes) = (0u64, 0u64);
+        // A large transfer into bytes no other run of it writes (the destination's pattern)
+        // moves as one batch of copies shared with the data-path helpers: first its runs,
+        // then their bytes.
+        let away = self.cores[nc].lane.is_away();
+        if !away
+            && self.cores[nc].lane.get().fanout
+            && crate::fanout::helpers() > 0
+            && sn.saturating_mul(d.src_elem) >= crate::runcopy::SHARE_BYTES as u64
+            && crate::runcopy::pattern_disjoint(d.dst_num, d.dst_step, d.dst_elem)
+        {
+            let mut runs = std::mem::take(&mut self.dmaruns);
+            runs.clear();
+            while k < sn {
+                let Some((hbm_at, at, n, run)) = run_at(k) else {
+                    break;
+                };
+                runs.push((hbm_at, at, n));
+                bytes += n as u64;
+                k += run;
+            }
+            self.share_window_runs(nc, space, into_window, &runs);
+            self.dmaruns = runs;
+            return (k, bytes);
+        }
+        // Into a lane that is with its thread, the runs (HBM address, window byte offset,
+        // length) go to it in one message after the loop; else each moves at once.
+        let away = into_window && away;
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        // The HBM page the last run read and the one the last hint named: a DMA's rows are
+        // short and strided, so consecutive runs mostly lie in one page (`SparseMem::page`).
+        let (mut read_memo, mut hint_memo): (PageMemo, PageMemo) = (None, None);
+        // The window's bytes, borrowed once for the whole transfer (a write is counted per
+        // borrow, `CoreMem::writes`), unless the lane is away (its runs then go to it after
+        // the loop).
+        let Device { hbm, cores, .. } = self;
+        let mut window = match (away, into_window) {
+            (true, _) => Window::Away,
+            (false, true) => Window::Into(cores[nc].lane.get().mem.bytes_mut(space)),
+            (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
+        };
+        while k < sn {
+            let Some((hbm_at, at, n, run)) = run_at(k) else {
                 break;
             };
-            let n = len as usize;
-            if at.checked_add(n).is_none_or(|end| end > limit) {
-                break;
+            // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
+            // each too short for the hardware prefetcher).
+            // (Runs shorter than a cache line lie close together: nothing to ask for.)
+            if into_window && !away && n >= 64 {
+                let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
+                if kf < sn {
+                    let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
+                    hbm.prefetch_cached(&mut hint_memo, sf, n);
+                }
             }
             match &mut window {
                 Window::Away => runs.push((hbm_at, at, n)),
@@ -614,7 +642,7 @@ impl Device {
                     hbm.write(hbm_at, from);
                 }
             }
-            bytes += len;
+            bytes += n as u64;
             k += run;
         }
         if away {
@@ -627,6 +655,112 @@ impl Device {
             });
         }
         (k, bytes)
+    }
+
+    /// Move the checked runs of a large [`Self::window_runs`] transfer (HBM address, offset
+    /// in core `nc`'s `space`, length; into the window or out of it; no two runs write a
+    /// common byte) as one batch of copies shared with the data-path helpers (`runcopy`)
+    /// where every run's HBM bytes lie in one page, else run by run.
+    #[allow(unsafe_code)]
+    fn share_window_runs(
+        &mut self,
+        nc: usize,
+        space: neuron_isa::Space,
+        into_window: bool,
+        runs: &[(u64, usize, usize)],
+    ) {
+        let mut moves = std::mem::take(&mut self.dmamoves);
+        moves.clear();
+        let Device { hbm, cores, .. } = self;
+        // The window's bytes, borrowed once for the whole transfer (a write is counted per
+        // borrow, `CoreMem::writes`).
+        let mem = &mut cores[nc].lane.get().mem;
+        if into_window {
+            let window = mem.bytes_mut(space);
+            let base = window.as_mut_ptr();
+            let mut memo: PageMemo = None;
+            let whole = runs.iter().all(|&(h, at, n)| {
+                let off = (h % PAGE) as usize;
+                let from = hbm
+                    .page_cached(&mut memo, h)
+                    .and_then(|p| p.get(off..off.checked_add(n)?));
+                match (from, at.checked_add(n).is_some_and(|e| e <= window.len())) {
+                    (Some(b), true) => {
+                        moves.push(crate::runcopy::Run {
+                            from: b.as_ptr(),
+                            to: base.wrapping_add(at),
+                            len: n,
+                        });
+                        true
+                    }
+                    _ => false,
+                }
+            });
+            if whole {
+                // SAFETY: each source lies in an HBM page and each destination in the
+                // window (both checked above), memories apart; the destinations are apart
+                // (the caller's pattern check); the pages and the window stay borrowed,
+                // untouched by anything else, for the call.
+                crate::fanout::with(true, || unsafe {
+                    crate::runcopy::copy(&moves, Some(RUNS_AHEAD as usize), true)
+                });
+            } else {
+                // Runs reading absent pages or crossing a page: one by one.
+                for &(h, at, n) in runs {
+                    if let Some(to) = window.get_mut(at..at + n) {
+                        hbm.read(h, to);
+                    }
+                }
+            }
+        } else {
+            let window = mem.bytes(space);
+            let mut last: Option<(u64, *mut u8)> = None;
+            let mut whole = true;
+            for &(h, at, n) in runs {
+                let (pg, off) = (h / PAGE, (h % PAGE) as usize);
+                let (Some(from), true) = (
+                    window.get(at..at.saturating_add(n)),
+                    off.checked_add(n).is_some_and(|e| e <= PAGE as usize),
+                ) else {
+                    whole = false;
+                    break;
+                };
+                let page = match last {
+                    Some((p, ptr)) if p == pg => ptr,
+                    _ => match hbm.page_for_write(pg) {
+                        Some(b) => b.as_mut_ptr(),
+                        None => {
+                            whole = false;
+                            break;
+                        }
+                    },
+                };
+                last = Some((pg, page));
+                moves.push(crate::runcopy::Run {
+                    from: from.as_ptr(),
+                    to: page.wrapping_add(off),
+                    len: n,
+                });
+            }
+            if whole {
+                // SAFETY: each source lies in the window and each destination in an HBM
+                // page (made above; a page's bytes never move once made), memories
+                // apart; the destinations are apart (the caller's pattern check: distinct
+                // HBM addresses are distinct page bytes); nothing else touches HBM or the
+                // window during the call.
+                crate::fanout::with(true, || unsafe { crate::runcopy::copy(&moves, None, true) });
+            } else {
+                // Out of the window into HBM where a run crosses a page or HBM has
+                // backed regions: one by one, in order.
+                for &(h, at, n) in runs {
+                    if let Some(from) = window.get(at..at + n) {
+                        hbm.write(h, from);
+                    }
+                }
+            }
+        }
+        moves.clear();
+        self.dmamoves = moves;
     }
 
     /// Copy `len` bytes from `src` to `dst` in one step when one side is HBM and the other a
@@ -677,6 +811,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::arch::{tpb, ArchProfile};
+    use crate::device::ThreadMode;
 
     /// The DMA engine's fp32 ↔ bf16 and fp32 ↔ fp16 casts are `half`'s, bit for bit (round to nearest even,
     /// NaN payloads, infinities, subnormals), including a trailing partial element ignored.
@@ -930,6 +1065,108 @@ mod tests {
 
     /// The measurements' transfer: 128 elements of `elem` bytes, `src_step` apart in HBM from
     /// `src`, one into each partition of the SBUF window from `dst`.
+    /// Large transfers between HBM and SBUF (shared with the data-path helpers where their
+    /// destination runs are apart) leave the bytes the element-by-element definition gives,
+    /// with fan-out on or off: a spill out of 128 partitions, a load into them, rows that
+    /// cross HBM pages, rows from never-written HBM, and a destination pattern whose runs
+    /// overlap (the later run's bytes win).
+    #[test]
+    fn large_transfers_move_the_definitions_bytes_shared_or_not() {
+        let stride = tpb::SBUF_PARTITION_STRIDE;
+        let hbm = 0x100_0000u64;
+        let spill = |elem: u64, dst_step: [u64; 2]| crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(0),
+            src_step: [elem, stride],
+            src_num: [2, 128],
+            src_elem: elem,
+            dst: DmaAddr::Absolute(hbm),
+            dst_step,
+            dst_num: [2, 128],
+            dst_elem: elem,
+            in_dtype: None,
+            out_dtype: None,
+            semaphore: 0,
+            increment: 0,
+        };
+        let load = |src: u64, row: u64, elem: u64| crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(src),
+            src_step: [row, 1],
+            src_num: [128, 1],
+            src_elem: elem,
+            dst: DmaAddr::Absolute(0),
+            dst_step: [stride, 1],
+            dst_num: [128, 1],
+            dst_elem: elem,
+            in_dtype: None,
+            out_dtype: None,
+            semaphore: 0,
+            increment: 0,
+        };
+        let cases = [
+            ("spill", spill(2048, [262_144, 2048])),
+            ("overlapping spill", spill(2048, [1024, 3072])),
+            ("load", load(hbm, 2048, 2048)),
+            ("rows across pages", load(hbm + 1000, 6000, 6000)),
+            ("never-written rows", load(hbm + (64 << 20), 4096, 4096)),
+        ];
+        for (what, mut d) in cases {
+            let into_sbuf = matches!(d.src, DmaAddr::Absolute(a) if a >= hbm);
+            let mut got = Vec::new();
+            for fan in [ThreadMode::Off, ThreadMode::Auto] {
+                let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+                dev.set_threads(fan);
+                let sbuf = dev.profile.tpb_base(0) + tpb::SBUF;
+                let fill = |dev: &mut Device, at: u64, len: usize, seed: usize| {
+                    let b: Vec<u8> = (0..len).map(|i| ((i * 131 + seed) % 251) as u8).collect();
+                    dev.write(at, &b).expect("fill");
+                    b
+                };
+                // Source bytes, and what every destination byte holds before.
+                let hbm_len = 1 << 20;
+                let hbm_bytes = fill(&mut dev, hbm, hbm_len, 1);
+                let rows: Vec<Vec<u8>> = (0..128)
+                    .map(|p| fill(&mut dev, sbuf + p * stride, 16 << 10, 7 * p as usize))
+                    .collect();
+                if into_sbuf {
+                    d.dst = DmaAddr::Absolute(sbuf);
+                } else {
+                    d.src = DmaAddr::Absolute(sbuf);
+                }
+                dev.dma2d(0, &d, Ps::ZERO).expect(what);
+                // The definition: element k from its source to its destination, in order.
+                let mut want: std::collections::BTreeMap<u64, u8> = Default::default();
+                let (n0s, n0d) = (d.src_num[0], d.dst_num[0]);
+                for k in 0..d.src_num[0] * d.src_num[1] {
+                    let (DmaAddr::Absolute(sa), DmaAddr::Absolute(da)) = (d.src, d.dst) else {
+                        unreachable!()
+                    };
+                    let s = sa + (k % n0s) * d.src_step[0] + (k / n0s) * d.src_step[1];
+                    let t = da + (k % n0d) * d.dst_step[0] + (k / n0d) * d.dst_step[1];
+                    for b in 0..d.src_elem {
+                        let a = s + b;
+                        let v = if a >= sbuf && a < sbuf + 128 * stride {
+                            rows[((a - sbuf) / stride) as usize][((a - sbuf) % stride) as usize]
+                        } else if a >= hbm && a < hbm + hbm_len as u64 {
+                            hbm_bytes[(a - hbm) as usize]
+                        } else {
+                            0
+                        };
+                        want.insert(t + b, v);
+                    }
+                }
+                let mut back = Vec::with_capacity(want.len());
+                for (&a, &v) in &want {
+                    let mut b = [0u8];
+                    dev.read(a, &mut b).expect("read back");
+                    assert_eq!(b[0], v, "{what}, fan-out {fan:?}: byte at 0x{a:x}");
+                    back.push(b[0]);
+                }
+                got.push(back);
+            }
+            assert!(got[0] == got[1], "{what}");
+        }
+    }
+
     fn partition_rows(src: u64, src_step: u64, elem: u64, dst: u64) -> crate::cayman_exec::Dma2d {
         crate::cayman_exec::Dma2d {
             src: DmaAddr::Absolute(src),

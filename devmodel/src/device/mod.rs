@@ -172,6 +172,10 @@ pub struct Device {
     /// Per core: when its DMA_DIRECT2D pipe is free (calibrated DMA model).
     dma2d_free: Vec<Ps>,
     dmaout: Vec<u8>,
+    /// A DMA_DIRECT2D's runs between HBM and a window (HBM address, window offset, length),
+    /// and their copies (reused: `window_runs`).
+    dmaruns: Vec<(u64, usize, usize)>,
+    dmamoves: Vec<crate::runcopy::Run>,
     hooks: Installed,
     /// Memory-access hooks are on (set by the hook).
     mem_watch: bool,
@@ -268,6 +272,8 @@ impl Device {
             copybuf: Vec::new(),
             dma2d_free: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
+            dmaruns: Vec::new(),
+            dmamoves: Vec::new(),
             hooks: Installed::default(),
             mem_watch: false,
             ecc: crate::ecc::EccCounters::default(),
