@@ -24,7 +24,7 @@ mod select;
 mod transpose;
 mod widen;
 
-pub(crate) use pattern::bf16_bits;
+pub(crate) use widen::bf16_bytes_from_f32_bytes;
 
 #[cfg(test)]
 const PSUM_BIT_FOR_TESTS: u32 = neuron_isa::cayman::PSUM_BIT;

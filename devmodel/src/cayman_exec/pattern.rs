@@ -649,18 +649,17 @@ fn gather_row_with<T>(
     }
 }
 
-/// `half::bf16::from_f32(x).to_bits()` without branches, so the scatter loop vectorizes:
-/// round to nearest even, and a NaN keeps its sign and top payload bits with the quiet bit set.
+/// `half::bf16::from_f32(x).to_bits()` without branches, so the loops over it vectorize:
+/// round to nearest even, and a NaN keeps its sign and top payload bits with the quiet bit
+/// set. NaN is told by its bits, in integer operations: a float compare kept the loops
+/// half scalar (`widen::bf16_bytes_from_f32_bytes`).
 #[inline]
 pub(crate) fn bf16_bits(x: f32) -> u16 {
     let b = x.to_bits();
-    let rne = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
-    let nan = ((b >> 16) | 0x40) as u16;
-    if x.is_nan() {
-        nan
-    } else {
-        rne
-    }
+    let rne = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
+    let nan = (b >> 16) | 0x40;
+    let m = 0u32.wrapping_sub(u32::from((b & 0x7fff_ffff) > 0x7f80_0000));
+    ((nan & m) | (rne & !m)) as u16
 }
 
 pub(super) fn scatter(

@@ -6,6 +6,8 @@
 //! (`tests::avx2_and_portable_widen_alike`).
 #![allow(unsafe_code)]
 
+use zerocopy::IntoBytes;
+
 /// Runs shorter than this many bytes widen inline: a matrix-vector product gathers one
 /// element per partition, where a call and a feature check would cost more than the element.
 const SHORT: usize = 32;
@@ -103,9 +105,99 @@ unsafe fn bf16_from_avx2(vals: &[f32], out: &mut [u16]) {
     bf16_from_portable(vals, out)
 }
 
+/// `src`'s little-endian fp32 values as little-endian bf16 bits in `out` (as many whole
+/// values as both hold), rounded as `pattern::bf16_bits` rounds: a DMA's fp32 → bf16 cast.
+/// Sixteen values at a time through fixed arrays (the loop the compiler vectorizes; over
+/// byte chunks of unknown length it stayed scalar, ~1 ns a value), compiled for AVX2 where
+/// the CPU has it; the same bits either way.
+pub(crate) fn bf16_bytes_from_f32_bytes(src: &[u8], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if out.len() >= SHORT && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        unsafe { narrow_bytes_avx2(src, out) };
+        return;
+    }
+    narrow_bytes_portable(src, out);
+}
+
+#[inline(always)]
+fn narrow_bytes_portable(src: &[u8], out: &mut [u8]) {
+    let n = (src.len() / 4).min(out.len() / 2);
+    let (src, out) = (&src[..4 * n], &mut out[..2 * n]);
+    let (mut s, mut o) = (src.chunks_exact(64), out.chunks_exact_mut(32));
+    for (c, d) in (&mut s).zip(&mut o) {
+        // Whole-array moves in and out (byte by byte, half the loop stayed scalar).
+        let mut x = [0u32; 16];
+        x.as_mut_bytes().copy_from_slice(c);
+        let mut w = [0u16; 16];
+        for (v, b) in w.iter_mut().zip(x) {
+            *v = super::pattern::bf16_bits(f32::from_bits(u32::from_le(b))).to_le();
+        }
+        d.copy_from_slice(w.as_bytes());
+    }
+    for (d, c) in o
+        .into_remainder()
+        .chunks_exact_mut(2)
+        .zip(s.remainder().chunks_exact(4))
+    {
+        d.copy_from_slice(
+            &super::pattern::bf16_bits(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes(),
+        );
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn narrow_bytes_avx2(src: &[u8], out: &mut [u8]) {
+    narrow_bytes_portable(src, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The DMA's byte-wise cast gives `bf16_bits` of every whole value, at any length and
+    /// byte offset, and writes nothing past them.
+    #[test]
+    fn byte_casts_round_as_bf16_bits() {
+        let mut s = 5u64;
+        let mut bits = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (s >> 32) as u32
+        };
+        let mut vals: Vec<u32> = (0..3000).map(|_| bits()).collect();
+        vals.extend([
+            0x3f80_8000,
+            0x3f81_8000,
+            0x7f80_0001,
+            0xff80_0000,
+            0xffc0_1234,
+            0x8000_0000,
+        ]);
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        for (len, skew) in (0..70).map(|l| (l, l % 3)).chain([(2999, 1), (3006, 0)]) {
+            let src = &bytes[4 * skew..4 * (skew + len).min(vals.len())];
+            let n = src.len() / 4;
+            let mut got = vec![0xEEu8; 2 * n + 3];
+            bf16_bytes_from_f32_bytes(&src[..4 * n], &mut got[1..1 + 2 * n]);
+            for (i, v) in vals[skew..skew + n].iter().enumerate() {
+                let want = super::super::pattern::bf16_bits(f32::from_bits(*v));
+                let at = 1 + 2 * i;
+                assert_eq!(
+                    u16::from_le_bytes([got[at], got[at + 1]]),
+                    want,
+                    "{len}: {i}"
+                );
+            }
+            assert_eq!((got[0], got[2 * n + 1], got[2 * n + 2]), (0xEE, 0xEE, 0xEE));
+            // Portable and wide alike (where the host has AVX2).
+            let mut portable = vec![0u8; 2 * n];
+            narrow_bytes_portable(&src[..4 * n], &mut portable);
+            assert!(portable[..] == got[1..1 + 2 * n]);
+        }
+    }
 
     #[test]
     fn avx2_and_portable_narrow_alike() {

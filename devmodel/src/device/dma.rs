@@ -47,24 +47,28 @@ const MAX_DMA2D_BYTES: u64 = 256 << 20;
 /// Elements one DMA_DIRECT2D may move (the compiler's are ≤ a few thousand rows).
 const MAX_DMA2D_ELEMS: u64 = 1 << 20;
 
-/// Convert packed elements of dtype `i` to dtype `o` (the DMA engine's cast), appending to a
-/// cleared `out`. The common float pairs have their own loops; the rest go through f32.
+/// Convert packed elements of dtype `i` to dtype `o` (the DMA engine's cast) into a cleared
+/// `out`, sized for them ([`convert_into`]).
 fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
     out.clear();
+    out.resize(src.len() / i.size() * o.size(), 0);
+    convert_into(i, o, src, out);
+}
+
+/// Convert the whole elements of dtype `i` in `src` to dtype `o` into `out`, which must hold
+/// exactly as many (false, nothing written, otherwise). The common float pairs have their
+/// own loops; the rest go through f32.
+fn convert_into(i: Dtype, o: Dtype, src: &[u8], out: &mut [u8]) -> bool {
+    if out.len() != src.len() / i.size() * o.size() {
+        return false;
+    }
     match (i, o) {
-        // Sized once and written in place (a byte-wise `extend` ran ~9 instructions an
-        // element); the rounding is branch-free so the loop vectorizes.
+        // Written in place (a byte-wise `extend` ran ~9 instructions an element), sixteen
+        // at a time (`widen`).
         (Dtype::F32 | Dtype::F32r, Dtype::Bf16) => {
-            let n = src.len() / 4;
-            out.resize(2 * n, 0);
-            for (d, c) in out.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
-                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                d.copy_from_slice(&crate::cayman_exec::bf16_bits(x).to_le_bytes());
-            }
+            crate::cayman_exec::bf16_bytes_from_f32_bytes(src, out);
         }
         (Dtype::Bf16, Dtype::F32 | Dtype::F32r) => {
-            let n = src.len() / 2;
-            out.resize(4 * n, 0);
             for (d, c) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
                 d.copy_from_slice(
                     &(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16).to_le_bytes(),
@@ -77,8 +81,6 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
         // conversion asked the CPU's features again and each byte group was a `memcpy`.
         (Dtype::F32 | Dtype::F32r, Dtype::F16) => {
             use half::slice::HalfFloatSliceExt;
-            let n = src.len() / 4;
-            out.resize(2 * n, 0);
             let (mut f, mut h) = ([0f32; BATCH], [half::f16::ZERO; BATCH]);
             for (d, c) in out.chunks_mut(2 * BATCH).zip(src.chunks(4 * BATCH)) {
                 let m = d.len() / 2;
@@ -93,8 +95,6 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
         }
         (Dtype::F16, Dtype::F32 | Dtype::F32r) => {
             use half::slice::HalfFloatSliceExt;
-            let n = src.len() / 2;
-            out.resize(4 * n, 0);
             let (mut h, mut f) = ([half::f16::ZERO; BATCH], [0f32; BATCH]);
             for (d, c) in out.chunks_mut(4 * BATCH).zip(src.chunks(2 * BATCH)) {
                 let m = d.len() / 4;
@@ -108,13 +108,17 @@ fn convert_elems(i: Dtype, o: Dtype, src: &[u8], out: &mut Vec<u8>) {
             }
         }
         _ => {
-            for c in src.chunks_exact(i.size()) {
+            for (c, d) in src
+                .chunks_exact(i.size())
+                .zip(out.chunks_exact_mut(o.size()))
+            {
                 let mut e = [0u8; 8];
                 neuron_isa::dtype::store_f32(o, neuron_isa::dtype::load_f32(i, c), &mut e);
-                out.extend_from_slice(&e[..o.size()]);
+                d.copy_from_slice(&e[..o.size()]);
             }
         }
     }
+    true
 }
 
 /// Elements [`convert_elems`] converts at a time through its stack buffers.
@@ -432,8 +436,8 @@ impl Device {
         let src_dense = d.src_step[0] == d.src_elem;
         let dst_dense = d.dst_step[0] == d.dst_elem;
         let (mut bytes, mut k) = (0u64, 0u64);
-        if convert.is_none() && !self.mem_watch {
-            (k, bytes) = self.window_runs(src, dst, d, sn);
+        if !self.mem_watch {
+            (k, bytes) = self.window_runs(src, dst, d, sn, convert);
         }
         while k < sn {
             let (i0, i1) = (k % n0s, k / n0s);
@@ -499,7 +503,17 @@ impl Device {
         dst: u64,
         d: &crate::cayman_exec::Dma2d,
         sn: u64,
+        convert: Option<(Dtype, Dtype)>,
     ) -> (u64, u64) {
+        // A converting transfer whose elements do not convert to the destination's size is
+        // left to the run-by-run path, which reports it.
+        if let Some((i, o)) = convert {
+            if !d.src_elem.is_multiple_of(i.size() as u64)
+                || d.src_elem / i.size() as u64 * o.size() as u64 != d.dst_elem
+            {
+                return (0, 0);
+            }
+        }
         let (n0s, n0d) = (d.src_num[0].max(1), d.dst_num[0].max(1));
         let (one_row_s, one_row_d) = (sn <= n0s, sn <= n0d);
         let dense = d.src_step[0] == d.src_elem && d.dst_step[0] == d.dst_elem;
@@ -535,8 +549,9 @@ impl Device {
         let limit = self.cores[nc].lane.mem_len(space);
         // The window's partition bounds (`partition_span`).
         let geometry = self.partition_geometry(nc, space);
-        // Run `k`'s HBM address, offset in the window's storage, bytes and elements; None
-        // where it would leave its partition or the window.
+        // Run `k`'s HBM address, offset in the window's storage, bytes there, bytes in HBM
+        // (they differ where the run converts) and elements; None where it would leave its
+        // partition or the window.
         let run_at = |k: u64| {
             // A side whose inner dimension holds the whole transfer (a row of 128 partitions'
             // elements) is at (k, 0): no division for it.
@@ -551,24 +566,28 @@ impl Device {
                 (k % n0d, k / n0d)
             };
             let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
-            let len = run * d.src_elem;
+            let (src_len, dst_len) = (run * d.src_elem, run * d.dst_elem);
             let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
             let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
-            let (hbm_at, win_at) = if into_window {
-                (s, woff + (t - dst))
+            let (hbm_at, win_at, win_len, hbm_len) = if into_window {
+                (s, woff + (t - dst), dst_len, src_len)
             } else {
-                (t, woff + (s - src))
+                (t, woff + (s - src), src_len, dst_len)
             };
-            let at = super::memory::span_in_partition(geometry, win_at, len)?;
-            let n = len as usize;
-            (at.checked_add(n)? <= limit).then_some((hbm_at, at, n, run))
+            let at = super::memory::span_in_partition(geometry, win_at, win_len)?;
+            let n = win_len as usize;
+            (at.checked_add(n)? <= limit).then_some((hbm_at, at, n, hbm_len as usize, run))
         };
         let (mut k, mut bytes) = (0u64, 0u64);
         // A large transfer into bytes no other run of it writes (the destination's pattern)
         // moves as one batch of copies shared with the data-path helpers: first its runs,
         // then their bytes.
         let away = self.cores[nc].lane.is_away();
+        if away && convert.is_some() {
+            return (0, 0);
+        }
         if !away
+            && convert.is_none()
             && self.cores[nc].lane.get().fanout
             && crate::fanout::helpers() > 0
             && sn.saturating_mul(d.src_elem) >= crate::runcopy::SHARE_BYTES as u64
@@ -577,7 +596,7 @@ impl Device {
             let mut runs = std::mem::take(&mut self.dmaruns);
             runs.clear();
             while k < sn {
-                let Some((hbm_at, at, n, run)) = run_at(k) else {
+                let Some((hbm_at, at, n, _, run)) = run_at(k) else {
                     break;
                 };
                 runs.push((hbm_at, at, n));
@@ -598,6 +617,8 @@ impl Device {
         // The window's bytes, borrowed once for the whole transfer (a write is counted per
         // borrow, `CoreMem::writes`), unless the lane is away (its runs then go to it after
         // the loop).
+        // A converting run's HBM side goes through `buf`.
+        let mut buf = std::mem::take(&mut self.copybuf);
         let Device { hbm, cores, .. } = self;
         let mut window = match (away, into_window) {
             (true, _) => Window::Away,
@@ -605,17 +626,17 @@ impl Device {
             (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
         };
         while k < sn {
-            let Some((hbm_at, at, n, run)) = run_at(k) else {
+            let Some((hbm_at, at, n, hbm_n, run)) = run_at(k) else {
                 break;
             };
             // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
             // each too short for the hardware prefetcher).
             // (Runs shorter than a cache line lie close together: nothing to ask for.)
-            if into_window && !away && n >= 64 {
+            if into_window && !away && hbm_n >= 64 {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    hbm.prefetch_cached(&mut hint_memo, sf, n);
+                    hbm.prefetch_cached(&mut hint_memo, sf, hbm_n);
                 }
             }
             match &mut window {
@@ -627,10 +648,20 @@ impl Device {
                     let off = (hbm_at % PAGE) as usize;
                     let from = hbm
                         .page_cached(&mut read_memo, hbm_at)
-                        .and_then(|p| p.get(off..off.checked_add(n)?));
-                    match from {
-                        Some(b) => crate::shortcopy::copy_short(to, b),
-                        None => hbm.read(hbm_at, to),
+                        .and_then(|p| p.get(off..off.checked_add(hbm_n)?));
+                    match (convert, from) {
+                        (None, Some(b)) => crate::shortcopy::copy_short(to, b),
+                        (None, None) => hbm.read(hbm_at, to),
+                        (Some((i, o)), Some(b)) => {
+                            let done = convert_into(i, o, b, to);
+                            debug_assert!(done, "sizes checked on entry");
+                        }
+                        (Some((i, o)), None) => {
+                            buf.resize(hbm_n, 0);
+                            hbm.read(hbm_at, &mut buf);
+                            let done = convert_into(i, o, &buf, to);
+                            debug_assert!(done, "sizes checked on entry");
+                        }
                     }
                 }
                 Window::From(mem) => {
@@ -639,10 +670,18 @@ impl Device {
                     };
                     // (Out of the window into HBM: no page is remembered, as writes add pages.)
                     (read_memo, hint_memo) = (None, None);
-                    hbm.write(hbm_at, from);
+                    match convert {
+                        None => hbm.write(hbm_at, from),
+                        Some((i, o)) => {
+                            buf.resize(hbm_n, 0);
+                            let done = convert_into(i, o, from, &mut buf);
+                            debug_assert!(done, "sizes checked on entry");
+                            hbm.write(hbm_at, &buf);
+                        }
+                    }
                 }
             }
-            bytes += n as u64;
+            bytes += run * d.src_elem;
             k += run;
         }
         if away {
@@ -654,6 +693,7 @@ impl Device {
                 hbm.read(runs[i].0, to)
             });
         }
+        self.copybuf = buf;
         (k, bytes)
     }
 
