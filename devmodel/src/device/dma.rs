@@ -1107,9 +1107,9 @@ mod tests {
     /// `src`, one into each partition of the SBUF window from `dst`.
     /// Large transfers between HBM and SBUF (shared with the data-path helpers where their
     /// destination runs are apart) leave the bytes the element-by-element definition gives,
-    /// with fan-out on or off: a spill out of 128 partitions, a load into them, rows that
-    /// cross HBM pages, rows from never-written HBM, and a destination pattern whose runs
-    /// overlap (the later run's bytes win).
+    /// with fan-out on or off: a spill out of 128 partitions, a load into them, both
+    /// converting, rows that cross HBM pages, rows from never-written HBM, and a destination
+    /// pattern whose runs overlap (the later run's bytes win).
     #[test]
     fn large_transfers_move_the_definitions_bytes_shared_or_not() {
         let stride = tpb::SBUF_PARTITION_STRIDE;
@@ -1142,7 +1142,16 @@ mod tests {
             semaphore: 0,
             increment: 0,
         };
+        // A spill converted to bf16 on the way (as the attention kernels' outputs).
+        let mut narrowing = spill(512, [32_768, 256]);
+        (narrowing.dst_elem, narrowing.in_dtype, narrowing.out_dtype) =
+            (256, Some(Dtype::F32), Some(Dtype::Bf16));
+        let mut widening = load(hbm, 1024, 512);
+        (widening.dst_elem, widening.in_dtype, widening.out_dtype) =
+            (1024, Some(Dtype::Bf16), Some(Dtype::F32));
         let cases = [
+            ("narrowing spill", narrowing),
+            ("widening load", widening),
             ("spill", spill(2048, [262_144, 2048])),
             ("overlapping spill", spill(2048, [1024, 3072])),
             ("load", load(hbm, 2048, 2048)),
@@ -1182,16 +1191,37 @@ mod tests {
                     };
                     let s = sa + (k % n0s) * d.src_step[0] + (k / n0s) * d.src_step[1];
                     let t = da + (k % n0d) * d.dst_step[0] + (k / n0d) * d.dst_step[1];
-                    for b in 0..d.src_elem {
-                        let a = s + b;
-                        let v = if a >= sbuf && a < sbuf + 128 * stride {
+                    let byte = |a: u64| {
+                        if a >= sbuf && a < sbuf + 128 * stride {
                             rows[((a - sbuf) / stride) as usize][((a - sbuf) % stride) as usize]
                         } else if a >= hbm && a < hbm + hbm_len as u64 {
                             hbm_bytes[(a - hbm) as usize]
                         } else {
                             0
-                        };
-                        want.insert(t + b, v);
+                        }
+                    };
+                    let elem: Vec<u8> = (0..d.src_elem).map(|b| byte(s + b)).collect();
+                    // Conversions by `half`, value by value.
+                    let out: Vec<u8> = match (d.in_dtype, d.out_dtype) {
+                        (Some(Dtype::F32), Some(Dtype::Bf16)) => elem
+                            .chunks_exact(4)
+                            .flat_map(|c| {
+                                let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                                half::bf16::from_f32(x).to_bits().to_le_bytes()
+                            })
+                            .collect(),
+                        (Some(Dtype::Bf16), Some(Dtype::F32)) => elem
+                            .chunks_exact(2)
+                            .flat_map(|c| {
+                                half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))
+                                    .to_f32()
+                                    .to_le_bytes()
+                            })
+                            .collect(),
+                        _ => elem,
+                    };
+                    for (b, v) in out.into_iter().enumerate() {
+                        want.insert(t + b as u64, v);
                     }
                 }
                 let mut back = Vec::with_capacity(want.len());
