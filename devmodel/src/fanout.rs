@@ -53,11 +53,14 @@ pub fn workers() -> usize {
     }
 }
 
-/// A posted step: `n` chunks of `f`, claimed through `next`.
+/// A posted step: `n` chunks of `f`, claimed through `claimed`.
 struct Job {
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
-    next: AtomicUsize,
+    /// Chunks claimed from the front (the caller, low 32 bits) and from the back (helpers,
+    /// high 32 bits): each thread tends to take the same end of every step, so rows a
+    /// helper wrote in one step are the rows it reads in the next, in its own cache.
+    claimed: AtomicU64,
     /// Helpers inside `f`'s chunks: the caller returns only once this is zero.
     active: AtomicUsize,
     panicked: AtomicBool,
@@ -178,7 +181,7 @@ fn helper(p: &'static Pool) {
         // SAFETY: `active` counts us, so the caller keeps the job (and `f`) alive.
         let j = unsafe { &*job.0 };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let ran = claim(j);
+            let ran = claim(j, true);
             HELPER_PIECES.fetch_add(ran, Ordering::Relaxed);
         }));
         if r.is_err() {
@@ -188,14 +191,22 @@ fn helper(p: &'static Pool) {
     }
 }
 
-/// Claim and run chunks until none are left; returns how many this thread ran.
-fn claim(j: &Job) -> u64 {
+/// Claim and run chunks, from the front (the caller) or the back (a helper), until none are
+/// left; returns how many this thread ran.
+fn claim(j: &Job, from_back: bool) -> u64 {
     let mut ran = 0;
     loop {
-        let i = j.next.fetch_add(1, Ordering::Relaxed);
-        if i >= j.n {
+        let got = j
+            .claimed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let (front, back) = (c & 0xffff_ffff, c >> 32);
+                (front + back < j.n as u64).then(|| c + if from_back { 1 << 32 } else { 1 })
+            });
+        let Ok(c) = got else {
             return ran;
-        }
+        };
+        let (front, back) = ((c & 0xffff_ffff) as usize, (c >> 32) as usize);
+        let i = if from_back { j.n - 1 - back } else { front };
         ran += 1;
         // SAFETY: `f` outlives the job (see `JobPtr`).
         unsafe { (*j.f)(i) };
@@ -230,7 +241,7 @@ impl Drop for LaneBusy {
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
     let workers = workers();
-    if n <= 1 || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) + 1 >= workers {
+    if n <= 1 || n > u32::MAX as usize || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) + 1 >= workers {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
@@ -240,7 +251,7 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let job = Job {
         f: f_static,
         n,
-        next: AtomicUsize::new(0),
+        claimed: AtomicU64::new(0),
         active: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
     };
@@ -288,7 +299,7 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
     {
         let _retract = Retract(p, &job);
-        claim(&job);
+        claim(&job, false);
     }
     if job.panicked.load(Ordering::SeqCst) {
         panic!("a data-path step panicked on a helper thread");
@@ -361,6 +372,23 @@ mod tests {
         for (j, x) in v.iter().enumerate() {
             assert_eq!(*x, (j / 333) as u32 + 1);
         }
+    }
+
+    /// The caller takes chunks from the front and helpers from the back, so each side keeps
+    /// to the same rows step after step: the caller's chunks are a prefix.
+    #[test]
+    fn the_caller_takes_the_front_and_helpers_the_back() {
+        with(true, || {
+            let me = thread::current().id();
+            let mine: Vec<AtomicBool> = (0..256).map(|_| AtomicBool::new(false)).collect();
+            run(256, &|i| {
+                mine[i].store(thread::current().id() == me, Ordering::Relaxed);
+                std::hint::black_box((0..2000).sum::<u64>());
+            });
+            let k = mine.iter().take_while(|m| m.load(Ordering::Relaxed)).count();
+            assert!(k > 0, "the caller ran the first chunk");
+            assert!(mine[k..].iter().all(|m| !m.load(Ordering::Relaxed)));
+        });
     }
 
     /// While lane threads fill every worker's CPU, a step runs whole on its caller.
