@@ -241,7 +241,11 @@ impl Drop for LaneBusy {
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
     let workers = workers();
-    if n <= 1 || n > u32::MAX as usize || workers <= 1 || LANES_BUSY.load(Ordering::SeqCst) + 1 >= workers {
+    if n <= 1
+        || n > u32::MAX as usize
+        || workers <= 1
+        || LANES_BUSY.load(Ordering::SeqCst) + 1 >= workers
+    {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
@@ -385,7 +389,10 @@ mod tests {
                 mine[i].store(thread::current().id() == me, Ordering::Relaxed);
                 std::hint::black_box((0..2000).sum::<u64>());
             });
-            let k = mine.iter().take_while(|m| m.load(Ordering::Relaxed)).count();
+            let k = mine
+                .iter()
+                .take_while(|m| m.load(Ordering::Relaxed))
+                .count();
             assert!(k > 0, "the caller ran the first chunk");
             assert!(mine[k..].iter().all(|m| !m.load(Ordering::Relaxed)));
         });

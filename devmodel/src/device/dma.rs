@@ -482,6 +482,63 @@ impl Device {
     }
 }
 
+/// The runs of one DMA_DIRECT2D between HBM and a core's window, by index
+/// ([`Device::window_runs`]): an inlined function, not a closure (as a closure it was called,
+/// not inlined, and a KV-cache load's 128 short runs took 25% longer).
+struct RunWalk<'a> {
+    d: &'a crate::cayman_exec::Dma2d,
+    src: u64,
+    dst: u64,
+    /// The window's offset of the transfer's first byte on its side.
+    woff: u64,
+    n0s: u64,
+    n0d: u64,
+    one_row_s: bool,
+    one_row_d: bool,
+    dense: bool,
+    into_window: bool,
+    geometry: super::memory::Geometry,
+    limit: usize,
+}
+
+impl RunWalk<'_> {
+    /// Run `k`'s HBM address, offset in the window's storage, bytes there, bytes in HBM
+    /// (they differ where the run converts) and elements; None where it would leave its
+    /// partition or the window.
+    #[inline(always)]
+    fn at(&self, k: u64) -> Option<(u64, usize, usize, usize, u64)> {
+        let d = self.d;
+        // A side whose inner dimension holds the whole transfer (a row of 128 partitions'
+        // elements) is at (k, 0): no division for it.
+        let (i0, i1) = if self.one_row_s {
+            (k, 0)
+        } else {
+            (k % self.n0s, k / self.n0s)
+        };
+        let (j0, j1) = if self.one_row_d {
+            (k, 0)
+        } else {
+            (k % self.n0d, k / self.n0d)
+        };
+        let run = if self.dense {
+            (self.n0s - i0).min(self.n0d - j0)
+        } else {
+            1
+        };
+        let (src_len, dst_len) = (run * d.src_elem, run * d.dst_elem);
+        let s = self.src + i0 * d.src_step[0] + i1 * d.src_step[1];
+        let t = self.dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
+        let (hbm_at, win_at, win_len, hbm_len) = if self.into_window {
+            (s, self.woff + (t - self.dst), dst_len, src_len)
+        } else {
+            (t, self.woff + (s - self.src), src_len, dst_len)
+        };
+        let at = super::memory::span_in_partition(self.geometry, win_at, win_len)?;
+        let n = win_len as usize;
+        (at.checked_add(n)? <= self.limit).then_some((hbm_at, at, n, hbm_len as usize, run))
+    }
+}
+
 /// A transfer's side in a core's window: its bytes to write or to read, or its lane away on
 /// its thread.
 enum Window<'a> {
@@ -549,34 +606,19 @@ impl Device {
         let limit = self.cores[nc].lane.mem_len(space);
         // The window's partition bounds (`partition_span`).
         let geometry = self.partition_geometry(nc, space);
-        // Run `k`'s HBM address, offset in the window's storage, bytes there, bytes in HBM
-        // (they differ where the run converts) and elements; None where it would leave its
-        // partition or the window.
-        let run_at = |k: u64| {
-            // A side whose inner dimension holds the whole transfer (a row of 128 partitions'
-            // elements) is at (k, 0): no division for it.
-            let (i0, i1) = if one_row_s {
-                (k, 0)
-            } else {
-                (k % n0s, k / n0s)
-            };
-            let (j0, j1) = if one_row_d {
-                (k, 0)
-            } else {
-                (k % n0d, k / n0d)
-            };
-            let run = if dense { (n0s - i0).min(n0d - j0) } else { 1 };
-            let (src_len, dst_len) = (run * d.src_elem, run * d.dst_elem);
-            let s = src + i0 * d.src_step[0] + i1 * d.src_step[1];
-            let t = dst + j0 * d.dst_step[0] + j1 * d.dst_step[1];
-            let (hbm_at, win_at, win_len, hbm_len) = if into_window {
-                (s, woff + (t - dst), dst_len, src_len)
-            } else {
-                (t, woff + (s - src), src_len, dst_len)
-            };
-            let at = super::memory::span_in_partition(geometry, win_at, win_len)?;
-            let n = win_len as usize;
-            (at.checked_add(n)? <= limit).then_some((hbm_at, at, n, hbm_len as usize, run))
+        let walk = RunWalk {
+            d,
+            src,
+            dst,
+            woff,
+            n0s,
+            n0d,
+            one_row_s,
+            one_row_d,
+            dense,
+            into_window,
+            geometry,
+            limit,
         };
         let (mut k, mut bytes) = (0u64, 0u64);
         // A large transfer into bytes no other run of it writes (the destination's pattern)
@@ -596,7 +638,7 @@ impl Device {
             let mut runs = std::mem::take(&mut self.dmaruns);
             runs.clear();
             while k < sn {
-                let Some((hbm_at, at, n, _, run)) = run_at(k) else {
+                let Some((hbm_at, at, n, _, run)) = walk.at(k) else {
                     break;
                 };
                 runs.push((hbm_at, at, n));
@@ -606,6 +648,9 @@ impl Device {
             self.share_window_runs(nc, space, into_window, &runs);
             self.dmaruns = runs;
             return (k, bytes);
+        }
+        if let Some((i, o)) = convert {
+            return self.convert_window_runs(&walk, nc, space, (i, o), sn);
         }
         // Into a lane that is with its thread, the runs (HBM address, window byte offset,
         // length) go to it in one message after the loop; else each moves at once.
@@ -617,8 +662,6 @@ impl Device {
         // The window's bytes, borrowed once for the whole transfer (a write is counted per
         // borrow, `CoreMem::writes`), unless the lane is away (its runs then go to it after
         // the loop).
-        // A converting run's HBM side goes through `buf`.
-        let mut buf = std::mem::take(&mut self.copybuf);
         let Device { hbm, cores, .. } = self;
         let mut window = match (away, into_window) {
             (true, _) => Window::Away,
@@ -626,17 +669,17 @@ impl Device {
             (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
         };
         while k < sn {
-            let Some((hbm_at, at, n, hbm_n, run)) = run_at(k) else {
+            let Some((hbm_at, at, n, _, run)) = walk.at(k) else {
                 break;
             };
             // HBM rows a few runs ahead are asked for early (rows of one DMA are strided,
             // each too short for the hardware prefetcher).
             // (Runs shorter than a cache line lie close together: nothing to ask for.)
-            if into_window && !away && hbm_n >= 64 {
+            if into_window && !away && n >= 64 {
                 let kf = k.saturating_add(RUNS_AHEAD.saturating_mul(run));
                 if kf < sn {
                     let sf = src + (kf % n0s) * d.src_step[0] + (kf / n0s) * d.src_step[1];
-                    hbm.prefetch_cached(&mut hint_memo, sf, hbm_n);
+                    hbm.prefetch_cached(&mut hint_memo, sf, n);
                 }
             }
             match &mut window {
@@ -648,20 +691,10 @@ impl Device {
                     let off = (hbm_at % PAGE) as usize;
                     let from = hbm
                         .page_cached(&mut read_memo, hbm_at)
-                        .and_then(|p| p.get(off..off.checked_add(hbm_n)?));
-                    match (convert, from) {
-                        (None, Some(b)) => crate::shortcopy::copy_short(to, b),
-                        (None, None) => hbm.read(hbm_at, to),
-                        (Some((i, o)), Some(b)) => {
-                            let done = convert_into(i, o, b, to);
-                            debug_assert!(done, "sizes checked on entry");
-                        }
-                        (Some((i, o)), None) => {
-                            buf.resize(hbm_n, 0);
-                            hbm.read(hbm_at, &mut buf);
-                            let done = convert_into(i, o, &buf, to);
-                            debug_assert!(done, "sizes checked on entry");
-                        }
+                        .and_then(|p| p.get(off..off.checked_add(n)?));
+                    match from {
+                        Some(b) => crate::shortcopy::copy_short(to, b),
+                        None => hbm.read(hbm_at, to),
                     }
                 }
                 Window::From(mem) => {
@@ -670,18 +703,10 @@ impl Device {
                     };
                     // (Out of the window into HBM: no page is remembered, as writes add pages.)
                     (read_memo, hint_memo) = (None, None);
-                    match convert {
-                        None => hbm.write(hbm_at, from),
-                        Some((i, o)) => {
-                            buf.resize(hbm_n, 0);
-                            let done = convert_into(i, o, from, &mut buf);
-                            debug_assert!(done, "sizes checked on entry");
-                            hbm.write(hbm_at, &buf);
-                        }
-                    }
+                    hbm.write(hbm_at, from);
                 }
             }
-            bytes += run * d.src_elem;
+            bytes += n as u64;
             k += run;
         }
         if away {
@@ -692,6 +717,69 @@ impl Device {
                 }
                 hbm.read(runs[i].0, to)
             });
+        }
+        (k, bytes)
+    }
+
+    /// [`Self::window_runs`] for a converting transfer (the lane at home): each run converted
+    /// from where its source lies into where it goes (HBM rows that are absent or cross a
+    /// page through a buffer). Kept apart from the copying loop, which it slowed by a fifth
+    /// on a KV-cache load's 128 short runs.
+    fn convert_window_runs(
+        &mut self,
+        walk: &RunWalk,
+        nc: usize,
+        space: neuron_isa::Space,
+        (i, o): (Dtype, Dtype),
+        sn: u64,
+    ) -> (u64, u64) {
+        let (mut k, mut bytes) = (0u64, 0u64);
+        let mut read_memo: PageMemo = None;
+        let mut buf = std::mem::take(&mut self.copybuf);
+        let Device { hbm, cores, .. } = self;
+        // The window's bytes, borrowed once for the whole transfer.
+        let mem = &mut cores[nc].lane.get().mem;
+        if walk.into_window {
+            let window = mem.bytes_mut(space);
+            while k < sn {
+                let Some((hbm_at, at, n, hbm_n, run)) = walk.at(k) else {
+                    break;
+                };
+                let Some(to) = window.get_mut(at..at + n) else {
+                    break;
+                };
+                let off = (hbm_at % PAGE) as usize;
+                let from = hbm
+                    .page_cached(&mut read_memo, hbm_at)
+                    .and_then(|p| p.get(off..off.checked_add(hbm_n)?));
+                let done = match from {
+                    Some(b) => convert_into(i, o, b, to),
+                    None => {
+                        buf.resize(hbm_n, 0);
+                        hbm.read(hbm_at, &mut buf);
+                        convert_into(i, o, &buf, to)
+                    }
+                };
+                debug_assert!(done, "sizes checked on entry");
+                bytes += run * walk.d.src_elem;
+                k += run;
+            }
+        } else {
+            let window = mem.bytes(space);
+            while k < sn {
+                let Some((hbm_at, at, n, hbm_n, run)) = walk.at(k) else {
+                    break;
+                };
+                let Some(from) = window.get(at..at + n) else {
+                    break;
+                };
+                buf.resize(hbm_n, 0);
+                let done = convert_into(i, o, from, &mut buf);
+                debug_assert!(done, "sizes checked on entry");
+                hbm.write(hbm_at, &buf);
+                bytes += run * walk.d.src_elem;
+                k += run;
+            }
         }
         self.copybuf = buf;
         (k, bytes)
