@@ -739,47 +739,49 @@ impl Device {
         let Device { hbm, cores, .. } = self;
         // The window's bytes, borrowed once for the whole transfer.
         let mem = &mut cores[nc].lane.get().mem;
-        if walk.into_window {
-            let window = mem.bytes_mut(space);
-            while k < sn {
-                let Some((hbm_at, at, n, hbm_n, run)) = walk.at(k) else {
-                    break;
-                };
-                let Some(to) = window.get_mut(at..at + n) else {
-                    break;
-                };
-                let off = (hbm_at % PAGE) as usize;
-                let from = hbm
-                    .page_cached(&mut read_memo, hbm_at)
-                    .and_then(|p| p.get(off..off.checked_add(hbm_n)?));
-                let done = match from {
-                    Some(b) => convert_into(i, o, b, to),
-                    None => {
-                        buf.resize(hbm_n, 0);
-                        hbm.read(hbm_at, &mut buf);
-                        convert_into(i, o, &buf, to)
-                    }
-                };
-                debug_assert!(done, "sizes checked on entry");
-                bytes += run * walk.d.src_elem;
-                k += run;
-            }
+        let mut window = if walk.into_window {
+            Window::Into(mem.bytes_mut(space))
         } else {
-            let window = mem.bytes(space);
-            while k < sn {
-                let Some((hbm_at, at, n, hbm_n, run)) = walk.at(k) else {
-                    break;
-                };
-                let Some(from) = window.get(at..at + n) else {
-                    break;
-                };
-                buf.resize(hbm_n, 0);
-                let done = convert_into(i, o, from, &mut buf);
-                debug_assert!(done, "sizes checked on entry");
-                hbm.write(hbm_at, &buf);
-                bytes += run * walk.d.src_elem;
-                k += run;
-            }
+            Window::From(mem.bytes(space))
+        };
+        while k < sn {
+            let Some((hbm_at, at, n, hbm_n, run)) = walk.at(k) else {
+                break;
+            };
+            let done = match &mut window {
+                Window::Into(w) => {
+                    let Some(to) = w.get_mut(at..at + n) else {
+                        break;
+                    };
+                    let off = (hbm_at % PAGE) as usize;
+                    let from = hbm
+                        .page_cached(&mut read_memo, hbm_at)
+                        .and_then(|p| p.get(off..off.checked_add(hbm_n)?));
+                    match from {
+                        Some(b) => convert_into(i, o, b, to),
+                        None => {
+                            buf.resize(hbm_n, 0);
+                            hbm.read(hbm_at, &mut buf);
+                            convert_into(i, o, &buf, to)
+                        }
+                    }
+                }
+                Window::From(w) => {
+                    let Some(from) = w.get(at..at + n) else {
+                        break;
+                    };
+                    buf.resize(hbm_n, 0);
+                    let done = convert_into(i, o, from, &mut buf);
+                    // (Out of the window into HBM: no page is remembered, as writes add pages.)
+                    read_memo = None;
+                    hbm.write(hbm_at, &buf);
+                    done
+                }
+                Window::Away => break,
+            };
+            debug_assert!(done, "sizes checked on entry");
+            bytes += run * walk.d.src_elem;
+            k += run;
         }
         self.copybuf = buf;
         (k, bytes)
