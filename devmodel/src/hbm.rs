@@ -140,11 +140,7 @@ impl SparseMem {
             let a = addr + done as u64;
             let (pg, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(data.len() - done);
-            if !self.pages.contains_key(&pg) {
-                let blank = self.blank_page(pg);
-                self.pages.insert(pg, blank);
-            }
-            if let Some(page) = self.pages.get_mut(&pg) {
+            if let Some(page) = self.page_made(pg) {
                 page[off..off + n].copy_from_slice(&data[done..done + n]);
             }
             done += n;
@@ -171,11 +167,17 @@ impl SparseMem {
         if !self.backed.is_empty() {
             return None;
         }
+        self.page_made(pg).map(|p| &mut p[..])
+    }
+
+    /// Page `pg`, made (blank, or in the background pattern) if absent: what every write
+    /// to the pages goes into.
+    fn page_made(&mut self, pg: u64) -> Option<&mut PageBuf> {
         if !self.pages.contains_key(&pg) {
             let blank = self.blank_page(pg);
             self.pages.insert(pg, blank);
         }
-        self.pages.get_mut(&pg).map(|p| &mut p[..])
+        self.pages.get_mut(&pg)
     }
 
     /// Ask for the first cache lines of `[addr, addr + len)` early (at most 8 of them), for
@@ -275,11 +277,7 @@ impl SparseMem {
                 done += n as u64;
                 continue;
             }
-            if !self.pages.contains_key(&pg) {
-                let blank = self.blank_page(pg);
-                self.pages.insert(pg, blank);
-            }
-            if let Some(page) = self.pages.get_mut(&pg) {
+            if let Some(page) = self.page_made(pg) {
                 page[off..off + n].fill(byte);
             }
             done += n as u64;
