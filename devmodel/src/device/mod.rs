@@ -17,6 +17,7 @@
 
 mod decode;
 mod dma;
+mod dmawindow;
 mod engine;
 mod exec;
 mod hooked;
