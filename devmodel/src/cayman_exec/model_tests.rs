@@ -1008,7 +1008,7 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(0), &mut m, &mut pe);
     check(&m, 0, None);
-    assert!(pe.identity_at.is_some(), "the identity is remembered");
+    assert!(pe.identity_at.any(), "the identity is remembered");
     // Again, nothing written to SBUF in between: the same transpose.
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(0x400), &mut m, &mut pe);
@@ -1025,7 +1025,7 @@ fn fp32_transposes_remember_their_identity_until_it_is_written() {
     exec(&mm(0xc00), &mut m, &mut pe);
     check(&m, 0xc00, None);
     assert!(
-        pe.identity_at.is_none(),
+        !pe.identity_at.any(),
         "nothing remembered under a user mapping"
     );
 }
@@ -1074,7 +1074,7 @@ fn fp32_transpose_weights_are_latched_where_they_lie() {
     exec(&ldw, &mut m, &mut pe);
     exec(&mm(0, 2), &mut m, &mut pe);
     check(&m, 0, &|kk, j| w(kk, j) + new(kk, j));
-    assert!(pe.identity_at.is_some(), "moved, not multiplied");
+    assert!(pe.identity_at.any(), "moved, not multiplied");
     // A word's write to the weights' columns (a MEMSET of column 5, every row) between
     // LDWEIGHTS and MATMUL: copied out first, so the MATMUL still moves what was loaded;
     // one to other columns leaves them where they lie.

@@ -6,7 +6,7 @@
 use super::alu::{hi_part, is_identity};
 use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
 use super::transpose::{
-    fp32_identity, transpose, transpose_bits, transpose_into, transpose_kept_words, IdentityAt,
+    fp32_identity, transpose, transpose_bits, transpose_into, transpose_kept_words, Identities,
 };
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
@@ -67,10 +67,9 @@ pub struct PeState {
     pub wpack: amx::PackedA,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
-    /// Where a transpose last found an identity moving tensor (a kernel transposes against
-    /// the same one again and again): while its space's write count is unchanged, it still
-    /// is one.
-    pub identity_at: Option<IdentityAt>,
+    /// Where transposes last found identity moving tensors (a kernel transposes against
+    /// the same ones again and again): while nothing writes their columns, they still are.
+    pub identity_at: Identities,
     /// A deferred pass's moving-tensor snapshot buffer (or the buffer its kept rows are
     /// copied into), kept between pairs.
     pub snapshot: Vec<f32>,
@@ -102,7 +101,7 @@ impl Default for PeState {
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             pair: None,
-            identity_at: None,
+            identity_at: Identities::default(),
             low_writes: 0,
             snapshot: Vec::new(),
             fused_pairs: 0,
@@ -362,7 +361,7 @@ pub(super) fn matmul(
     // A bf16 transpose of weights kept as bits moves the bits (or leaves it all to the
     // general path below, which widens them).
     if pe.transpose && pe.w_from_bits && pe.w_dt == Some(dt) && acc & 1 == 1 {
-        if let Some(n) = transpose_bits(mem, pe, &src, &dst, bits16, dt)? {
+        if let Some(n) = transpose_bits(mem, pe, &src, &dst, dt)? {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             return Ok(Exec::Done {
                 elems: n as u64,

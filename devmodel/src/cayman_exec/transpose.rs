@@ -1,9 +1,11 @@
 //! Transposes done as data movement (a PE transpose against an identity moving tensor):
 //! 8 x 8 blocks, in AVX registers where the CPU has AVX (chosen at run time), element by
 //! element elsewhere and at the edges; the same bits either way. bf16 transposes of weights
-//! kept as bits move 16-bit values (`transpose_bits`), and where a transpose found its
-//! identity is remembered while nothing writes that memory (`identity_memo`).
-// The AVX blocks (`blocks_avx`); every unsafe block has a SAFETY note.
+//! kept as bits move 16-bit values (`transpose_bits`: SSE2 blocks on x86-64, straight into
+//! the destination's rows), and where transposes found their identities is remembered while
+//! nothing writes those columns (`identity_memo`).
+// The AVX and SSE2 blocks (`blocks_avx`, `blocks16_sse2`); every unsafe block has a SAFETY
+// note.
 #![allow(unsafe_code)]
 
 use super::alu::{identity_row16, is_identity};
@@ -106,34 +108,121 @@ pub(super) fn transpose_rows_into(
     true
 }
 
-/// `dst[j * rows + c] = src[c * cols + j]` for a `rows x cols` source of 16-bit values (a
-/// bf16 transpose's bits), in 8 x 8 blocks read as eight 16-byte rows and written as eight,
-/// element by element at the edges. Nothing is written unless `src` and `dst` hold
-/// `rows * cols` values.
-pub(super) fn transpose16(src: &[u16], rows: usize, cols: usize, dst: &mut [u16]) {
-    let n = rows * cols;
-    let (Some(src), Some(dst)) = (src.get(..n), dst.get_mut(..n)) else {
-        return;
+/// `src[c * cols + j]` (a `rows x cols` matrix of 16-bit values: a bf16 or fp16 transpose's
+/// bits) written as little-endian bytes at `dst[at[j] + 2c ..]`: each source column becomes
+/// the destination row that starts at byte `at[j]` (a partition's row, where it lies). In
+/// 8 x 8 blocks, in SSE2 registers on x86-64 (every such CPU has them), element by element
+/// elsewhere and at the edges; the same bytes either way. False, and nothing written, unless
+/// `src` holds the matrix, `at` names `cols` rows and each of them lies in `dst`.
+pub(super) fn transpose16_rows(
+    src: &[u16],
+    rows: usize,
+    cols: usize,
+    dst: &mut [u8],
+    at: &[usize],
+) -> bool {
+    let fits = |a: &usize| {
+        rows.checked_mul(2)
+            .and_then(|n| a.checked_add(n))
+            .is_some_and(|e| e <= dst.len())
     };
+    if rows.checked_mul(cols).is_none_or(|n| n > src.len())
+        || at.len() != cols
+        || !at.iter().all(fits)
+    {
+        return false;
+    }
     let (rb, cb) = (rows - rows % B, cols - cols % B);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86-64; every block's source rows lie in `src` and its
+    // destination rows in `dst` (checked just above).
+    unsafe {
+        blocks16_sse2(src, cols, rb, cb, dst, at)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    blocks16(src, cols, rb, cb, dst, at);
+    // Edges: the last columns of the blocked rows, then every column of the last rows.
+    let mut put = |c: usize, j: usize| {
+        let o = at[j] + 2 * c;
+        dst[o..o + 2].copy_from_slice(&src[c * cols + j].to_le_bytes());
+    };
+    for c in 0..rb {
+        for j in cb..cols {
+            put(c, j);
+        }
+    }
+    for c in rb..rows {
+        for j in 0..cols {
+            put(c, j);
+        }
+    }
+    true
+}
+
+/// [`transpose16_rows`]' full blocks (the first `rb` rows' first `cb` columns), element by
+/// element. The caller has checked the bounds.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn blocks16(src: &[u16], cols: usize, rb: usize, cb: usize, dst: &mut [u8], at: &[usize]) {
     for j0 in (0..cb).step_by(B) {
         for c0 in (0..rb).step_by(B) {
-            let mut t = [[0u16; B]; B];
-            for (i, r) in t.iter_mut().enumerate() {
-                r.copy_from_slice(&src[(c0 + i) * cols + j0..][..B]);
-            }
-            for j in 0..B {
-                let d = &mut dst[(j0 + j) * rows + c0..][..B];
-                for (i, x) in d.iter_mut().enumerate() {
-                    *x = t[i][j];
+            for j in j0..j0 + B {
+                for c in c0..c0 + B {
+                    let o = at[j] + 2 * c;
+                    dst[o..o + 2].copy_from_slice(&src[c * cols + j].to_le_bytes());
                 }
             }
         }
     }
-    for c in 0..rows {
-        let from = if c < rb { cb } else { 0 };
-        for j in from..cols {
-            dst[j * rows + c] = src[c * cols + j];
+}
+
+/// [`blocks16`] with each 8 x 8 block transposed in eight SSE2 registers (16-, 32- and
+/// 64-bit interleaves): the same bytes (`tests::sse2_blocks16_equal_the_element_loop`).
+///
+/// # Safety
+/// The caller must have checked that `src` holds `rb` rows of `cols` and that every
+/// destination row `at[j]` (`j < cb`) holds `rb` 16-bit values inside `dst`, as
+/// [`transpose16_rows`] does.
+#[cfg(target_arch = "x86_64")]
+unsafe fn blocks16_sse2(
+    src: &[u16],
+    cols: usize,
+    rb: usize,
+    cb: usize,
+    dst: &mut [u8],
+    at: &[usize],
+) {
+    use std::arch::x86_64::*;
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    for j0 in (0..cb).step_by(B) {
+        for c0 in (0..rb).step_by(B) {
+            // SAFETY (all loads and stores below): inside the bounds the caller checked;
+            // the values are little-endian in registers as in memory.
+            let r = |i: usize| _mm_loadu_si128(s.add((c0 + i) * cols + j0).cast());
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            // Pairs of rows interleaved, then pairs of pairs, then halves: column j of the
+            // eight rows in register j.
+            let (t0, t1) = (_mm_unpacklo_epi16(r0, r1), _mm_unpackhi_epi16(r0, r1));
+            let (t2, t3) = (_mm_unpacklo_epi16(r2, r3), _mm_unpackhi_epi16(r2, r3));
+            let (t4, t5) = (_mm_unpacklo_epi16(r4, r5), _mm_unpackhi_epi16(r4, r5));
+            let (t6, t7) = (_mm_unpacklo_epi16(r6, r7), _mm_unpackhi_epi16(r6, r7));
+            let (u0, u1) = (_mm_unpacklo_epi32(t0, t2), _mm_unpackhi_epi32(t0, t2));
+            let (u2, u3) = (_mm_unpacklo_epi32(t1, t3), _mm_unpackhi_epi32(t1, t3));
+            let (u4, u5) = (_mm_unpacklo_epi32(t4, t6), _mm_unpackhi_epi32(t4, t6));
+            let (u6, u7) = (_mm_unpacklo_epi32(t5, t7), _mm_unpackhi_epi32(t5, t7));
+            let out = [
+                _mm_unpacklo_epi64(u0, u4),
+                _mm_unpackhi_epi64(u0, u4),
+                _mm_unpacklo_epi64(u1, u5),
+                _mm_unpackhi_epi64(u1, u5),
+                _mm_unpacklo_epi64(u2, u6),
+                _mm_unpackhi_epi64(u2, u6),
+                _mm_unpacklo_epi64(u3, u7),
+                _mm_unpackhi_epi64(u3, u7),
+            ];
+            for (j, v) in out.into_iter().enumerate() {
+                _mm_storeu_si128(d.add(at[j0 + j] + 2 * c0).cast(), v);
+            }
         }
     }
 }
@@ -151,9 +240,55 @@ pub struct IdentityAt {
     pub(super) writes: u64,
 }
 
-/// Whether `at` is where `pe` last found an identity, with nothing written to its columns
-/// since (`CoreMem::cols_unwritten_since`); else `check` decides, and a yes is remembered
-/// (where `mem` sees every write to the space).
+/// Where transposes last found identity moving tensors: a few places, as a kernel may keep
+/// one per operand type (kgm-attn transposes fp32 and bf16 weights in turn, against two
+/// identities) and a single remembered place would be checked again at every switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Identities {
+    places: [Option<IdentityAt>; IDENTITY_PLACES],
+    /// The entry the next new place replaces (round robin).
+    next: usize,
+}
+
+/// Identity places remembered at once.
+const IDENTITY_PLACES: usize = 4;
+
+impl Identities {
+    /// Whether any place is remembered.
+    pub fn any(&self) -> bool {
+        self.places.iter().any(Option::is_some)
+    }
+
+    /// The entry remembering the place of `at` (whatever its write count).
+    fn slot_of(&self, at: &IdentityAt) -> Option<usize> {
+        self.places.iter().position(|m| {
+            m.is_some_and(|m| {
+                IdentityAt {
+                    writes: at.writes,
+                    ..m
+                } == *at
+            })
+        })
+    }
+
+    /// Remember `at` (its own entry if it has one, else the next in turn), or forget its
+    /// place.
+    fn set(&mut self, at: IdentityAt, yes: bool) {
+        match (self.slot_of(&at), yes) {
+            (Some(i), true) => self.places[i] = Some(at),
+            (Some(i), false) => self.places[i] = None,
+            (None, true) => {
+                self.places[self.next] = Some(at);
+                self.next = (self.next + 1) % IDENTITY_PLACES;
+            }
+            (None, false) => {}
+        }
+    }
+}
+
+/// Whether `at` is a place where `pe` found an identity, with nothing written to its
+/// columns since (`CoreMem::cols_unwritten_since`); else `check` decides, and a yes is
+/// remembered (where `mem` sees every write to the space).
 pub(super) fn identity_memo(
     pe: &mut PeState,
     mem: &CoreMem,
@@ -161,23 +296,22 @@ pub(super) fn identity_memo(
     check: impl FnOnce() -> bool,
 ) -> bool {
     let trusted = mem.sees_all_writes(at.space);
-    if let Some(memo) = pe.identity_at.filter(|m| {
-        IdentityAt {
-            writes: at.writes,
-            ..*m
-        } == at
-    }) {
+    if let Some(memo) = pe
+        .identity_at
+        .slot_of(&at)
+        .and_then(|i| pe.identity_at.places[i])
+    {
         let unwritten = match at.cols(mem.stride(at.space)) {
             Some((lo, hi)) => mem.cols_unwritten_since(at.space, memo.writes, lo, hi),
             None => mem.unwritten_since(at.space, memo.writes),
         };
         if trusted && unwritten {
-            pe.identity_at = Some(at);
+            pe.identity_at.set(at, true);
             return true;
         }
     }
     let yes = check();
-    pe.identity_at = (yes && trusted).then_some(at);
+    pe.identity_at.set(at, yes && trusted);
     yes
 }
 
@@ -256,7 +390,6 @@ pub(super) fn transpose_bits(
     pe: &mut PeState,
     src: &AccessPattern,
     dst: &AccessPattern,
-    out: &mut Vec<u16>,
     dt: Dtype,
 ) -> Result<Option<usize>, OpFault> {
     let (k, m) = (pe.k, pe.m);
@@ -295,25 +428,24 @@ pub(super) fn transpose_bits(
         return Ok(None);
     }
     let dsp = span(mem, dst, dt, m)?;
-    if !dsp.is_contiguous() || dsp.len != k {
+    if !dsp.is_contiguous() || dsp.len != k || m > PE_ROWS {
         return Ok(None);
     }
-    out.clear();
-    out.resize(m * k, 0);
-    transpose16(w, k, m, out);
-    let bytes = mem.bytes_mut(dsp.space());
-    // Every row is checked before any is written: all or nothing.
-    if (0..m).any(|j| row(&dsp, bytes, j, k).is_none()) {
-        return Ok(None);
-    }
-    for (j, vals) in out.chunks_exact(k).enumerate() {
-        let at = dsp.row_base(j) as usize;
-        for (b, v) in bytes[at..at + 2 * k].chunks_exact_mut(2).zip(vals) {
-            b.copy_from_slice(&v.to_le_bytes());
+    // Each destination row where it lies; every row is checked before any is written: all
+    // or nothing.
+    let mut at = [0usize; PE_ROWS];
+    for (j, a) in at[..m].iter_mut().enumerate() {
+        match usize::try_from(dsp.row_base(j)) {
+            Ok(v) => *a = v,
+            Err(_) => return Ok(None),
         }
     }
-    Ok(Some(k))
+    let bytes = mem.bytes_mut(dsp.space());
+    Ok(transpose16_rows(w, k, m, bytes, &at[..m]).then_some(k))
 }
+
+/// The most destination rows a transpose writes (the PE array's columns).
+const PE_ROWS: usize = 128;
 
 /// The transposes' block size.
 const B: usize = 8;
@@ -462,6 +594,22 @@ mod tests {
         assert_eq!(checks.get(), 3, "every column written: checked again");
         assert!(memo(&mem, &mut pe, 0x240));
         assert_eq!(checks.get(), 4, "another place: checked");
+        // Both places are remembered: taking turns between them checks neither again.
+        for _ in 0..3 {
+            assert!(memo(&mem, &mut pe, 0x200));
+            assert!(memo(&mem, &mut pe, 0x240));
+        }
+        assert_eq!(checks.get(), 4, "two places in turn: both remembered");
+        // A fifth place pushes out the oldest of four.
+        for off in [0x280, 0x2c0, 0x300] {
+            assert!(memo(&mem, &mut pe, off));
+        }
+        assert_eq!(checks.get(), 7);
+        assert!(memo(&mem, &mut pe, 0x240));
+        assert!(memo(&mem, &mut pe, 0x300));
+        assert_eq!(checks.get(), 7, "the four latest places remembered");
+        assert!(memo(&mem, &mut pe, 0x200));
+        assert_eq!(checks.get(), 8, "the oldest place was pushed out");
     }
 
     /// `dst` holds the `rows x cols` matrix `src` transposed (the definition, element by
@@ -483,10 +631,12 @@ mod tests {
         }
     }
 
-    /// The 16-bit transpose against the definition, for square and ragged shapes (edges in
-    /// one dimension, the other, both) and short buffers (nothing written).
+    /// The 16-bit transpose into rows where they lie, against the definition: square and
+    /// ragged shapes (edges in one dimension, the other, both), rows packed and a stride
+    /// apart; bytes outside the rows untouched; a short source, a row past the end or a
+    /// wrong row count refused with nothing written.
     #[test]
-    fn transpose16_matches_the_definition_for_any_shape() {
+    fn transpose16_rows_match_the_definition_for_any_shape() {
         for (rows, cols) in [
             (1, 1),
             (8, 8),
@@ -499,19 +649,49 @@ mod tests {
             let src: Vec<u16> = (0..rows * cols)
                 .map(|i| (i * 7919 % 65_521) as u16)
                 .collect();
-            let mut dst = vec![0u16; rows * cols];
-            transpose16(&src, rows, cols, &mut dst);
-            assert_transposed(&src, &dst, rows, cols);
+            for pitch in [2 * rows, 2 * rows + 6, 4 * rows + 64] {
+                let at: Vec<usize> = (0..cols).map(|j| 3 + j * pitch).collect();
+                let len = 3 + (cols - 1) * pitch + 2 * rows + 5;
+                let mut dst = vec![0xa5u8; len];
+                assert!(transpose16_rows(&src, rows, cols, &mut dst, &at));
+                let mut want = vec![0xa5u8; len];
+                for c in 0..rows {
+                    for j in 0..cols {
+                        let o = at[j] + 2 * c;
+                        want[o..o + 2].copy_from_slice(&src[c * cols + j].to_le_bytes());
+                    }
+                }
+                assert_eq!(dst, want, "{rows}x{cols}, rows {pitch} bytes apart");
+                let untouched = vec![0xa5u8; len];
+                let mut d = untouched.clone();
+                assert!(!transpose16_rows(&src[1..], rows, cols, &mut d, &at));
+                assert!(!transpose16_rows(&src, rows, cols, &mut d[..len - 6], &at));
+                assert!(!transpose16_rows(&src, rows, cols, &mut d, &at[1..]));
+                assert_eq!(d, untouched, "refused: nothing written");
+            }
         }
-        let mut short = vec![7u16; 63];
-        transpose16(&[1; 64], 8, 8, &mut short);
-        assert!(
-            short.iter().all(|v| *v == 7),
-            "a short destination is left alone"
-        );
-        let mut dst = vec![7u16; 64];
-        transpose16(&[1; 63], 8, 8, &mut dst);
-        assert!(dst.iter().all(|v| *v == 7), "a short source writes nothing");
+    }
+
+    /// The SSE2 blocks move the element loop's bytes (x86-64 only: elsewhere the element
+    /// loop is the only path).
+    #[test]
+    fn sse2_blocks16_equal_the_element_loop() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            eprintln!("x86-64: comparing the SSE2 blocks with the element loop");
+            let (rows, cols) = (40usize, 24usize);
+            let src: Vec<u16> = (0..rows * cols).map(|i| (i * 40_503) as u16).collect();
+            let pitch = 2 * rows + 10;
+            let at: Vec<usize> = (0..cols).map(|j| 1 + j * pitch).collect();
+            let len = 1 + cols * pitch;
+            let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+            blocks16(&src, cols, rows, cols, &mut a, &at);
+            // SAFETY: `src` holds rows x cols values and every row of `at` lies in `b`.
+            unsafe { blocks16_sse2(&src, cols, rows, cols, &mut b, &at) };
+            assert_eq!(a, b);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        eprintln!("SKIPPED: not x86-64; only the element loop runs here");
     }
 
     #[test]
