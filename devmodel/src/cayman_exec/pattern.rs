@@ -695,6 +695,49 @@ pub(super) fn scatter(
     Ok(())
 }
 
+/// MEMSET: every element `ap` names in `channels` partitions set to `value` stored as `dt`.
+/// The first partition is written as [`scatter`] writes it; its first run's bytes are then
+/// copied into every run of every partition (all elements hold the same value, so the same
+/// bytes: no conversion per element, which for integer types cost ~5 ns each). Returns the
+/// elements per partition; `vals` is scratch.
+pub(super) fn fill(
+    mem: &mut CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+    value: f32,
+    vals: &mut Vec<f32>,
+) -> Result<usize, OpFault> {
+    let sp = span(mem, ap, dt, channels)?;
+    if channels == 0 || sp.len == 0 {
+        return Ok(sp.len);
+    }
+    vals.clear();
+    vals.resize(sp.len, value);
+    let (lo, hi) = sp.write_cols();
+    let bytes = mem.bytes_mut_cols(sp.space, lo, hi);
+    write_row(bytes, &sp, sp.row_base(0), dt, vals);
+    let (es, run) = (sp.es as usize, sp.run);
+    let Some(&first) = sp.starts().first() else {
+        return Ok(sp.len);
+    };
+    let at0 = (sp.row_base(0) + first * sp.es) as usize;
+    let Some(one) = bytes.get(at0..at0 + run * es) else {
+        return Ok(sp.len); // (`span` checked every run: not reached)
+    };
+    let one = one.to_vec();
+    for p in 0..channels {
+        let pb = sp.row_base(p);
+        for o in sp.starts() {
+            let at = (pb + o * sp.es) as usize;
+            if let Some(r) = bytes.get_mut(at..at + run * es) {
+                r.copy_from_slice(&one);
+            }
+        }
+    }
+    Ok(sp.len)
+}
+
 /// Store `n` values of `vals` per row at each row start of `rows`, `ES` bytes each through
 /// `put`; the common lengths (1, 2, 4) as constants, as [`small_rows_of`].
 #[inline(always)]
@@ -1146,6 +1189,74 @@ pub(super) mod tests {
             checked += 1;
         }
         assert!(checked > 4000, "{checked} patterns checked");
+    }
+
+    /// MEMSET's fill leaves every byte as a scatter of the value does, for random patterns
+    /// of one to four dimensions (overlapping ones included), every dtype, values that are
+    /// exact, rounded, out of an integer's range and NaN, from partitions 0 and 3.
+    #[test]
+    fn fill_writes_what_a_scatter_of_the_value_writes() {
+        let arch = crate::arch::ArchProfile::new(neuron_abi::Arch::V3Trn2);
+        let (mut a, mut b) = (
+            crate::core::CoreMem::new(&arch),
+            crate::core::CoreMem::new(&arch),
+        );
+        let mut seed = 0x0f11_5eed_u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let dtypes: Vec<Dtype> = (1..=15).filter_map(Dtype::from_code).collect();
+        let values = [
+            1.0f32,
+            -3.75,
+            1e9,
+            -1e-30,
+            0.1,
+            f32::NAN,
+            f32::NEG_INFINITY,
+            300.0,
+        ];
+        let (mut vals, mut scratch) = (Vec::new(), Vec::new());
+        let mut checked = 0;
+        for _ in 0..3000 {
+            let dims = 1 + next(4) as u8;
+            let (mut step, mut num) = ([0i16; 4], [1u16; 4]);
+            for d in 0..dims as usize {
+                step[d] = next(19) as i16 - 9;
+                num[d] = 1 + next(6) as u16;
+            }
+            let dt = dtypes[next(dtypes.len() as u64) as usize];
+            let value = values[next(values.len() as u64) as usize];
+            let part = [0u32, 3][next(2) as usize];
+            let space = if next(2) == 0 { 0 } else { 0x0200_0000 };
+            let ap = AccessPattern {
+                addr: space + (part << 18) + 0x1000 + 8 * next(128) as u32,
+                dims,
+                step,
+                num,
+            };
+            let channels = 1 + next(5) as usize;
+            let Ok(sp) = span(&a, &ap, dt, channels) else {
+                continue;
+            };
+            vals.clear();
+            vals.resize(channels * sp.len, value);
+            scatter(&mut a, &ap, dt, channels, &vals).expect("in bounds");
+            fill(&mut b, &ap, dt, channels, value, &mut scratch).expect("in bounds");
+            // The partitions written (and one each side).
+            let stride = a.stride(sp.space);
+            let lo = (part as usize).saturating_sub(1) * stride;
+            let hi = ((part as usize + channels + 1) * stride).min(a.bytes(sp.space).len());
+            assert!(
+                a.bytes(sp.space)[lo..hi] == b.bytes(sp.space)[lo..hi],
+                "{ap:?} {dt:?} {value} x {channels}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 1000, "{checked} patterns checked");
     }
 
     /// The columns a span's rows take: one run ascending or descending, and strided rows
