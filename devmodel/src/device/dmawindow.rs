@@ -32,6 +32,24 @@ struct RunWalk<'a> {
     into_window: bool,
     geometry: super::memory::Geometry,
     limit: usize,
+    /// The columns the window side's elements lie in, where the transfer writes the window
+    /// and its pattern says ([`super::memory::Geometry::cols_of`]): a write stamps only
+    /// those (`CoreMem::bytes_mut_cols`), so memos and rows kept in other columns (a
+    /// transpose's identity, weights read where they lie) outlive it.
+    cols: Option<(usize, usize)>,
+}
+
+/// The window's bytes for a transfer that writes it: a write to `cols` where known, else to
+/// every column.
+fn window_mut(
+    mem: &mut crate::core::CoreMem,
+    space: neuron_isa::Space,
+    cols: Option<(usize, usize)>,
+) -> &mut [u8] {
+    match cols {
+        Some((lo, hi)) => mem.bytes_mut_cols(space, lo, hi),
+        None => mem.bytes_mut(space),
+    }
 }
 
 impl RunWalk<'_> {
@@ -139,6 +157,11 @@ impl Device {
         let limit = self.cores[nc].lane.mem_len(space);
         // The window's partition bounds (`partition_span`).
         let geometry = self.partition_geometry(nc, space);
+        let cols = if into_window {
+            geometry.cols_of(woff, d.dst_num, d.dst_step, d.dst_elem)
+        } else {
+            None
+        };
         let walk = RunWalk {
             d,
             src,
@@ -152,6 +175,7 @@ impl Device {
             into_window,
             geometry,
             limit,
+            cols,
         };
         let (mut k, mut bytes) = (0u64, 0u64);
         // A large transfer into bytes no other run of it writes (the destination's pattern)
@@ -178,7 +202,7 @@ impl Device {
                 bytes += n as u64;
                 k += run;
             }
-            self.share_window_runs(nc, space, into_window, &runs);
+            self.share_window_runs(nc, space, into_window, cols, &runs);
             self.dmaruns = runs;
             return (k, bytes);
         }
@@ -198,7 +222,7 @@ impl Device {
         let Device { hbm, cores, .. } = self;
         let mut window = match (away, into_window) {
             (true, _) => Window::Away,
-            (false, true) => Window::Into(cores[nc].lane.get().mem.bytes_mut(space)),
+            (false, true) => Window::Into(window_mut(&mut cores[nc].lane.get().mem, space, cols)),
             (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
         };
         while k < sn {
@@ -273,7 +297,7 @@ impl Device {
         // The window's bytes, borrowed once for the whole transfer.
         let mem = &mut cores[nc].lane.get().mem;
         let mut window = if walk.into_window {
-            Window::Into(mem.bytes_mut(space))
+            Window::Into(window_mut(mem, space, walk.cols))
         } else {
             Window::From(mem.bytes(space))
         };
@@ -330,6 +354,7 @@ impl Device {
         nc: usize,
         space: neuron_isa::Space,
         into_window: bool,
+        cols: Option<(usize, usize)>,
         runs: &[(u64, usize, usize)],
     ) {
         let mut moves = std::mem::take(&mut self.dmamoves);
@@ -339,7 +364,7 @@ impl Device {
         // borrow, `CoreMem::writes`).
         let mem = &mut cores[nc].lane.get().mem;
         if into_window {
-            let window = mem.bytes_mut(space);
+            let window = window_mut(mem, space, cols);
             let base = window.as_mut_ptr();
             let mut memo: PageMemo = None;
             let whole = runs.iter().all(|&(h, at, n)| {
@@ -478,6 +503,7 @@ mod tests {
     use crate::fault::FaultKind;
     use crate::time::Ps;
     use neuron_isa::cayman::DmaAddr;
+    use neuron_isa::Space;
 
     /// Strided rows out of HBM (a KV cache's: 256 bytes every 4 KiB), one of them across a
     /// 64 KiB page boundary and the last ones in a page never written, land as HBM holds them
@@ -515,6 +541,66 @@ mod tests {
                 .map(|i| shadow.get((r * 4096 + i) as usize).copied().unwrap_or(0))
                 .collect();
             assert_eq!(&got[..], &want[..], "row {r}");
+        }
+    }
+
+    /// A DMA into SBUF stamps only the columns its rows land in (`Geometry::cols_of`): a
+    /// memo of other columns (a transpose's identity) outlives it, one of its own columns
+    /// does not, and a pattern whose columns are not known stamps them all. Copying, shared
+    /// (large) and converting transfers alike.
+    #[test]
+    fn window_writes_stamp_their_own_columns() {
+        let sbuf_of = |dev: &Device| dev.profile.tpb_base(0) + tpb::SBUF;
+        let rows = |dst: u64, step: u64, elem: u64, convert: bool| crate::cayman_exec::Dma2d {
+            src: DmaAddr::Absolute(0x100_0000),
+            src_step: [elem, elem],
+            src_num: [1, 128],
+            src_elem: elem,
+            dst: DmaAddr::Absolute(dst),
+            dst_step: [elem, step],
+            dst_num: [1, 128],
+            dst_elem: if convert { elem / 2 } else { elem },
+            in_dtype: Some(Dtype::F32),
+            out_dtype: Some(if convert { Dtype::Bf16 } else { Dtype::F32 }),
+            semaphore: 0,
+            increment: 0,
+        };
+        for (elem, convert, fan) in [
+            (256u64, false, ThreadMode::Off),
+            (2048, false, ThreadMode::Auto),
+            (256, true, ThreadMode::Off),
+        ] {
+            let mut dev = Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2));
+            dev.set_threads(fan);
+            dev.write(0x100_0000, &vec![1u8; 128 * elem as usize])
+                .expect("hbm");
+            let sbuf = sbuf_of(&dev);
+            let before = dev.cores[0].lane.get().mem.writes(Space::Sbuf);
+            let d = rows(sbuf + 0x4000, tpb::SBUF_PARTITION_STRIDE, elem, convert);
+            dev.dma2d(0, &d, Ps::ZERO).expect("rows into SBUF");
+            let out = if convert { elem / 2 } else { elem } as usize;
+            let mem = &dev.cores[0].lane.get().mem;
+            assert!(mem.writes(Space::Sbuf) > before, "counted as a write");
+            assert!(
+                mem.cols_unwritten_since(Space::Sbuf, before, 0, 0x4000),
+                "{elem} {convert}: columns before untouched"
+            );
+            assert!(mem.cols_unwritten_since(Space::Sbuf, before, 0x4000 + out + 256, 0x8000));
+            assert!(!mem.cols_unwritten_since(Space::Sbuf, before, 0x4000 + out - 1, 0x4000 + out));
+            // Rows a partition and 16 bytes apart: columns not known, all stamped.
+            let before = dev.cores[0].lane.get().mem.writes(Space::Sbuf);
+            let d = rows(
+                sbuf + 0x4000,
+                tpb::SBUF_PARTITION_STRIDE + 16,
+                elem,
+                convert,
+            );
+            let _ = dev.dma2d(0, &d, Ps::ZERO);
+            let mem = &dev.cores[0].lane.get().mem;
+            assert!(
+                !mem.cols_unwritten_since(Space::Sbuf, before, 0, 16),
+                "all stamped"
+            );
         }
     }
 

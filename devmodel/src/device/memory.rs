@@ -397,6 +397,34 @@ impl Geometry {
             storage,
         }
     }
+
+    /// The columns (bytes of a partition) every element of a DMA's window side lies in:
+    /// `num` elements of `elem` bytes `step` apart per dimension from window offset `off`.
+    /// Each dimension either stays in the partition, adding its reach to the first
+    /// element's column, or moves whole partitions (a step that is a multiple of the
+    /// window's partition stride: the column stays). None for any other pattern, or one
+    /// whose reach leaves the partition: every column then counts as written.
+    pub(super) fn cols_of(
+        &self,
+        off: u64,
+        num: [u64; 2],
+        step: [u64; 2],
+        elem: u64,
+    ) -> Option<(usize, usize)> {
+        let w = 1u64.checked_shl(self.shift)?;
+        let lo = off & (w - 1);
+        let mut hi = lo.checked_add(elem)?;
+        for (n, s) in num.into_iter().zip(step) {
+            if n <= 1 || s % w == 0 {
+                continue;
+            }
+            if s >= w {
+                return None;
+            }
+            hi = hi.checked_add((n - 1).checked_mul(s)?)?;
+        }
+        (hi <= self.pb).then_some((lo as usize, hi as usize))
+    }
 }
 
 /// [`Device::partition_span`] with the space's geometry fetched beforehand: the storage
@@ -424,6 +452,44 @@ mod tests {
 
     fn trn2() -> Device {
         Device::new(ArchProfile::new(neuron_abi::Arch::V3Trn2))
+    }
+
+    /// A DMA's window-side columns: partition-stepping rows keep one column range, steps
+    /// inside a partition add their reach, and a step of a partition plus some bytes, or a
+    /// reach past the partition's bytes, names none (every column then counts as written).
+    #[test]
+    fn dma_window_columns() {
+        let dev = trn2();
+        let g = dev.partition_geometry(0, Space::Sbuf);
+        let ps = tpb::SBUF_PARTITION_STRIDE;
+        let pb = dev.profile().sbuf_partition_bytes as u64;
+        // A KV-cache load: one 256-byte row into each of 128 partitions.
+        assert_eq!(
+            g.cols_of(3 * ps + 0x400, [128, 1], [ps, 1], 256),
+            Some((0x400, 0x500))
+        );
+        // 64 four-byte elements in a row, 40 partitions.
+        assert_eq!(g.cols_of(0x40, [64, 40], [4, ps], 4), Some((0x40, 0x140)));
+        // Two dimensions inside one partition.
+        assert_eq!(
+            g.cols_of(0x10, [4, 3], [8, 0x100], 8),
+            Some((0x10, 0x10 + 24 + 0x200 + 8))
+        );
+        // Counts of 0 or 1 reach nowhere, whatever their step.
+        assert_eq!(g.cols_of(0x10, [1, 0], [ps + 4, 7], 8), Some((0x10, 0x18)));
+        assert_eq!(g.cols_of(0x10, [2, 1], [ps + 4, 1], 8), None);
+        assert_eq!(
+            g.cols_of(pb - 8, [1, 1], [1, 1], 8),
+            Some(((pb - 8) as usize, pb as usize))
+        );
+        assert_eq!(g.cols_of(pb - 8, [2, 1], [8, 1], 8), None);
+        assert_eq!(g.cols_of(0, [u64::MAX, 1], [4, 1], 4), None);
+        let gp = dev.partition_geometry(0, Space::Psum);
+        let pp = tpb::PSUM_PARTITION_STRIDE;
+        assert_eq!(
+            gp.cols_of(0x800, [128, 1], [pp, 1], 2048),
+            Some((0x800, 0x1000))
+        );
     }
 
     /// Each target answers its own range; accesses across a partition's end, between
