@@ -14,6 +14,11 @@
 //! on the moving values the LOW pass read), so every mismatch gives the two-pass result bit
 //! for bit.
 //!
+//! The LOW pass's weights are likewise read where LDWEIGHTS found them (`PeState::full_words`,
+//! kept in `CoreMem`'s words slot, copied out before a write reaches them): no 64 KiB copy per
+//! pair, and with the product shared, each thread reads the weight rows from where they lie
+//! instead of from the copy in the loading thread's cache.
+//!
 //! The LOW pass's moving values: an fp32 tensor of whole rows in the space the product does
 //! not write is left where it lies and kept by the core's memory (`CoreMem::keep`), which
 //! copies it out before anything next writes that space; every write to SBUF or PSUM goes
@@ -170,7 +175,7 @@ pub(super) fn start(
         return Ok(false);
     };
     // A completion signal on the first pass would let another engine read the partial sum.
-    if !pe.fuse || ci.header.update_op != 0 || pe.full.len() != k * m {
+    if !pe.fuse || ci.header.update_op != 0 || pe.full_len(mem) != k * m {
         return Ok(false);
     }
     let mut mv = std::mem::take(&mut pe.snapshot);
@@ -210,35 +215,46 @@ pub(super) fn start(
 }
 
 /// `D = beta·D + w·M` on the moving tensor as the LOW pass read it: the whole pair (`w`
-/// unsplit) or the LOW pass alone. Ends the keeping of a moving tensor read in place; gives
-/// back the buffer for the next pair's snapshot.
-fn product(p: Pending, w: &[f32], mem: &mut CoreMem) -> (Result<(), OpFault>, Vec<f32>) {
-    let sgemm = |b: &[f32], bv: View, c: &mut [f32]| {
-        crate::gemm::sgemm(p.m, p.k, p.nmov, w, wv(p.m), b, bv, p.beta, c, p.cv)
+/// unsplit) or the LOW pass alone. `w`: dense weights, or None for the LOW pass's weights
+/// kept where they lie (`PeState::full_words`; the caller has checked they are neither
+/// copied out nor in the destination's space). Ends the keeping of a moving tensor read in
+/// place; gives back the buffer for the next pair's snapshot.
+fn product(p: Pending, w: Option<&[f32]>, mem: &mut CoreMem) -> (Result<(), OpFault>, Vec<f32>) {
+    // The moving tensor's rows end being kept here (a copy, if one was made, is ours now).
+    let kept = match p.in_place {
+        Some(_) => mem.release(),
+        None => None,
     };
-    let (done, buf) = match p.in_place {
-        None => (
-            sgemm(&p.moving, dense(p.nmov), mem.f32s_mut(p.dspace)),
-            p.moving,
-        ),
-        Some(v) => match mem.release() {
-            // Its space was written: the values as they were are in the copy.
-            Some(kp) if kp.copy().is_some() => {
-                let done = sgemm(
-                    kp.copy().unwrap_or(&[]),
-                    dense(p.nmov),
-                    mem.f32s_mut(p.dspace),
-                );
-                (done, kp.into_buffer())
+    // Weights in place: row `kk` (a partition's `m` values) at `off + kk * rs`; the SGEMM's
+    // A(j, kk) then lies at `off + j + kk * rs`.
+    let wview = match w {
+        Some(_) => None,
+        None => mem.kept_words().map(|kp| {
+            let v = kp.view();
+            View {
+                off: v.off,
+                rs: 1,
+                cs: v.rs,
             }
-            kept => {
-                let (b, c) = mem.split_f32(p.dspace);
-                (
-                    sgemm(b, v, c),
-                    kept.map(|kp| kp.into_buffer()).unwrap_or_default(),
-                )
-            }
-        },
+        }),
+    };
+    let (other, c) = mem.split_f32(p.dspace);
+    let (a, av) = match (w, wview) {
+        (Some(w), _) => (w, wv(p.m)),
+        (None, Some(v)) => (other, v),
+        (None, None) => (&[][..], wv(p.m)), // (no weights: refused below)
+    };
+    let (b, bv): (&[f32], View) = match (p.in_place, &kept) {
+        (None, _) => (&p.moving, dense(p.nmov)),
+        // Its space was written: the values as they were are in the copy.
+        (Some(_), Some(kp)) if kp.copy().is_some() => (kp.copy().unwrap_or(&[]), dense(p.nmov)),
+        (Some(v), _) => (other, v),
+    };
+    let done = (w.is_some() || wview.is_some())
+        && crate::gemm::sgemm(p.m, p.k, p.nmov, a, av, b, bv, p.beta, c, p.cv);
+    let buf = match p.in_place {
+        None => p.moving,
+        Some(_) => kept.map(|kp| kp.into_buffer()).unwrap_or_default(),
     };
     let r = if done {
         Ok(())
@@ -248,13 +264,32 @@ fn product(p: Pending, w: &[f32], mem: &mut CoreMem) -> (Result<(), OpFault>, Ve
     (r, buf)
 }
 
+/// The pair's weights for [`product`]: where they lie (None) while they are kept there
+/// unwritten and outside the destination's space; else brought into `pe.full` (Some).
+fn pair_weights<'a>(
+    p: &Pending,
+    mem: &mut CoreMem,
+    pe: &'a mut PeState,
+) -> Result<Option<&'a [f32]>, OpFault> {
+    let in_place = pe.full_words
+        && mem
+            .kept_words()
+            .is_some_and(|kp| kp.copy().is_none() && kp.space != p.dspace);
+    if in_place {
+        return Ok(None);
+    }
+    pe.unkeep_full(mem)?;
+    Ok(Some(&pe.full[..]))
+}
+
 /// Run the deferred LOW pass as it was issued: the two-pass state, bit for bit.
 fn settle(p: Pending, mem: &mut CoreMem, pe: &mut PeState) -> Result<(), OpFault> {
     pe.settled += 1;
     tracing::debug!(target: "devmodel", "pass pair: LOW pass run alone ({} so far)", pe.settled);
     // The array's LOW weights, exactly as LDWEIGHTS mode 1 computes them.
+    pe.unkeep_full(mem)?;
     let lo: Vec<f32> = pe.full.iter().map(|v| v - hi_part(*v)).collect();
-    let (r, buf) = product(p, &lo, mem);
+    let (r, buf) = product(p, Some(&lo), mem);
     pe.snapshot = buf;
     r
 }
@@ -307,7 +342,8 @@ pub(super) fn resume(
             };
             if same {
                 let (nmov, macs) = (p.nmov, (p.m * p.k * p.nmov) as u64);
-                let (r, buf) = product(p, &pe.full, mem);
+                let w = pair_weights(&p, mem, pe)?;
+                let (r, buf) = product(p, w, mem);
                 pe.snapshot = buf;
                 r?;
                 pe.fresh = false;
@@ -357,6 +393,7 @@ pub(super) fn high_loaded(
     };
     if !same_values {
         pe.materialize(mem)?;
+        pe.unkeep_full(mem)?;
     }
     let hi_matches = same_values
         || (pe.w.len() == pe.full.len()
@@ -493,6 +530,8 @@ mod tests {
         math: u64,
         /// `Exec::Done::onchip_bytes` summed over the words.
         onchip: u64,
+        /// The LOW pass's weights were still read where they lie after the last word.
+        weights_kept: bool,
     }
 
     /// Fill weights, moving data and the destination, then run `words` with fusion on or off.
@@ -525,7 +564,11 @@ mod tests {
                 onchip += onchip_bytes;
             }
         }
+        // The LOW weights as values, for the checks (kept in SBUF where they lie otherwise).
+        let weights_kept = pe.full_words;
+        pe.unkeep_full(&mut mem).expect("kept weights");
         Run {
+            weights_kept,
             mem,
             pe,
             math,
@@ -751,6 +794,33 @@ mod tests {
         let (two, one) = (run(SEED, false, &moved), run_with(SEED, true, &moved, true));
         assert_eq!((one.pe.fused_pairs, one.pe.settled), (0, 1));
         assert_eq!(dest(&one.mem, D), dest(&two.mem, D));
+    }
+
+    /// The LOW pass's weights are read where LDWEIGHTS found them (no 64 KiB copy): kept
+    /// through the pair, and the fused product's bits those of the same pair with the
+    /// weights copied (SBUF mapped, so nothing can be kept). Weights rewritten after the
+    /// HIGH load are read from the copy made before the write: the array's values, as if
+    /// nothing had been written.
+    #[test]
+    fn pair_weights_are_read_where_they_lie() {
+        let (plain, mapped) = (
+            run(SEED, true, &pair()),
+            run_with(SEED, true, &pair(), true),
+        );
+        assert!(plain.weights_kept, "weights kept where they lie");
+        assert!(!mapped.weights_kept, "nothing kept in a mapped SBUF");
+        assert_eq!((plain.pe.fused_pairs, plain.pe.settled), (1, 0));
+        assert_eq!(dest(&plain.mem, D), dest(&mapped.mem, D));
+        let rewritten = [
+            ldw(1),
+            matmul(1, D, false),
+            ldw(2),
+            memset(X, K as u8, 4),
+            matmul(0, D, false),
+        ];
+        let late = run(SEED, true, &rewritten);
+        assert_eq!((late.pe.fused_pairs, late.pe.settled), (1, 0));
+        assert_eq!(dest(&late.mem, D), dest(&plain.mem, D));
     }
 
     #[test]

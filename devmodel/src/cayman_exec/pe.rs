@@ -60,6 +60,11 @@ pub struct PeState {
     /// transposes them to read there ([`PeState::unkeep`] brings them into `w` for anything
     /// else, as a copying LDWEIGHTS would have left them).
     pub w_words: bool,
+    /// Nor does `full`: a LOW pass's fp32 weights (fusion on) are kept where LDWEIGHTS found
+    /// them (`CoreMem::keep_words`, memory order as for `w_words`), for the fused product to
+    /// read there instead of a 64 KiB copy per pair ([`PeState::unkeep_full`] brings them
+    /// into `full` for anything else: a pass run alone, a HIGH load compared value by value).
+    pub full_words: bool,
     pub last_narrow: bool,
     /// The GEMM kernel for MATMULs of bf16-representable operands (`NEURON_EMU_GEMM`).
     pub gemm: Path,
@@ -97,6 +102,7 @@ impl Default for PeState {
             w_bits: Vec::new(),
             w_kept: false,
             w_words: false,
+            full_words: false,
             last_narrow: false,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
@@ -121,6 +127,9 @@ impl PeState {
     /// Compute `w` if it is still a deferred part of `full`, bf16 bits, or kept in `mem`.
     pub fn materialize(&mut self, mem: &mut CoreMem) -> Result<(), OpFault> {
         self.unkeep(mem)?;
+        if self.w_from_full.is_some() {
+            self.unkeep_full(mem)?;
+        }
         if std::mem::take(&mut self.w_from_bits) {
             self.w.clear();
             if self.w_dt == Some(Dtype::F16) {
@@ -179,8 +188,39 @@ impl PeState {
         Ok(())
     }
 
-    /// Stop keeping weights in `mem` (new ones are loading), reusing their buffer.
-    fn forget_kept(&mut self, mem: &mut CoreMem) {
+    /// Bring a LOW pass's weights kept in `mem` into `full` ([`PeState::full_words`]), as the
+    /// LDWEIGHTS that copied them would have left them.
+    pub fn unkeep_full(&mut self, mem: &mut CoreMem) -> Result<(), OpFault> {
+        if std::mem::take(&mut self.full_words) {
+            let kp = mem
+                .release_words()
+                .ok_or_else(|| OpFault::bad("MATMUL's weights are no longer kept (core reset?)"))?;
+            let space = kp.space;
+            self.full = kp.into_rows(mem.f32s(space));
+        }
+        Ok(())
+    }
+
+    /// How many unsplit weights a LOW pass loaded, wherever they are.
+    pub fn full_len(&self, mem: &CoreMem) -> usize {
+        if self.full_words {
+            mem.kept_words().map_or(0, |kp| {
+                let (k, n) = kp.shape();
+                k * n
+            })
+        } else {
+            self.full.len()
+        }
+    }
+
+    /// Stop keeping weights in `mem` (new ones are loading), reusing their buffer; a pending
+    /// pair's LOW weights stay kept for its HIGH load (`keep_full`).
+    fn forget_kept(&mut self, mem: &mut CoreMem, keep_full: bool) {
+        if !keep_full && std::mem::take(&mut self.full_words) {
+            if let Some(kp) = mem.release_words() {
+                self.full = kp.into_buffer();
+            }
+        }
         if std::mem::take(&mut self.w_words) {
             if let Some(kp) = mem.release_words() {
                 self.w = kp.into_buffer();
@@ -215,7 +255,11 @@ pub(super) fn ldweights(
     let rows = need(ci.u("rows"), ci, "rows")? as usize;
     let transpose = ci.u("transpose").unwrap_or(0) == 1;
     let mode = ci.u("fp32_mode").unwrap_or(0);
-    pe.forget_kept(mem);
+    // The HIGH load of a pending pair (`passpair::resume` let only that through) that
+    // loads the LOW pass's very values: compared where they lie, not copied (`hi(w)` is
+    // computed only if a pass runs alone).
+    let high = pe.pair.is_some() && !transpose && mode == 2 && dt == Dtype::F32;
+    pe.forget_kept(mem, high);
     // The array shifts weights in, so the pattern's first element lands in the last
     // column: the compiler emits reversed patterns (step -1) to load rows in order.
     // Each row of the pattern, reversed, gives w[k][j]. bf16 weights for what is likely
@@ -229,18 +273,15 @@ pub(super) fn ldweights(
             Dtype::F16 => transpose,
             _ => false,
         };
-    // The HIGH load of a pending pair (`passpair::resume` let only that through) that
-    // loads the LOW pass's very values: compared where they lie, not copied (`hi(w)` is
-    // computed only if a pass runs alone).
-    let high = pe.pair.is_some() && !transpose && mode == 2 && dt == Dtype::F32;
     let in_place = if high {
         // The LOW load's pattern, and nothing written to its space since: its values.
         let unwritten = pe.low_src == Some((ap, dt, rows))
             && cols_unwritten_since(mem, &ap, dt, rows, pe.low_writes)?
-            && pe.full.len().is_multiple_of(rows.max(1));
+            && pe.full_len(mem).is_multiple_of(rows.max(1));
         if unwritten {
             Some(true)
         } else {
+            pe.unkeep_full(mem)?;
             same_weights_in_place(mem, &ap, rows, &pe.full)?
         }
     } else {
@@ -263,9 +304,17 @@ pub(super) fn ldweights(
         None
     };
     pe.w_words = words.is_some();
+    // A LOW pass's fp32 weights (fusion on) likewise, for the fused product to read there.
+    let low_fused = pe.fuse && !transpose && mode == 1 && dt == Dtype::F32;
+    let full_kept = if low_fused && pe.pair.is_none() {
+        keep_full_in_place(mem, &ap, rows, pe)?
+    } else {
+        None
+    };
+    pe.full_words = pe.full_words || full_kept.is_some();
     let n = if same_as_low {
-        pe.full.len() / rows.max(1)
-    } else if let Some(n) = kept.or(words) {
+        pe.full_len(mem) / rows.max(1)
+    } else if let Some(n) = kept.or(words).or(full_kept) {
         n
     } else if as_bits {
         gather_bits16(mem, &ap, rows, &mut pe.w_bits, true)?
@@ -290,9 +339,11 @@ pub(super) fn ldweights(
         same_as_low || (high && in_place.is_none() && passpair::same_bits(a, &pe.full));
     if as_bits || words.is_some() {
         // `w` is left as it was: `w_from_bits` or `w_words` says it is stale.
-    } else if pe.fuse && !transpose && mode == 1 && dt == Dtype::F32 {
+    } else if low_fused {
         // Split only if the LOW pass must run alone.
-        std::mem::swap(&mut pe.full, a);
+        if full_kept.is_none() {
+            std::mem::swap(&mut pe.full, a);
+        }
         pe.low_src = Some((ap, dt, rows));
         pe.low_writes = mem.writes(ap.space());
         pe.w_from_full = Some(Split::Lo);
@@ -683,6 +734,22 @@ fn keep_words_in_place(
         return Ok(None);
     };
     let buf = std::mem::take(&mut pe.w);
+    Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
+}
+
+/// Keep a LOW pass's fp32 LDWEIGHTS weights where they lie (`CoreMem::keep_words`,
+/// [`weights_view`]): the number of columns, or None where they cannot be (or nothing could
+/// be kept: a user mapping of SBUF). `pe.full` lends its buffer for the copy.
+fn keep_full_in_place(
+    mem: &mut CoreMem,
+    ap: &AccessPattern,
+    rows: usize,
+    pe: &mut PeState,
+) -> Result<Option<usize>, OpFault> {
+    let Some((space, view, n)) = weights_view(mem, ap, Dtype::F32, rows)? else {
+        return Ok(None);
+    };
+    let buf = std::mem::take(&mut pe.full);
     Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
 }
 
