@@ -31,6 +31,181 @@ impl Alu {
     }
 }
 
+/// One ALU operation as a type, so a loop over a row is compiled for a fixed pair of them
+/// (each combination its own vectorised loop; see [`scalar_pair`], [`zip_into`]).
+trait Op {
+    fn f(a: f32, b: f32) -> f32;
+}
+
+struct Bypass;
+struct Add;
+struct Mul;
+struct Max;
+
+impl Op for Bypass {
+    #[inline(always)]
+    fn f(a: f32, _: f32) -> f32 {
+        a
+    }
+}
+impl Op for Add {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        a + b
+    }
+}
+impl Op for Mul {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        a * b
+    }
+}
+impl Op for Max {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        a.max(b)
+    }
+}
+
+/// Call `$body` with `$t` bound to the type of ALU operation `$op`.
+macro_rules! with_op {
+    ($op:expr, $t:ident, $body:expr) => {
+        match $op {
+            Alu::Bypass => {
+                type $t = Bypass;
+                $body
+            }
+            Alu::Add => {
+                type $t = Add;
+                $body
+            }
+            Alu::Mul => {
+                type $t = Mul;
+                $body
+            }
+            Alu::Max => {
+                type $t = Max;
+                $body
+            }
+        }
+    };
+}
+
+/// `out[i] = B(A(src[i], s0), s1)`; destination elements past the source's get the two
+/// operations on their own values (as the copy-then-operate form leaves them).
+#[inline(always)]
+fn scalar_pair_body<A: Op, B: Op>(s0: f32, s1: f32, src: &[f32], out: &mut [f32]) {
+    let n = src.len().min(out.len());
+    let (head, tail) = out.split_at_mut(n);
+    for (o, x) in head.iter_mut().zip(src) {
+        *o = B::f(A::f(*x, s0), s1);
+    }
+    for o in tail {
+        *o = B::f(A::f(*o, s0), s1);
+    }
+}
+
+#[inline(always)]
+fn scalar_pair_ops(op0: Alu, s0: f32, op1: Alu, s1: f32, src: &[f32], out: &mut [f32]) {
+    with_op!(
+        op0,
+        A,
+        with_op!(op1, B, scalar_pair_body::<A, B>(s0, s1, src, out))
+    )
+}
+
+/// TENSOR_SCALAR's row: `out[i] = op1(op0(src[i], s0), s1)` in one pass, each element's two
+/// IEEE operations in that order, so the bits of copying the row and applying
+/// [`alu_scalar`] twice. Compiled for AVX-512F and for AVX2 (chosen at run time, as
+/// `act::simd`; the baseline target's loop was 4-wide SSE).
+pub(super) fn scalar_pair(op0: Alu, s0: f32, op1: Alu, s1: f32, src: &[f32], out: &mut [f32]) {
+    match super::act::simd() {
+        // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+        #[cfg(target_arch = "x86_64")]
+        super::act::Simd::Avx512 => unsafe { scalar_pair_avx512(op0, s0, op1, s1, src, out) },
+        // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+        #[cfg(target_arch = "x86_64")]
+        super::act::Simd::Avx2 => unsafe { scalar_pair_avx2(op0, s0, op1, s1, src, out) },
+        _ => scalar_pair_ops(op0, s0, op1, s1, src, out),
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn scalar_pair_avx512(op0: Alu, s0: f32, op1: Alu, s1: f32, src: &[f32], out: &mut [f32]) {
+    scalar_pair_ops(op0, s0, op1, s1, src, out)
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scalar_pair_avx2(op0: Alu, s0: f32, op1: Alu, s1: f32, src: &[f32], out: &mut [f32]) {
+    scalar_pair_ops(op0, s0, op1, s1, src, out)
+}
+
+/// `out[i] = A(x[i], y[i])` over the elements all three hold.
+#[inline(always)]
+fn zip_body<A: Op>(x: &[f32], y: &[f32], out: &mut [f32]) {
+    for ((o, a), b) in out.iter_mut().zip(x).zip(y) {
+        *o = A::f(*a, *b);
+    }
+}
+
+#[inline(always)]
+fn zip_ops(op: Alu, x: &[f32], y: &[f32], out: &mut [f32]) {
+    with_op!(op, A, zip_body::<A>(x, y, out))
+}
+
+/// One element of [`alu_zip`].
+fn alu_one(op: Alu, a: f32, b: f32) -> f32 {
+    with_op!(op, A, A::f(a, b))
+}
+
+/// TENSOR_TENSOR's row: `out[i] = op(x[i], y[i])` in one pass, the bits of copying `x`
+/// into `out` and applying [`alu_zip`] with `y` (where the lengths differ, too: `x`'s
+/// elements past `y`'s copied, `out`'s past `x`'s combined with `y` as they are). Compiled
+/// for AVX-512F and AVX2 where the CPU has them (chosen at run time).
+pub(super) fn zip_into(op: Alu, x: &[f32], y: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let m = n.min(y.len());
+    {
+        let (x, y, head) = (&x[..m], &y[..m], &mut out[..m]);
+        match super::act::simd() {
+            // SAFETY: the CPU has AVX-512F (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            super::act::Simd::Avx512 => unsafe { zip_avx512(op, x, y, head) },
+            // SAFETY: the CPU has AVX2 (checked at run time, cached by std).
+            #[cfg(target_arch = "x86_64")]
+            super::act::Simd::Avx2 => unsafe { zip_avx2(op, x, y, head) },
+            _ => zip_ops(op, x, y, head),
+        }
+    }
+    out[m..n].copy_from_slice(&x[m..n]);
+    let e = out.len().min(y.len());
+    for i in n..e {
+        out[i] = alu_one(op, out[i], y[i]);
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn zip_avx512(op: Alu, x: &[f32], y: &[f32], out: &mut [f32]) {
+    zip_ops(op, x, y, out)
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn zip_avx2(op: Alu, x: &[f32], y: &[f32], out: &mut [f32]) {
+    zip_ops(op, x, y, out)
+}
+
 /// `x[i] = op(x[i], y[i])`. One loop per operation so each vectorises.
 pub(super) fn alu_zip(op: Alu, x: &mut [f32], y: &[f32]) {
     let it = x.iter_mut().zip(y);
@@ -42,7 +217,8 @@ pub(super) fn alu_zip(op: Alu, x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `x[i] = op(x[i], s)`.
+/// `x[i] = op(x[i], s)`: the definition [`scalar_pair`] is tested against.
+#[cfg(test)]
 pub(super) fn alu_scalar(op: Alu, x: &mut [f32], s: f32) {
     match op {
         Alu::Bypass => {}
@@ -214,6 +390,162 @@ pub(super) fn hi_part(w: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values that tell operation orders and vector paths apart: NaNs, ±0, infinities,
+    /// subnormals, ordinary values.
+    fn tricky(n: usize, seed: u32) -> Vec<f32> {
+        let specials = [
+            f32::NAN,
+            -0.0,
+            0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+            -3.5,
+        ];
+        let mut s = seed;
+        (0..n)
+            .map(|i| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if i % 7 == 3 {
+                    specials[(s >> 8) as usize % specials.len()]
+                } else {
+                    ((s >> 9) as f32 / (1 << 23) as f32 - 0.5) * 1e3
+                }
+            })
+            .collect()
+    }
+
+    const OPS: [Alu; 4] = [Alu::Bypass, Alu::Add, Alu::Mul, Alu::Max];
+
+    type ScalarLoop = fn(Alu, f32, Alu, f32, &[f32], &mut [f32]);
+    type ZipLoop = fn(Alu, &[f32], &[f32], &mut [f32]);
+
+    /// The scalar-pair loops this host can run: the dispatcher, the portable loop, and each
+    /// compiled one whose features the CPU has (the others reported as skipped).
+    fn scalar_pair_loops() -> Vec<(&'static str, ScalarLoop)> {
+        let mut v: Vec<(&'static str, ScalarLoop)> =
+            vec![("dispatch", scalar_pair), ("portable", scalar_pair_ops)];
+        #[cfg(target_arch = "x86_64")]
+        for (name, has, f) in [
+            (
+                "avx2",
+                std::is_x86_feature_detected!("avx2"),
+                // SAFETY: pushed (and so called) only where the CPU has AVX2.
+                (|a, b, c, d, e, f| unsafe { scalar_pair_avx2(a, b, c, d, e, f) }) as ScalarLoop,
+            ),
+            (
+                "avx512",
+                std::is_x86_feature_detected!("avx512f"),
+                // SAFETY: pushed (and so called) only where the CPU has AVX-512F.
+                |a, b, c, d, e, f| unsafe { scalar_pair_avx512(a, b, c, d, e, f) },
+            ),
+        ] {
+            if has {
+                v.push((name, f));
+            } else {
+                eprintln!("SKIPPED the {name} loop: not on this host");
+            }
+        }
+        v
+    }
+
+    /// [`scalar_pair_loops`] for the zipped rows.
+    fn zip_loops() -> Vec<(&'static str, ZipLoop)> {
+        let mut v: Vec<(&'static str, ZipLoop)> =
+            vec![("dispatch", zip_into), ("portable", zip_ops)];
+        #[cfg(target_arch = "x86_64")]
+        for (name, has, f) in [
+            (
+                "avx2",
+                std::is_x86_feature_detected!("avx2"),
+                // SAFETY: pushed (and so called) only where the CPU has AVX2.
+                (|a, b, c, d| unsafe { zip_avx2(a, b, c, d) }) as ZipLoop,
+            ),
+            (
+                "avx512",
+                std::is_x86_feature_detected!("avx512f"),
+                // SAFETY: pushed (and so called) only where the CPU has AVX-512F.
+                |a, b, c, d| unsafe { zip_avx512(a, b, c, d) },
+            ),
+        ] {
+            if has {
+                v.push((name, f));
+            }
+        }
+        v
+    }
+
+    /// TENSOR_SCALAR's one pass equals copying the row and applying each operation over it,
+    /// bit for bit, for every pair of operations, special scalars, rows of any length and a
+    /// destination longer than the source (on whichever loop this host runs).
+    #[test]
+    fn scalar_pairs_equal_two_passes() {
+        eprintln!(
+            "elementwise loops on this host: {}",
+            super::super::act::simd_path()
+        );
+        let src = tricky(300, 1);
+        for op0 in OPS {
+            for op1 in OPS {
+                for (s0, s1) in [(1.5, -2.0), (f32::NAN, 0.0), (-0.0, f32::INFINITY)] {
+                    for (ls, lo) in [(0, 0), (1, 1), (17, 17), (300, 300), (40, 45)] {
+                        let old = tricky(lo, 9);
+                        let mut want = old.clone();
+                        let k = ls.min(lo);
+                        want[..k].copy_from_slice(&src[..k]);
+                        alu_scalar(op0, &mut want, s0);
+                        alu_scalar(op1, &mut want, s1);
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        for (name, f) in scalar_pair_loops() {
+                            let mut got = old.clone();
+                            f(op0, s0, op1, s1, &src[..ls], &mut got);
+                            assert_eq!(
+                                bits(&got),
+                                bits(&want),
+                                "{name}: {op0:?} {op1:?} {s0} {s1} {ls}/{lo}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// TENSOR_TENSOR's one pass equals copying `x` and applying [`alu_zip`] with `y`, bit for
+    /// bit, for every operation and rows of equal and unequal lengths.
+    #[test]
+    fn zipped_rows_equal_copy_then_zip() {
+        let (x, y) = (tricky(300, 3), tricky(300, 5));
+        for op in OPS {
+            for (lx, ly, lo) in [
+                (0, 0, 0),
+                (1, 1, 1),
+                (33, 33, 33),
+                (300, 300, 300),
+                (20, 15, 25),
+                (15, 20, 25),
+                (25, 30, 20),
+            ] {
+                let old = tricky(lo, 11);
+                let mut want = old.clone();
+                let k = lx.min(lo);
+                want[..k].copy_from_slice(&x[..k]);
+                alu_zip(op, &mut want, &y[..ly]);
+                let mut got = old.clone();
+                zip_into(op, &x[..lx], &y[..ly], &mut got);
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{op:?} {lx} {ly} {lo}");
+                // Every loop the host has, on the rows all three hold.
+                let m = lx.min(ly).min(lo);
+                for (name, f) in zip_loops() {
+                    let mut part = old.clone();
+                    f(op, &x[..m], &y[..m], &mut part[..m]);
+                    assert_eq!(bits(&part[..m]), bits(&want[..m]), "{name}: {op:?} {m}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn identity_detection() {

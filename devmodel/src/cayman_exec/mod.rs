@@ -36,7 +36,7 @@ mod model_tests;
 use crate::core::{CoreMem, Scratch};
 use crate::fault::OpFault;
 use crate::gemm::View;
-use alu::{alu_reduce, alu_scalar, alu_zip, hi_part, Alu};
+use alu::{alu_reduce, alu_zip, hi_part, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
 use pattern::{copy_bits, elem_count, extent, f32_view, gather, scatter};
@@ -597,9 +597,7 @@ fn execute_op(
             let op0 = Alu::of(need(ci.u("op0"), ci, "op0")?, ci, "op0")?;
             let op1 = Alu::of(ci.u("op1").unwrap_or(0), ci, "op1")?;
             let step = |p: usize, src: &[f32], out: &mut [f32]| {
-                copy_row(src, out);
-                alu_scalar(op0, out, s0[p]);
-                alu_scalar(op1, out, s1[p]);
+                alu::scalar_pair(op0, s0[p], op1, s1[p], src, out);
             };
             done(u.each_row(mem, None, a, step)?)
         }
@@ -623,10 +621,7 @@ fn execute_op(
                 out_len: None,
                 weight: ELEMENTWISE_WEIGHT,
             };
-            let step = |x: &[f32], y: &[f32], out: &mut [f32]| {
-                copy_row(x, out);
-                alu_zip(op, out, y);
-            };
+            let step = |x: &[f32], y: &[f32], out: &mut [f32]| alu::zip_into(op, x, y, out);
             if let Some(n) = rows::zip_rows(mem, &rows, (&s1, d1), step)? {
                 return done(n);
             }
