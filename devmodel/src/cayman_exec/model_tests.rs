@@ -1153,8 +1153,39 @@ fn small_words_host_cost() {
             (48, &ap(0x400)),
         ],
     );
+    // TENSOR_REDUCE max over groups of one (the attention kernels' [1, 4] pattern: four
+    // groups of one element a partition); TENSOR_SCALAR mul by a per-partition scalar.
+    let ap4 = |off: u32, nums: [u16; 4]| {
+        let mut v = off.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0, 1, 0, 1, 0]);
+        nums.iter()
+            .for_each(|x| v.extend_from_slice(&x.to_le_bytes()));
+        v
+    };
+    let reduce = word(
+        0x42,
+        &[
+            (12, &ap4(0x100, [1, n as u16, 1, 1])),
+            (32, &[0x0a, 0x0a, ch as u8, 0, 8, 2]),
+            (44, &ap4(0x400, [n as u16, 1, 1, 1])),
+        ],
+    );
+    let scalar = word(
+        0x43,
+        &[
+            (16, &ap(0x100)),
+            (32, &[0x0a, 0x0a, ch as u8, 1, 6, 0]),
+            (40, &0x800u32.to_le_bytes()),
+            (48, &ap(0x400)),
+        ],
+    );
     let (mut pe, mut sc) = (PeState::default(), Scratch::default());
-    for (name, w) in [("TENSOR_TENSOR", &tt), ("ACTIVATE", &act)] {
+    for (name, w) in [
+        ("TENSOR_TENSOR", &tt),
+        ("ACTIVATE", &act),
+        ("TENSOR_REDUCE (groups of 1)", &reduce),
+        ("TENSOR_SCALAR", &scalar),
+    ] {
         let best = (0..5)
             .map(|_| {
                 let t = std::time::Instant::now();
