@@ -1,8 +1,8 @@
 //! bf16 → f32 widening of gathered elements (an LDWEIGHTS of bf16 weights widens 16 Ki of
 //! them per word, and a decode step's layers issue hundreds of those), and f32 → bf16
-//! narrowing of scattered ones ([`bf16_from`]) and of a DMA's cast. Widening compiled for AVX2
-//! where the CPU has it (chosen at run time: zero-extend eight at a time, shift into the top
-//! half), narrowing for AVX-512BW or AVX2, a scalar loop elsewhere; the same bits either way,
+//! narrowing of scattered ones ([`bf16_from`]) and of a DMA's cast. Widening compiled for
+//! AVX-512F or AVX2 where the CPU has them (chosen at run time: zero-extend sixteen or eight at
+//! a time, shift into the top half), narrowing for AVX-512BW or AVX2, a scalar loop elsewhere; the same bits either way,
 //! as a bf16 is the top half of its f32 and the narrowing loops are one loop compiled for
 //! each (`tests::avx2_and_portable_widen_alike`, `avx2_and_portable_narrow_alike`).
 #![allow(unsafe_code)]
@@ -21,6 +21,12 @@ pub(super) fn bf16_into(src: &[u8], out: &mut Vec<f32>) {
         return portable(src, out);
     }
     #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F was detected just above.
+        unsafe { bf16_into_avx512(src, out) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: AVX2 was detected just above.
         unsafe { bf16_into_avx2(src, out) };
@@ -29,9 +35,13 @@ pub(super) fn bf16_into(src: &[u8], out: &mut Vec<f32>) {
     portable(src, out);
 }
 
-/// The widening path this host runs: `avx2` or `portable`.
+/// The widening path this host runs: `avx512`, `avx2` or `portable`.
 #[cfg(test)]
 fn path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        return "avx512";
+    }
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         return "avx2";
@@ -70,6 +80,36 @@ unsafe fn bf16_into_avx2(src: &[u8], out: &mut Vec<f32>) {
             _mm256_storeu_si256(dst.add(8 * v).cast(), words);
         }
         for i in 8 * vectors..n {
+            dst.add(i).write(widen(src[2 * i], src[2 * i + 1]));
+        }
+        out.set_len(start + n);
+    }
+}
+
+/// [`bf16_into_avx2`] sixteen at a time.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn bf16_into_avx512(src: &[u8], out: &mut Vec<f32>) {
+    use std::arch::x86_64::*;
+    let n = src.len() / 2;
+    let start = out.len();
+    out.reserve(n);
+    let vectors = n / 16;
+    // SAFETY: `reserve` made room for `n` more elements past `start`; vector `v` reads bytes
+    // `32v .. 32v + 32` of `src` (inside it: `32 * vectors <= 2n <= src.len()`) and writes
+    // elements `start + 16v .. + 16` (inside the reserved room); `set_len` follows only once
+    // every element up to `start + n` is written.
+    unsafe {
+        let dst = out.as_mut_ptr().add(start);
+        for v in 0..vectors {
+            let bits = _mm256_loadu_si256(src.as_ptr().add(32 * v).cast());
+            let words = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits));
+            _mm512_storeu_si512(dst.add(16 * v).cast(), words);
+        }
+        for i in 16 * vectors..n {
             dst.add(i).write(widen(src[2 * i], src[2 * i + 1]));
         }
         out.set_len(start + n);
@@ -325,6 +365,29 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{len} bytes");
             assert_eq!(got.len(), 1 + len / 2);
+            // Each compiled loop the host has, whichever `bf16_into` picks.
+            #[cfg(target_arch = "x86_64")]
+            for (name, has, f) in [
+                (
+                    "avx2",
+                    std::is_x86_feature_detected!("avx2"),
+                    bf16_into_avx2 as unsafe fn(&[u8], &mut Vec<f32>),
+                ),
+                (
+                    "avx512",
+                    std::is_x86_feature_detected!("avx512f"),
+                    bf16_into_avx512,
+                ),
+            ] {
+                if has {
+                    let mut got = vec![1.5f32];
+                    // SAFETY: the CPU has the loop's features (checked just above).
+                    unsafe { f(&src, &mut got) };
+                    assert_eq!(bits(&got), bits(&want), "{name}: {len} bytes");
+                } else if len == 0 {
+                    eprintln!("SKIPPED the {name} widening loop: not on this host");
+                }
+            }
         }
         // NaN and infinity bit patterns pass through as bits.
         let mut out = Vec::new();
