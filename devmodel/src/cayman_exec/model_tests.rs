@@ -1303,6 +1303,17 @@ fn elementwise_words_host_cost() {
             ),
         ),
         (
+            "TENSOR_REDUCE add",
+            word(
+                0x42,
+                &[
+                    (12, &ap4(PSUM, n)),
+                    (32, &[0x0a, 0x0a, c, 0, 4, 2]),
+                    (44, &ap4(0x4000, 1)),
+                ],
+            ),
+        ),
+        (
             "TENSOR_TENSOR add",
             word(
                 0x41,

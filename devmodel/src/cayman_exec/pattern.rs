@@ -880,10 +880,14 @@ pub(super) fn f32_view(
     Ok(Some((sp.space, v, sp.len)))
 }
 
-/// Copy `channels` partitions from one pattern to another without converting the elements.
+/// Rows at least this long are asked for one partition ahead by the partition-by-partition
+/// copy ([`copy_bits`]); shorter ones cost less than the hints.
+const PREFETCH_ROW_BYTES: usize = 256;
+
 /// Element operations a copied byte counts as when deciding to share a copy out.
 const COPY_WEIGHT: u64 = 16;
 
+/// Copy `channels` partitions from one pattern to another without converting the elements.
 pub(super) fn copy_bits(
     mem: &mut CoreMem,
     src: &AccessPattern,
@@ -943,9 +947,23 @@ pub(super) fn copy_bits(
         let work = (channels * len) as u64 * COPY_WEIGHT;
         let rows = crate::fanout::rows_per_piece(parts.len(), work);
         crate::fanout::for_each_mut(&mut parts, rows, work, |i, piece| {
-            for (j, part) in piece.iter_mut().enumerate() {
+            let k = piece.len();
+            for j in 0..k {
+                // The next partition's rows asked for while this one's move: each row lies
+                // on a page of its own, where the hardware prefetcher starts over (COPY of
+                // 128 x 2 KiB PSUM -> SBUF in a kernel: 23.7-24.5 -> 21.8-22.3 us median).
+                if len >= PREFETCH_ROW_BYTES && j + 1 < k {
+                    let next = from
+                        .as_ptr()
+                        .wrapping_add(s.row_base(i * rows + j + 1) as usize);
+                    let into = piece[j + 1].as_ptr().wrapping_add(din);
+                    for l in (0..len).step_by(64) {
+                        crate::prefetch::line(next.wrapping_add(l));
+                        crate::prefetch::line(into.wrapping_add(l));
+                    }
+                }
                 let at = s.row_base(i * rows + j) as usize;
-                part[din..din + len].copy_from_slice(&from[at..at + len]);
+                piece[j][din..din + len].copy_from_slice(&from[at..at + len]);
             }
         });
         return Ok(n);
