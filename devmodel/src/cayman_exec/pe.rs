@@ -299,7 +299,7 @@ pub(super) fn ldweights(
     // fp32 weights of a transpose are only moved, by the MATMUL that transposes them: read
     // where they lie until SBUF/PSUM is written (`CoreMem::keep_words`), not copied.
     let words = if transpose && dt == Dtype::F32 && pe.pair.is_none() {
-        keep_words_in_place(mem, &ap, rows, pe)?
+        keep_words_in_place(mem, &ap, rows, &mut pe.w)?
     } else {
         None
     };
@@ -307,7 +307,7 @@ pub(super) fn ldweights(
     // A LOW pass's fp32 weights (fusion on) likewise, for the fused product to read there.
     let low_fused = pe.fuse && !transpose && mode == 1 && dt == Dtype::F32;
     let full_kept = if low_fused && pe.pair.is_none() {
-        keep_full_in_place(mem, &ap, rows, pe)?
+        keep_words_in_place(mem, &ap, rows, &mut pe.full)?
     } else {
         None
     };
@@ -721,36 +721,22 @@ fn keep_in_place(
     Ok(mem.keep_weights(space, view, rows, n, buf).then_some(n))
 }
 
-/// Keep an fp32 transpose's LDWEIGHTS weights where they lie (`CoreMem::keep_words`,
-/// [`weights_view`]): the number of columns, or None where they cannot be (or nothing could
-/// be kept: a user mapping of SBUF). `pe.w` lends its buffer for the copy.
+/// Keep fp32 LDWEIGHTS weights where they lie (`CoreMem::keep_words`, [`weights_view`]): a
+/// transpose's (`buf` is `pe.w`) or a fused LOW pass's (`pe.full`). The number of columns,
+/// or None where they cannot be (or nothing could be kept: a user mapping of SBUF). `buf`
+/// lends its allocation for the copy.
 fn keep_words_in_place(
     mem: &mut CoreMem,
     ap: &AccessPattern,
     rows: usize,
-    pe: &mut PeState,
+    buf: &mut Vec<f32>,
 ) -> Result<Option<usize>, OpFault> {
     let Some((space, view, n)) = weights_view(mem, ap, Dtype::F32, rows)? else {
         return Ok(None);
     };
-    let buf = std::mem::take(&mut pe.w);
-    Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
-}
-
-/// Keep a LOW pass's fp32 LDWEIGHTS weights where they lie (`CoreMem::keep_words`,
-/// [`weights_view`]): the number of columns, or None where they cannot be (or nothing could
-/// be kept: a user mapping of SBUF). `pe.full` lends its buffer for the copy.
-fn keep_full_in_place(
-    mem: &mut CoreMem,
-    ap: &AccessPattern,
-    rows: usize,
-    pe: &mut PeState,
-) -> Result<Option<usize>, OpFault> {
-    let Some((space, view, n)) = weights_view(mem, ap, Dtype::F32, rows)? else {
-        return Ok(None);
-    };
-    let buf = std::mem::take(&mut pe.full);
-    Ok(mem.keep_words(space, view, rows, n, buf).then_some(n))
+    Ok(mem
+        .keep_words(space, view, rows, n, std::mem::take(buf))
+        .then_some(n))
 }
 
 /// Whether an fp32 LDWEIGHTS pattern that descends in each partition (the compiler's weights
