@@ -443,8 +443,10 @@ impl CoreMem {
         self.across_in(from, Some((lo, hi)))
     }
 
+    /// [`CoreMem::bytes_mut_cols`] where `cols` names the columns written, else
+    /// [`CoreMem::bytes_mut`] (a write to every column).
     #[inline(always)]
-    fn bytes_mut_in(&mut self, s: Space, cols: Option<(usize, usize)>) -> &mut [u8] {
+    pub fn bytes_mut_in(&mut self, s: Space, cols: Option<(usize, usize)>) -> &mut [u8] {
         self.before_write_in(s, cols);
         match s {
             Space::Sbuf => self.sbuf.as_mut_bytes(),

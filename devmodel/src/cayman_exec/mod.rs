@@ -642,15 +642,7 @@ fn execute_op(
             // The fill value is the low bytes of `value`, encoded in the dst dtype.
             let bits = (ci.u("value").unwrap_or(0) as u32).to_le_bytes();
             let fill = neuron_isa::dtype::load_f32(dt, &bits);
-            if n * dt.size() <= 64 && matches!(dt, Dtype::F32 | Dtype::F32r | Dtype::Bf16) {
-                // A few bytes a partition: one loop over all rows (`scatter`'s short rows)
-                // beats copying one partition's bytes into the rest run by run.
-                a.clear();
-                a.resize(ch * n, fill);
-                scatter(mem, &dst, dt, ch, a)?;
-            } else {
-                pattern::fill(mem, &dst, dt, ch, fill, a)?;
-            }
+            pattern::fill(mem, &dst, dt, ch, fill, a)?;
             done(n)
         }
         Opcode::DmaDirect2d => dma2d_of(ci, regs).map(Exec::Dma),

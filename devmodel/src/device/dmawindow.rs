@@ -39,19 +39,6 @@ struct RunWalk<'a> {
     cols: Option<(usize, usize)>,
 }
 
-/// The window's bytes for a transfer that writes it: a write to `cols` where known, else to
-/// every column.
-fn window_mut(
-    mem: &mut crate::core::CoreMem,
-    space: neuron_isa::Space,
-    cols: Option<(usize, usize)>,
-) -> &mut [u8] {
-    match cols {
-        Some((lo, hi)) => mem.bytes_mut_cols(space, lo, hi),
-        None => mem.bytes_mut(space),
-    }
-}
-
 impl RunWalk<'_> {
     /// Run `k`'s HBM address, offset in the window's storage, bytes there, bytes in HBM
     /// (they differ where the run converts) and elements; None where it would leave its
@@ -222,7 +209,7 @@ impl Device {
         let Device { hbm, cores, .. } = self;
         let mut window = match (away, into_window) {
             (true, _) => Window::Away,
-            (false, true) => Window::Into(window_mut(&mut cores[nc].lane.get().mem, space, cols)),
+            (false, true) => Window::Into(cores[nc].lane.get().mem.bytes_mut_in(space, cols)),
             (false, false) => Window::From(cores[nc].lane.get().mem.bytes(space)),
         };
         while k < sn {
@@ -297,7 +284,7 @@ impl Device {
         // The window's bytes, borrowed once for the whole transfer.
         let mem = &mut cores[nc].lane.get().mem;
         let mut window = if walk.into_window {
-            Window::Into(window_mut(mem, space, walk.cols))
+            Window::Into(mem.bytes_mut_in(space, walk.cols))
         } else {
             Window::From(mem.bytes(space))
         };
@@ -364,7 +351,7 @@ impl Device {
         // borrow, `CoreMem::writes`).
         let mem = &mut cores[nc].lane.get().mem;
         if into_window {
-            let window = window_mut(mem, space, cols);
+            let window = mem.bytes_mut_in(space, cols);
             let base = window.as_mut_ptr();
             let mut memo: PageMemo = None;
             let whole = runs.iter().all(|&(h, at, n)| {
