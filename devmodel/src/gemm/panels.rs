@@ -145,6 +145,18 @@ unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32)
     let mut panel = [const { std::mem::MaybeUninit::<f32>::uninit() }; SGEMM_KC * NR];
     let pp: *mut f32 = panel.as_mut_ptr().cast();
     let (ones, betas) = (_mm512_set1_ps(1.0), _mm512_set1_ps(beta));
+    // Ask for all of A first. Every panel reads it, row `kk` after row `kk - 1` a partition
+    // apart, and a pass pair's weights come cold from SBUF: the first panel's loads then
+    // waited on memory one row group at a time, on each thread that shares the product.
+    for kk in 0..k {
+        let row = op.a.wrapping_add(kk * op.acs);
+        let end = row.wrapping_add(m) as usize;
+        let mut at = row as usize & !63;
+        while at < end {
+            crate::prefetch::line(at as *const u8);
+            at += 64;
+        }
+    }
     for p0 in (0..n).step_by(NR) {
         // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
         // the panel holds k <= SGEMM_KC rows of NR.
