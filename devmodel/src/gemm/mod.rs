@@ -852,6 +852,58 @@ mod tests {
         }
     }
 
+    /// Measurement, not a check: a pass pair's product as `akc-*` issues them (128 x 128 x
+    /// 128 fp32, weights a new block each time, a partition apart in an SBUF-sized buffer,
+    /// moving tensors and PSUM accumulation groups of four rotating) and a 128 x 128 x 512
+    /// one, on this thread alone and shared with the data-path helpers, median of 3,000
+    /// each. Prints which kernel ran and how many threads shared. `cargo test --release -p
+    /// neuron-devmodel --lib shared_products_host_cost -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn shared_products_host_cost() {
+        let (ps, pp) = (65_552usize, 4_112usize); // SBUF / PSUM partition strides, in f32
+        let sbuf: Vec<f32> = (0..128 * ps).map(|i| (i % 977) as f32 * 1e-3).collect();
+        let mut psum = vec![0f32; 128 * pp];
+        let kernel = if panels::available() {
+            "AVX-512F panel kernel"
+        } else {
+            "matrixmultiply (no AVX-512F)"
+        };
+        for n in [128usize, 512] {
+            let mut medians = Vec::new();
+            for shared in [false, true] {
+                let mut ns: Vec<u128> = crate::fanout::with(shared, || {
+                    let threads = crate::fanout::workers();
+                    if shared {
+                        eprintln!("n {n}: {threads} thread(s) share a product");
+                    }
+                    (0..3_000usize)
+                        .map(|it| {
+                            let weights = v(6_676 + 128 * (it % 16), 1, ps);
+                            let moving = v(4_096 + 128 * (it % 4), ps, 1);
+                            let dst = v(2_048 + 128 * ((it / 4) % 4), pp, 1);
+                            let beta = if it % 4 == 0 { 0.0 } else { 1.0 };
+                            let t = std::time::Instant::now();
+                            let ok = sgemm(
+                                128, 128, n, &sbuf, weights, &sbuf, moving, beta, &mut psum, dst,
+                            );
+                            assert!(ok);
+                            t.elapsed().as_nanos()
+                        })
+                        .collect()
+                });
+                ns.sort_unstable();
+                medians.push(ns[ns.len() / 2]);
+            }
+            eprintln!(
+                "{kernel}: 128 x 128 x {n}: one thread {:.1} us, shared {:.1} us ({:.2}x)",
+                medians[0] as f64 / 1e3,
+                medians[1] as f64 / 1e3,
+                medians[0] as f64 / medians[1].max(1) as f64
+            );
+        }
+    }
+
     fn v(off: usize, rs: usize, cs: usize) -> View {
         View { off, rs, cs }
     }
