@@ -856,51 +856,69 @@ mod tests {
     /// 128 fp32, weights a new block each time, a partition apart in an SBUF-sized buffer,
     /// moving tensors and PSUM accumulation groups of four rotating) and a 128 x 128 x 512
     /// one, on this thread alone and shared with the data-path helpers, median of 3,000
-    /// each. Prints which kernel ran and how many threads shared. `cargo test --release -p
-    /// neuron-devmodel --lib shared_products_host_cost -- --ignored --nocapture`
+    /// each; with the weights as they stay between products, and with all sixteen blocks
+    /// rewritten by this thread every sixteen products (as a DMA brings them into SBUF in a
+    /// kernel: a helper then reads lines another core holds modified). Prints which kernel
+    /// ran and how many threads shared. `cargo test --release -p neuron-devmodel --lib
+    /// shared_products_host_cost -- --ignored --nocapture`
     #[test]
     #[ignore]
     fn shared_products_host_cost() {
         let (ps, pp) = (65_552usize, 4_112usize); // SBUF / PSUM partition strides, in f32
-        let sbuf: Vec<f32> = (0..128 * ps).map(|i| (i % 977) as f32 * 1e-3).collect();
+        let mut sbuf: Vec<f32> = (0..128 * ps).map(|i| (i % 977) as f32 * 1e-3).collect();
         let mut psum = vec![0f32; 128 * pp];
         let kernel = if panels::available() {
             "AVX-512F panel kernel"
         } else {
             "matrixmultiply (no AVX-512F)"
         };
-        for n in [128usize, 512] {
-            let mut medians = Vec::new();
-            for shared in [false, true] {
-                let mut ns: Vec<u128> = crate::fanout::with(shared, || {
-                    let threads = crate::fanout::workers();
-                    if shared {
-                        eprintln!("n {n}: {threads} thread(s) share a product");
-                    }
-                    (0..3_000usize)
-                        .map(|it| {
-                            let weights = v(6_676 + 128 * (it % 16), 1, ps);
-                            let moving = v(4_096 + 128 * (it % 4), ps, 1);
-                            let dst = v(2_048 + 128 * ((it / 4) % 4), pp, 1);
-                            let beta = if it % 4 == 0 { 0.0 } else { 1.0 };
-                            let t = std::time::Instant::now();
-                            let ok = sgemm(
-                                128, 128, n, &sbuf, weights, &sbuf, moving, beta, &mut psum, dst,
-                            );
-                            assert!(ok);
-                            t.elapsed().as_nanos()
-                        })
-                        .collect()
-                });
-                ns.sort_unstable();
-                medians.push(ns[ns.len() / 2]);
+        eprintln!(
+            "{kernel}; {} thread(s) share a product",
+            crate::fanout::with(true, crate::fanout::workers)
+        );
+        for rewritten in [false, true] {
+            for n in [128usize, 512] {
+                let mut medians = Vec::new();
+                for shared in [false, true] {
+                    let mut ns: Vec<u128> = crate::fanout::with(shared, || {
+                        (0..3_000usize)
+                            .map(|it| {
+                                if rewritten && it % 16 == 0 {
+                                    for r in 0..128 {
+                                        let o = r * ps + 6_676;
+                                        let blocks = &mut sbuf[o..o + 16 * 128];
+                                        blocks.iter_mut().for_each(|x| *x = -*x);
+                                    }
+                                }
+                                let weights = v(6_676 + 128 * (it % 16), 1, ps);
+                                let moving = v(4_096 + 128 * (it % 4), ps, 1);
+                                let dst = v(2_048 + 128 * ((it / 4) % 4), pp, 1);
+                                let beta = if it % 4 == 0 { 0.0 } else { 1.0 };
+                                let t = std::time::Instant::now();
+                                let ok = sgemm(
+                                    128, 128, n, &sbuf, weights, &sbuf, moving, beta, &mut psum,
+                                    dst,
+                                );
+                                assert!(ok);
+                                t.elapsed().as_nanos()
+                            })
+                            .collect()
+                    });
+                    ns.sort_unstable();
+                    medians.push(ns[ns.len() / 2]);
+                }
+                eprintln!(
+                    "128 x 128 x {n}, weights {}: one thread {:.1} us, shared {:.1} us ({:.2}x)",
+                    if rewritten {
+                        "just rewritten by this thread"
+                    } else {
+                        "as they were"
+                    },
+                    medians[0] as f64 / 1e3,
+                    medians[1] as f64 / 1e3,
+                    medians[0] as f64 / medians[1].max(1) as f64
+                );
             }
-            eprintln!(
-                "{kernel}: 128 x 128 x {n}: one thread {:.1} us, shared {:.1} us ({:.2}x)",
-                medians[0] as f64 / 1e3,
-                medians[1] as f64 / 1e3,
-                medians[0] as f64 / medians[1].max(1) as f64
-            );
         }
     }
 
