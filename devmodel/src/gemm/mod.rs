@@ -245,26 +245,49 @@ pub fn sgemm_16(
     true
 }
 
-/// A product [`panels::applies`] accepts, cut into column ranges for the data-path helpers
-/// as [`sgemm`] cuts its own (whole panels: `column_piece` gives multiples of 32 or all `n`).
+/// A product [`panels::applies`] accepts, cut for the data-path helpers: by output rows
+/// where B is at most [`ROW_PIECES_MAX_N`] columns, else into column ranges as [`sgemm`] cuts
+/// its own (whole panels: `column_piece` gives multiples of 32 or all `n`).
+///
+/// Why rows for narrow products: every column piece reads all of A, and a pass pair's
+/// weights were just written into SBUF by the device thread (a DMA), so a helper's column
+/// piece waited on the other core for each of their lines; a row piece reads only its rows'
+/// weights, and B (128 columns) is small (`tests::shared_products_host_cost`).
 ///
 /// # Safety
 /// As `panels::product` for the whole `m x k x n` product.
 unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta: f32) {
     let cols = column_piece(m, k, n);
-    let piece = |i: usize| {
-        let (c0, w) = (i * cols, cols.min(n - i * cols));
-        // SAFETY: the caller's contract for the whole product covers its columns `c0..c0 +
-        // w`, a whole number of panels; pieces write disjoint columns of C.
-        unsafe { panels::product(m, k, w, &op.at_column(c0), beta) };
-    };
     let pieces = n.div_ceil(cols);
     if pieces <= 1 {
-        piece(0);
+        // SAFETY: the caller's contract.
+        unsafe { panels::product(m, k, n, &op, beta) };
+    } else if n <= ROW_PIECES_MAX_N {
+        // Whole 8-row blocks (`applies`: m is a multiple of 8), about two pieces per worker.
+        let rows = m
+            .div_ceil(2 * crate::fanout::workers())
+            .next_multiple_of(8)
+            .min(m);
+        let piece = |i: usize| {
+            let (r0, h) = (i * rows, rows.min(m - i * rows));
+            // SAFETY: the caller's contract for the whole product covers its rows `r0..r0 +
+            // h`, whole 8-row blocks; pieces write disjoint rows of C.
+            unsafe { panels::product(h, k, n, &op.at_row(r0), beta) };
+        };
+        crate::fanout::run(m.div_ceil(rows), &piece);
     } else {
+        let piece = |i: usize| {
+            let (c0, w) = (i * cols, cols.min(n - i * cols));
+            // SAFETY: the caller's contract for the whole product covers its columns `c0..c0
+            // + w`, a whole number of panels; pieces write disjoint columns of C.
+            unsafe { panels::product(m, k, w, &op.at_column(c0), beta) };
+        };
         crate::fanout::run(pieces, &piece);
     }
 }
+
+/// The widest B [`panel_pieces`] cuts by rows.
+const ROW_PIECES_MAX_N: usize = 128;
 
 /// [`sgemm`] with A as bf16 bits in the PE layout (`narrow::product_bits`, where
 /// `narrow::bits_apply` holds). False (nothing written) if a view would leave its slice or
@@ -491,9 +514,10 @@ mod tests {
             }
         ));
     }
-    /// Cutting a product into column pieces for the helpers gives the same bits as one
-    /// piece, for edge widths and strided views alike (reference: the same product with
-    /// fan-out off).
+    /// Cutting a product into column or row pieces for the helpers gives the same bits as
+    /// one piece, for edge widths and strided views alike (reference: the same product with
+    /// fan-out off). 128 x 128 x 128 and 96 x 192 x 128 take the panel kernel's row pieces
+    /// where the host has AVX-512F; 128 x 128 x 512 its column pieces.
     #[test]
     fn fanned_out_products_are_bit_identical() {
         let mut seed = 0x9e37_79b9_u32;
@@ -508,6 +532,8 @@ mod tests {
             (128, 128, 100),
             (77, 128, 517),
             (128, 96, 400),
+            (128, 128, 133),
+            (96, 192, 133),
         ] {
             let a: Vec<f32> = (0..k * m).map(|_| next()).collect();
             // B rows and C rows strided as partitions are (row pitch above the width).

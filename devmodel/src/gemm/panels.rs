@@ -96,12 +96,22 @@ pub(super) struct Operands {
 }
 
 // SAFETY: the pointers are only dereferenced by `product`, under its caller's contract; a
-// product cut into column pieces (`gemm::panel_pieces`) reads A and B from several threads
-// and writes disjoint columns of C from each.
+// product cut into column or row pieces (`gemm::panel_pieces`) reads A and B from several
+// threads and writes disjoint columns or rows of C from each.
 unsafe impl Send for Operands {}
 unsafe impl Sync for Operands {}
 
 impl Operands {
+    /// The same product from output row `r0` on: A's `r0`th weight of every row `kk`, C's
+    /// row `r0`.
+    pub(super) fn at_row(&self, r0: usize) -> Operands {
+        Operands {
+            a: self.a.wrapping_add(r0),
+            c: self.c.wrapping_add(r0 * self.crs),
+            ..*self
+        }
+    }
+
     /// The same product from column `c0` of B and C on.
     pub(super) fn at_column(&self, c0: usize) -> Operands {
         let b = match self.b {
