@@ -74,6 +74,20 @@ fn reset_peak_rss() -> bool {
 }
 
 /// `VmHWM` of `/proc/self/status`, bytes.
+/// Executions whose walls `bench real` keeps for the median (8 MiB of them).
+const MAX_TIMES: usize = 1 << 20;
+
+/// The median of `v` (the mean of the middle two for an even count; 0 for none), sorting it;
+/// NaN-free input assumed (walls), NaNs sort last.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 fn peak_rss() -> Option<u64> {
     crate::runmem::proc_kib_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
 }
@@ -278,11 +292,19 @@ fn bench_one(
     let fan0 = neuron_devmodel::fanout::counts();
     let t = Instant::now();
     let (mut dev_ps, mut fastest) = (0, f64::INFINITY);
+    // Each execution's wall, for the median (a host whose speed drifts moves the mean; the
+    // first MAX_TIMES are kept).
+    let mut times: Vec<f64> = Vec::with_capacity((repeat as usize).min(MAX_TIMES));
     for _ in 0..repeat {
         let t1 = Instant::now();
         dev_ps = execute(&mut model).map_err(fail)?;
-        fastest = fastest.min(t1.elapsed().as_secs_f64());
+        let took = t1.elapsed().as_secs_f64();
+        fastest = fastest.min(took);
+        if times.len() < MAX_TIMES {
+            times.push(took);
+        }
     }
+    let median = median(&mut times);
     let wall = t.elapsed().as_secs_f64() / repeat as f64;
     let after = emu.stats(0).unwrap_or_default();
     let fan1 = neuron_devmodel::fanout::counts();
@@ -362,10 +384,12 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
+        median * 1e3,
+        median / floor.total().max(1e-12),
         words as f64 / wall / 1e6,
         after.lane_thread_words - before.lane_thread_words,
         fan1.steps - fan0.steps,
@@ -545,6 +569,15 @@ mod tests {
         // The table shipped with the repository parses and names both model layers.
         let j: serde_json::Value = serde_json::from_str(TRN2_TIMES).expect("trn2-times.json");
         assert_eq!(j["neffs"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn the_median_is_the_middle_value() {
+        assert_eq!(median(&mut []), 0.0);
+        assert_eq!(median(&mut [3.0]), 3.0);
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut [9.0, 1.0, 1.0, 1.0, 9.0]), 1.0);
     }
 
     #[test]
