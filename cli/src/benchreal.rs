@@ -384,7 +384,7 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
@@ -395,6 +395,7 @@ fn bench_one(
         fan1.steps - fan0.steps,
         fan1.helper_pieces - fan0.helper_pieces,
         fan1.pieces - fan0.pieces,
+        (fan1.caller_wait_ns - fan0.caller_wait_ns) as f64 / 1e3 / f64::from(repeat),
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
             ""

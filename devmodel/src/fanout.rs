@@ -89,14 +89,17 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 static SHARED_STEPS: AtomicU64 = AtomicU64::new(0);
 static HELPER_PIECES: AtomicU64 = AtomicU64::new(0);
 static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
+static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
 
-/// Counts since the process started: steps posted to the helpers, their pieces, and the
-/// pieces helpers ran.
+/// Counts since the process started: steps posted to the helpers, their pieces, the pieces
+/// helpers ran, and how long callers waited, with every piece claimed, for helpers to finish
+/// theirs (the cost of sharing a step that `bench real` reports).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub steps: u64,
     pub pieces: u64,
     pub helper_pieces: u64,
+    pub caller_wait_ns: u64,
 }
 
 pub fn counts() -> Counts {
@@ -104,6 +107,7 @@ pub fn counts() -> Counts {
         steps: SHARED_STEPS.load(Ordering::Relaxed),
         pieces: ALL_PIECES.load(Ordering::Relaxed),
         helper_pieces: HELPER_PIECES.load(Ordering::Relaxed),
+        caller_wait_ns: CALLER_WAIT_NS.load(Ordering::Relaxed),
     }
 }
 
@@ -301,10 +305,14 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     }
     SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
     ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
-    {
+    let waiting = {
         let _retract = Retract(p, &job);
         claim(&job, false);
-    }
+        Instant::now()
+        // (`_retract` waits here for helpers still in a piece.)
+    };
+    let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
     if job.panicked.load(Ordering::SeqCst) {
         panic!("a data-path step panicked on a helper thread");
     }
@@ -395,6 +403,33 @@ mod tests {
                 .count();
             assert!(k > 0, "the caller ran the first chunk");
             assert!(mine[k..].iter().all(|m| !m.load(Ordering::Relaxed)));
+        });
+    }
+
+    /// A caller that has claimed every piece while a helper is still in one waits for it,
+    /// and that wait is counted (other tests may add to the process-wide counts meanwhile,
+    /// never take from them).
+    #[test]
+    fn a_callers_wait_for_a_helper_is_counted() {
+        with(true, || {
+            if workers() < 2 {
+                eprintln!("SKIPPED: no helper thread on this host");
+                return;
+            }
+            let before = counts();
+            run(2, &|i| {
+                // The caller's piece (the front) gives a helper time to join and take the
+                // back one, which outlasts it.
+                let ms = if i == 0 { 5 } else { 40 };
+                thread::sleep(Duration::from_millis(ms));
+            });
+            let after = counts();
+            if after.helper_pieces > before.helper_pieces {
+                let waited = after.caller_wait_ns - before.caller_wait_ns;
+                assert!(waited >= 10_000_000, "waited {waited} ns");
+            } else {
+                eprintln!("no helper joined this time; nothing to check");
+            }
         });
     }
 
