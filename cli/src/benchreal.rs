@@ -73,7 +73,6 @@ fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// `VmHWM` of `/proc/self/status`, bytes.
 /// Executions whose walls `bench real` keeps for the median (8 MiB of them).
 const MAX_TIMES: usize = 1 << 20;
 
@@ -88,6 +87,7 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// `VmHWM` of `/proc/self/status`, bytes.
 fn peak_rss() -> Option<u64> {
     crate::runmem::proc_kib_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
 }

@@ -305,11 +305,12 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     }
     SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
     ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
+    // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops, for
+    // helpers still in theirs: that wait is what `caller_wait_ns` counts.
     let waiting = {
         let _retract = Retract(p, &job);
         claim(&job, false);
         Instant::now()
-        // (`_retract` waits here for helpers still in a piece.)
     };
     let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
     CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);

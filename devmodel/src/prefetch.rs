@@ -21,6 +21,22 @@ pub fn line<T>(p: *const T) {
     let _ = p;
 }
 
+/// Ask for every cache line holding a byte of the `len` bytes at `p` (none for `len` 0); as
+/// [`line`], any addresses may be named.
+#[inline]
+pub fn lines<T>(p: *const T, len: usize) {
+    let start = p as usize;
+    let end = start.saturating_add(len);
+    let mut at = start & !63;
+    while at < end {
+        line(at as *const u8);
+        match at.checked_add(64) {
+            Some(next) => at = next,
+            None => break, // the address space's last line
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -30,6 +46,9 @@ mod tests {
             super::line(v.as_ptr().wrapping_add(off));
         }
         super::line(std::ptr::null::<u8>());
+        super::lines(v.as_ptr().wrapping_add(13), 70);
+        super::lines(v.as_ptr(), 0);
+        super::lines(usize::MAX as *const u8, 4096);
         super::line(usize::MAX as *const u8);
         assert_eq!(v[99], 1);
     }

@@ -263,11 +263,10 @@ unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta:
         // SAFETY: the caller's contract.
         unsafe { panels::product(m, k, n, &op, beta) };
     } else if n <= ROW_PIECES_MAX_N {
-        // Whole 8-row blocks (`applies`: m is a multiple of 8), about two pieces per worker.
-        let rows = m
-            .div_ceil(2 * crate::fanout::workers())
-            .next_multiple_of(8)
-            .min(m);
+        // Whole blocks of rows (`applies`: m is a multiple of `MR`), cut as other steps cut
+        // their partitions.
+        let work = (m as u64) * (k as u64) * (n as u64);
+        let rows = crate::fanout::rows_per_piece(m / panels::MR, work) * panels::MR;
         let piece = |i: usize| {
             let (r0, h) = (i * rows, rows.min(m - i * rows));
             // SAFETY: the caller's contract for the whole product covers its rows `r0..r0 +

@@ -16,7 +16,7 @@ use super::narrow::SGEMM_KC;
 /// Columns of C (and B) a panel holds: two AVX-512 registers.
 const NR: usize = 32;
 /// Rows of C one block sums: one broadcast of A each.
-const MR: usize = 8;
+pub(super) const MR: usize = 8;
 
 /// Whether this host runs the kernel (AVX-512F, detected at run time).
 pub fn available() -> bool {
@@ -159,13 +159,7 @@ unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32)
     // apart, and a pass pair's weights come cold from SBUF: the first panel's loads then
     // waited on memory one row group at a time, on each thread that shares the product.
     for kk in 0..k {
-        let row = op.a.wrapping_add(kk * op.acs);
-        let end = row.wrapping_add(m) as usize;
-        let mut at = row as usize & !63;
-        while at < end {
-            crate::prefetch::line(at as *const u8);
-            at += 64;
-        }
+        crate::prefetch::lines(op.a.wrapping_add(kk * op.acs), m * 4);
     }
     for p0 in (0..n).step_by(NR) {
         // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
