@@ -5,10 +5,7 @@
 //! without AMX the tile half says so and checks only the portable path. One test per
 //! process: the switch is an environment variable, read when a core's PE state is created.
 
-use neuron_e2e_tests::{
-    execute_builtin, max_abs_diff, outputs_f32, read_f32_npy, real_neff, repo_path, setup,
-};
-use std::time::Duration;
+use neuron_e2e_tests::{max_abs_diff, outputs_f32, read_f32_npy, repo_path, run_real_once};
 
 /// The real kernels with bf16 or fp16 MATMULs (the fp32 ones run on the SGEMM on every path).
 const KERNELS: [&str; 4] = [
@@ -27,14 +24,7 @@ struct Run {
 
 fn run(stem: &str, path: &str) -> Run {
     std::env::set_var(neuron_devmodel::gemm::ENV, path);
-    let bytes = real_neff(stem);
-    let s = setup(Duration::from_secs(60));
-    let mut m =
-        s.rt.load(&bytes, 0)
-            .unwrap_or_else(|e| panic!("{stem}: {e}"));
-    let st0 = s.emu.stats(0).unwrap_or_default();
-    let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
-    let st = s.emu.stats(0).unwrap_or_default();
+    let (out, st0, st) = run_real_once(stem);
     let outputs = outputs_f32(&out);
     Run {
         outputs,

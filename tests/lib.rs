@@ -68,6 +68,26 @@ pub fn execute_builtin(
 }
 
 /// An execution's outputs by name, each converted to f32 from its dtype.
+/// One execution of the real kernel `stem` (built-in inputs) on a fresh device: its output
+/// and device core 0's counters before and after it.
+pub fn run_real_once(
+    stem: &str,
+) -> (
+    neuron_runtime::ExecOutput,
+    neuron_devmodel::Stats,
+    neuron_devmodel::Stats,
+) {
+    let bytes = real_neff(stem);
+    let s = setup(Duration::from_secs(60));
+    let mut m =
+        s.rt.load(&bytes, 0)
+            .unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let before = s.emu.stats(0).unwrap_or_default();
+    let out = execute_builtin(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let after = s.emu.stats(0).unwrap_or_default();
+    (out, before, after)
+}
+
 pub fn outputs_f32(out: &neuron_runtime::ExecOutput) -> Vec<(String, Vec<f32>)> {
     out.outputs
         .iter()

@@ -174,12 +174,13 @@ fn print_header(repeat: u32) {
         "floor = the execution's MATMUL math (multiply-adds the kernel needs: an fp32 LOW/HIGH pass pair once, transposes as data movement not at all) at the host's best one-thread GEMM rate for its operand type, plus its DMA bytes at host memcpy speed; wall/floor = host ms / floor ms (below 1 where the model's cores or helpers run on more than one thread)"
     );
     println!(
-        "host rates: measured on one thread in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two; matrixmultiply's, and where the host has AVX-512F the device model's panel kernel, the faster counting), and where the host has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
+        "host rates: measured on one thread in this process just before each NEFF loads (best of {ROUNDS} rounds): fp32 SGEMM on 128x128 weights against 128 and 512 moving columns (the best of the two; matrixmultiply's, and where the host has AVX-512F the device model's panel kernel, the faster counting), where the host has AVX512-BF16 the panel kernel on VDPBF16PS for bf16, and where it has AMX the tile kernel on the same shapes for bf16/fp8 and for fp16 split into bf16 parts (a kernel the host has, though the device model keeps fp16 on the SGEMM); each operand type's floor is at its best kernel's rate; memcpy of {} MiB for models with <= {} MiB of inputs + outputs, {} MiB for larger ones",
         COPY_CACHE >> 20,
         CACHE_RESIDENT >> 20,
         COPY_MEMORY >> 20,
     );
     println!("AMX: {}", amx_line());
+    println!("VDPBF16PS: {}", dot_line());
     println!(
         "data paths: NEURON_EMU_THREADS={:?} (lane words = data-path words that ran on their core's own host thread, in each NEFF's line; --host-profile keeps them all on the device thread); {} data-path helper thread(s) share large steps (a GEMM by column ranges; ACTIVATE, TENSOR_REDUCE, TENSOR_SCALAR and copies by partitions, each partition read, computed and written by one thread; off with NEURON_EMU_THREADS=1): steps shared and pieces run by helpers in each NEFF's line",
         neuron_devmodel::device::ThreadMode::from_env(),
@@ -204,7 +205,7 @@ fn print_header(repeat: u32) {
         neuron_devmodel::pagepool::huge_pages_mode()
     );
     println!(
-        "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx or portable; fp32 always runs on the portable SGEMM)"
+        "slowdown = host wall / trn2 device time (the profile JSON's summary.total_time, else the published figure in fixtures/trn2-times.json); path = the GEMM kernel the bf16/fp8/fp16 MATMULs ran on (amx, bf16dot = VDPBF16PS panels, or portable; fp32 always runs on the portable SGEMM)"
     );
     println!(
         "func ms = host wall of the same executions in functional mode (no timing model); t/func = timed / functional"
@@ -384,12 +385,19 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x); {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
         median * 1e3,
         median / floor.total().max(1e-12),
+        match after.dot_macs - before.dot_macs {
+            0 => String::new(),
+            d => format!(
+                " {:.1} M MACs an execution on VDPBF16PS;",
+                d as f64 / 1e6 / f64::from(repeat)
+            ),
+        },
         words as f64 / wall / 1e6,
         after.lane_thread_words - before.lane_thread_words,
         fan1.steps - fan0.steps,
@@ -421,9 +429,10 @@ fn bench_one(
             .collect::<String>()
     };
     println!(
-        "    host: SGEMM (m x k x n, GFLOP/s) {}{}{}{}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
+        "    host: SGEMM (m x k x n, GFLOP/s) {}{}{}{}{}; memcpy {} MiB {:.1} GB/s, {} MiB {:.1} GB/s",
         shapes.join(", "),
         tiles("AVX-512 panels", &rates.panels),
+        tiles("VDPBF16PS panels bf16", &rates.dot_bf16),
         tiles("AMX bf16", &rates.amx_bf16),
         tiles("AMX fp16 split", &rates.amx_fp16),
         COPY_CACHE >> 20,
@@ -497,15 +506,35 @@ fn amx_line() -> String {
     }
     match Path::from_env() {
         Path::Amx => format!("present, used for bf16/fp8 MATMULs of >= 16 moving columns ({ENV}=portable turns it off; fp16 stays on the SGEMM)"),
-        Path::Portable => format!("present, not used ({ENV}=portable): every MATMUL on the portable SGEMM"),
+        Path::Portable | Path::Dot => format!("present, not used ({ENV}={}): every MATMUL on the portable SGEMM", Path::from_env().name()),
+    }
+}
+
+/// Whether the host has `VDPBF16PS` and the device model uses it (`gemm::dot`).
+fn dot_line() -> String {
+    use neuron_devmodel::gemm::{dot, Path, ENV};
+    if !dot::cpu_has_dot() {
+        return "absent (AVX512-BF16): bf16 MATMULs on the fp32 FMA kernel".into();
+    }
+    if !dot::available() {
+        return "present, but its sums are not two fused multiply-adds on this CPU: not used"
+            .into();
+    }
+    match Path::from_env() {
+        Path::Dot => format!("present, used for bf16 x bf16 panels it proves exact (the same bits as the FMA kernel; {ENV}=portable turns it off)"),
+        Path::Amx => "present, not used (AMX takes bf16)".into(),
+        Path::Portable if dot::preferred() => format!("present, not used ({ENV}=portable)"),
+        Path::Portable => format!("present, not used by default on this vendor's CPUs (no faster than FMA; {ENV}=dot uses it)"),
     }
 }
 
 /// The kernel the timed executions' bf16-representable MATMULs ran on, from the device's
-/// counters: `amx` if any multiply-add ran on tiles.
+/// counters: `amx` if any multiply-add ran on tiles, `bf16dot` if any on `VDPBF16PS`.
 fn gemm_path(before: &neuron_devmodel::Stats, after: &neuron_devmodel::Stats) -> &'static str {
     if after.amx_macs > before.amx_macs {
         "amx"
+    } else if after.dot_macs > before.dot_macs {
+        "bf16dot"
     } else {
         "portable"
     }

@@ -46,6 +46,9 @@ pub(crate) struct HostRates {
     /// FLOP/s of the AMX tile kernel on the same shapes (empty without AMX): bf16 operands,
     /// and fp16 operands split into two bf16 parts each (four tile products per product).
     pub(crate) amx_bf16: Vec<((usize, usize, usize), f64)>,
+    /// FLOP/s of the panel kernel on `VDPBF16PS` for bf16 operands (empty without
+    /// AVX512-BF16, or where its sums are not the FMA chain's: `gemm::dot`).
+    pub(crate) dot_bf16: Vec<((usize, usize, usize), f64)>,
     pub(crate) amx_fp16: Vec<((usize, usize, usize), f64)>,
     /// memcpy bytes/s of a [`COPY_CACHE`] and a [`COPY_MEMORY`] buffer.
     pub(crate) memcpy_cache: f64,
@@ -83,6 +86,10 @@ impl HostRates {
                 ((m, k, n), r)
             })
             .collect();
+        let dot_bf16 = SHAPES
+            .into_iter()
+            .filter_map(|(m, k, n)| Some(((m, k, n), dot_rate(m, k, n)?)))
+            .collect();
         // On a thread of its own: a thread that has used the tiles gets ~11 KiB signal frames,
         // which would leave the MMIO trap handler (run on Rust's alternate signal stack, sized
         // by AT_MINSIGSTKSZ) too little room on this thread, which stores to the device's
@@ -107,6 +114,7 @@ impl HostRates {
             sgemm,
             panels,
             amx_bf16: amx(Parts::Exact),
+            dot_bf16,
             amx_fp16: amx(Parts::Split),
             memcpy_cache: memcpy_rate(COPY_CACHE),
             memcpy_memory: memcpy_rate(COPY_MEMORY),
@@ -123,8 +131,8 @@ impl HostRates {
     }
 
     /// FLOP/s of a MATMUL by moving dtype code: the host's best kernel for it. fp32 (and
-    /// everything else) has only the SGEMM; bf16 and fp8 also the AMX tiles, fp16 the tiles on
-    /// split operands, where the host has AMX. (VDPBF16PS is slower than fp32 FMA: issue 16.)
+    /// everything else) has only the SGEMM; bf16 and fp8 also the AMX tiles where the host
+    /// has AMX and `VDPBF16PS` where it has AVX512-BF16, fp16 the tiles on split operands.
     pub(crate) fn flops_by_dtype(&self) -> [f64; 16] {
         use neuron_isa::Dtype;
         let best =
@@ -132,7 +140,7 @@ impl HostRates {
         let sgemm = self.best_sgemm();
         let mut out = [sgemm; 16];
         for dt in [Dtype::Bf16, Dtype::Fp8E3, Dtype::Fp8E4, Dtype::Fp8E5] {
-            out[dt as usize] = sgemm.max(best(&self.amx_bf16));
+            out[dt as usize] = sgemm.max(best(&self.amx_bf16)).max(best(&self.dot_bf16));
         }
         out[Dtype::F16 as usize] = sgemm.max(best(&self.amx_fp16));
         out
@@ -167,6 +175,34 @@ fn amx_rate(m: usize, k: usize, n: usize, parts: neuron_devmodel::gemm::amx::Par
     }
     let r = best_rate(2.0 * (m * k * n) as f64, || {
         gemm(&pa, &pb, &mut c);
+    });
+    std::hint::black_box(&c);
+    Some(r)
+}
+
+/// FLOP/s of the panel kernel on `VDPBF16PS` (`gemm::dot`) with bf16 operands whose sums
+/// it proves exact (the device model's case), weights packed once as per LDWEIGHTS; None
+/// where the host cannot run it.
+fn dot_rate(m: usize, k: usize, n: usize) -> Option<f64> {
+    use neuron_devmodel::gemm::dot;
+    if !dot::available() {
+        return None;
+    }
+    let bf16 = |x: f32| half::bf16::from_f32(x);
+    let w: Vec<f32> = neuron_kbuild::prng::uniform(21, k * m, 1.0)
+        .iter()
+        .map(|x| bf16(*x).to_f32())
+        .collect();
+    let b: Vec<u16> = neuron_kbuild::prng::uniform(22, k * n, 1.0)
+        .iter()
+        .map(|x| bf16(*x).to_bits())
+        .collect();
+    let (mut a, mut c) = (dot::PackedA::default(), vec![0f32; m * n]);
+    if !(a.ensure(&w, m, k) && dot::dense(n, &w, &a, &b, 1.0, &mut c)) {
+        return None;
+    }
+    let r = best_rate(2.0 * (m * k * n) as f64, || {
+        dot::dense(n, &w, &a, &b, 1.0, &mut c);
     });
     std::hint::black_box(&c);
     Some(r)

@@ -76,9 +76,24 @@ fn bench_real_prints_the_floor_wall_over_floor_slowdown_and_path() {
     // The profiled trn2 time of this NEFF (summary.total_time) is 36.35 us.
     assert_eq!(c[5], "36.35", "{c:?}");
     assert!(c[6].ends_with('x'), "{c:?}");
-    // The bf16 MATMULs ran on AMX tiles where the host has them (NEURON_EMU_GEMM unset).
+    // The bf16 MATMULs ran on AMX tiles where the host has them, else on VDPBF16PS where
+    // `auto` picks it (NEURON_EMU_GEMM unset).
     let amx = neuron_devmodel::gemm::amx::available();
-    assert_eq!(c[7], if amx { "amx" } else { "portable" }, "{c:?}");
+    let dot =
+        !amx && neuron_devmodel::gemm::dot::available() && neuron_devmodel::gemm::dot::preferred();
+    let path = match (amx, dot) {
+        (true, _) => "amx",
+        (_, true) => "bf16dot",
+        _ => "portable",
+    };
+    assert_eq!(c[7], path, "{c:?}");
+    assert_eq!(out.contains("on VDPBF16PS;"), dot, "{out}");
+    assert_eq!(
+        out.contains("VDPBF16PS panels bf16 128x128x512"),
+        neuron_devmodel::gemm::dot::available(),
+        "{out}"
+    );
+    assert!(out.contains("VDPBF16PS: "), "{out}");
     assert!(num(&c[8]) > 0.0 && num(&c[9]) > 0.0, "{c:?}");
     assert!(num(&c[11]) > 0.0 && num(&c[12]) > 0.0, "{c:?}");
     // The header says what the floor is and what the host offers.

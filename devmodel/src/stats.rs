@@ -20,6 +20,9 @@ pub struct Stats {
     /// Multiply-adds run on AMX tiles instead (bf16, fp8 and fp16 operands on an AMX host,
     /// `gemm::amx`): `sgemm_macs + amx_macs` is every non-transpose MATMUL's host math.
     pub amx_macs: u64,
+    /// Of `sgemm_macs`, the bf16 × bf16 multiply-adds run on `VDPBF16PS` (`gemm::dot`, the
+    /// same bits as the SGEMM's FMAs).
+    pub dot_macs: u64,
     /// Data-path words that ran on their core's own host thread (`device::lane`) rather
     /// than on the device thread.
     pub lane_thread_words: u64,

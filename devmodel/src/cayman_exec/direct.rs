@@ -9,7 +9,7 @@ use super::pattern::span;
 use super::pe::{PeState, MAX_MOVING};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{thin, Half, View, Weights};
+use crate::gemm::{thin, Half, Path, View, Weights};
 use neuron_isa::cayman::AccessPattern;
 use neuron_isa::{Dtype, Space};
 use zerocopy::{FromBytes, IntoBytes};
@@ -73,6 +73,15 @@ fn panel_product(
         return Ok(None);
     };
     pe.materialize(mem)?;
+    // bf16 weights against a bf16 moving tensor on `VDPBF16PS` (`gemm::dot`), packed once
+    // per load; the panels it cannot prove exact, and other types, on the fp32 kernel.
+    let bf16_weights = matches!(
+        pe.w_dt,
+        Some(Dtype::Bf16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5)
+    );
+    let pairs = (pe.gemm == Path::Dot && half == Half::Bf16 && bf16_weights)
+        .then(|| pe.wpairs.ensure(&pe.w, m, k))
+        .and_then(|ok| ok.then_some(&pe.wpairs));
     let (other, c) = mem.split_f32(dspace);
     let Ok(bits) = <[u16]>::ref_from_bytes(other.as_bytes()) else {
         return Ok(None);
@@ -83,7 +92,9 @@ fn panel_product(
         cs: m,
     };
     let b = (half, bits);
-    Ok(crate::gemm::sgemm_16(m, k, n, &pe.w, wv, b, bv, beta, c, cv).then_some(n))
+    let done = crate::gemm::sgemm_16(m, k, n, &pe.w, wv, b, bv, beta, c, cv, pairs);
+    pe.dot_macs = done.unwrap_or(0);
+    Ok(done.map(|_| n))
 }
 
 /// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor

@@ -70,6 +70,8 @@ pub enum Exec {
         sgemm_macs: u64,
         /// Multiply-adds run on AMX tiles instead (the unpadded `m·k·n`).
         amx_macs: u64,
+        /// Of `sgemm_macs`, those run on `VDPBF16PS` (`gemm::dot`).
+        dot_macs: u64,
         math_macs: u64,
         /// SBUF/PSUM bytes the word's operands read and write, as the kernel needs them
         /// ([`operand_bytes`]; `Stats::onchip_bytes`).
@@ -427,6 +429,7 @@ fn execute_op(
             elems: elems as u64,
             sgemm_macs: 0,
             amx_macs: 0,
+            dot_macs: 0,
             math_macs: 0,
             onchip_bytes: 0,
         })

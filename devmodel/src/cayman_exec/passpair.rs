@@ -353,6 +353,7 @@ pub(super) fn resume(
                     elems: nmov as u64 * 4,
                     sgemm_macs: 0,
                     amx_macs: 0,
+                    dot_macs: 0,
                     math_macs: macs,
                     onchip_bytes: 0,
                 }));

@@ -11,7 +11,7 @@ use super::transpose::{
 use super::{need, passpair, Exec};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{amx, Path, View};
+use crate::gemm::{amx, dot, Path, View};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr};
 use neuron_isa::Dtype;
 use zerocopy::IntoBytes;
@@ -70,6 +70,10 @@ pub struct PeState {
     pub gemm: Path,
     /// The weights packed for the AMX tiles, once per LDWEIGHTS (on first use).
     pub wpack: amx::PackedA,
+    /// The weights packed as bf16 pairs for `VDPBF16PS` (`Path::Dot`), likewise.
+    pub wpairs: dot::PackedA,
+    /// Multiply-adds the last MATMUL ran on `VDPBF16PS` (set by `direct`).
+    pub dot_macs: u64,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
     /// Where transposes last found identity moving tensors (a kernel transposes against
@@ -106,6 +110,8 @@ impl Default for PeState {
             last_narrow: false,
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
+            wpairs: dot::PackedA::default(),
+            dot_macs: 0,
             pair: None,
             identity_at: Identities::default(),
             low_writes: 0,
@@ -365,6 +371,7 @@ pub(super) fn ldweights(
     pe.loaded = true;
     pe.w_dt = Some(dt);
     pe.wpack.clear();
+    pe.wpairs.clear();
     pe.transpose = transpose;
     pe.fresh = true;
     if pe.pair.is_some() {
@@ -374,6 +381,7 @@ pub(super) fn ldweights(
         elems: n as u64,
         sgemm_macs: 0,
         amx_macs: 0,
+        dot_macs: 0,
         math_macs: 0,
         onchip_bytes: 0,
     })
@@ -418,6 +426,7 @@ pub(super) fn matmul(
                 elems: n as u64,
                 sgemm_macs: 0,
                 amx_macs: 0,
+                dot_macs: 0,
                 math_macs: 0,
                 onchip_bytes: 0,
             });
@@ -439,6 +448,7 @@ pub(super) fn matmul(
                 elems: n as u64 * 4,
                 sgemm_macs: 0,
                 amx_macs: 0,
+                dot_macs: 0,
                 math_macs: 0,
                 onchip_bytes: 0,
             });
@@ -460,6 +470,7 @@ pub(super) fn matmul(
             dv,
             beta,
         };
+        pe.dot_macs = 0;
         if let Some(n) = super::direct::product(mem, pe, &op, c)? {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             let macs = (m * k * n) as u64;
@@ -467,6 +478,7 @@ pub(super) fn matmul(
                 elems: n as u64 * if dt == Dtype::F32 { 4 } else { 1 },
                 sgemm_macs: macs,
                 amx_macs: 0,
+                dot_macs: pe.dot_macs,
                 math_macs: if pe.low_pass { 0 } else { macs },
                 onchip_bytes: 0,
             });
@@ -652,6 +664,7 @@ pub(super) fn matmul(
             (m * k * nmov) as u64
         },
         amx_macs: if on_amx { (m * k * nmov) as u64 } else { 0 },
+        dot_macs: 0,
         math_macs: if ident || pe.low_pass {
             0
         } else {

@@ -62,6 +62,7 @@ impl Device {
         if let crate::cayman_exec::Exec::Done {
             sgemm_macs,
             amx_macs,
+            dot_macs,
             math_macs,
             onchip_bytes,
             ..
@@ -70,6 +71,7 @@ impl Device {
             self.stats.onchip_bytes += onchip_bytes;
             self.stats.sgemm_macs += sgemm_macs;
             self.stats.amx_macs += amx_macs;
+            self.stats.dot_macs += dot_macs;
             if let (1.., Some(dt)) = (math_macs, dt) {
                 self.stats.math_macs[dt as usize & 15] += math_macs;
             }

@@ -1,10 +1,12 @@
 //! The matrix products MATMUL runs on: a bounds-checked front end to a blocked SGEMM
 //! (`matrixmultiply`, or on AVX-512F hosts its own kernel for the PE layout, `panels`, with
 //! the same bits), so matmuls run on whole tiles straight out of SBUF/PSUM storage, and
-//! (`amx`) bf16 tiles where the host has AMX; [`Path`] says which one a core uses.
+//! (`amx`) bf16 tiles where the host has AMX, or (`dot`) bf16 panels on `VDPBF16PS` with the
+//! SGEMM's bits; [`Path`] says which one a core uses.
 #![allow(unsafe_code)]
 
 pub mod amx;
+pub mod dot;
 pub mod narrow;
 pub mod panels;
 pub mod thin;
@@ -13,7 +15,9 @@ pub mod thin;
 /// MATMUL; `auto` or `amx` (or unset) uses AMX tiles for bf16 and fp8 operands where the host
 /// has them. fp16 operands stay on the SGEMM: split into bf16 parts they would need four tile
 /// products per product, and packing the parts cost more than the tiles saved
-/// (`docs/performance.md`, "AMX").
+/// (`docs/performance.md`, "AMX"). Without AMX, `auto` runs bf16 × bf16 panels on
+/// `VDPBF16PS` where it is faster than FMA (`dot::preferred`); `dot` asks for that wherever
+/// the CPU has it.
 pub const ENV: &str = "NEURON_EMU_GEMM";
 
 /// Which kernel a core's MATMULs of bf16-representable operands run on.
@@ -23,6 +27,9 @@ pub enum Path {
     Portable,
     /// AMX-BF16 tiles (`amx`) for bf16 and fp8 operands: hosts that have them, by default.
     Amx,
+    /// The SGEMM, with bf16 × bf16 panels on `VDPBF16PS` (`dot`): the same bits as
+    /// `Portable`, faster where the host issues it as fast as FMA.
+    Dot,
 }
 
 impl Path {
@@ -31,16 +38,18 @@ impl Path {
     pub fn from_env() -> Path {
         let v = std::env::var(ENV).unwrap_or_default();
         let v = v.trim();
-        if !matches!(v, "" | "auto" | "portable" | "amx") {
+        if !matches!(v, "" | "auto" | "portable" | "amx" | "dot") {
             static WARNED: std::sync::Once = std::sync::Once::new();
             WARNED.call_once(|| {
-                tracing::warn!("{ENV}={v:?} is not portable, amx or auto: using auto");
+                tracing::warn!("{ENV}={v:?} is not portable, amx, dot or auto: using auto");
             });
         }
-        if v == "portable" || !amx::available() {
-            Path::Portable
-        } else {
-            Path::Amx
+        match v {
+            "portable" => Path::Portable,
+            "dot" if dot::available() => Path::Dot,
+            _ if amx::available() => Path::Amx,
+            _ if dot::preferred() && dot::available() => Path::Dot,
+            _ => Path::Portable,
         }
     }
 
@@ -56,6 +65,7 @@ impl Path {
         match self {
             Path::Portable => "portable",
             Path::Amx => "amx",
+            Path::Dot => "avx512-bf16",
         }
     }
 }
@@ -156,6 +166,7 @@ pub fn sgemm(
             bcs: bv.cs,
             c,
             crs: cv.rs,
+            pairs: None,
         };
         // SAFETY: `applies` held; every element the product names was bounds-checked above
         // (`views_fit`); C is an exclusive borrow apart from A and B.
@@ -206,8 +217,10 @@ pub enum Half {
 
 /// [`sgemm`] with B as bf16 or fp16 bits (a moving tensor read where it lies in storage), on
 /// the AVX-512F panel kernel (`panels`): the same bits as [`sgemm`] on the widened values,
-/// with no widened copy of B. False (nothing written) if a view would leave its slice or the
-/// kernel does not take the product (`panels::applies`: the caller then widens B).
+/// with no widened copy of B. Where `pairs` packs A (bf16 weights on the `dot` path), bf16
+/// panels run on `VDPBF16PS`. The multiply-adds that ran there, or None (nothing written) if
+/// a view would leave its slice or the kernel does not take the product
+/// (`panels::applies`: the caller then widens B).
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_16(
     m: usize,
@@ -220,13 +233,21 @@ pub fn sgemm_16(
     beta: f32,
     c: &mut [f32],
     cv: View,
-) -> bool {
+    pairs: Option<&dot::PackedA>,
+) -> Option<u64> {
     let (half, b) = b;
     if !panels::applies(m, k, n, av.rs, cv.cs)
         || !views_fit([m, k, n], [a.len(), b.len(), c.len()], [av, bv, cv])
     {
-        return false;
+        return None;
     }
+    // Packed pairs only for this very A: the PE layout (`av` dense from 0) and shape.
+    let pairs = match (half, pairs) {
+        (Half::Bf16, Some(p)) if av.off == 0 && av.cs == m && dot::available() => {
+            p.view().filter(|v| v.m == m && p.k() == k)
+        }
+        _ => None,
+    };
     let op = panels::Operands {
         a: a[av.off..].as_ptr(),
         acs: av.cs,
@@ -238,16 +259,18 @@ pub fn sgemm_16(
         bcs: bv.cs,
         c: c[cv.off..].as_mut_ptr(),
         crs: cv.rs,
+        pairs,
     };
     // SAFETY: `applies` held; every element the product names was bounds-checked above
-    // (`views_fit`); C is an exclusive borrow apart from A and B.
-    unsafe { panel_pieces(m, k, n, op, beta) };
-    true
+    // (`views_fit`); C is an exclusive borrow apart from A and B; `pairs` packs this A.
+    let on_dot = unsafe { panel_pieces(m, k, n, op, beta) };
+    Some((on_dot * panels::NR * m * k) as u64)
 }
 
 /// A product [`panels::applies`] accepts, cut for the data-path helpers: by output rows
 /// where B is at most [`ROW_PIECES_MAX_N`] columns, else into column ranges as [`sgemm`] cuts
-/// its own (whole panels: `column_piece` gives multiples of 32 or all `n`).
+/// its own (whole panels: `column_piece` gives multiples of 32 or all `n`). Returns the
+/// 32-column panels (of all `m` rows) that ran on `VDPBF16PS`.
 ///
 /// Why rows for narrow products: every column piece reads all of A, and a pass pair's
 /// weights were just written into SBUF by the device thread (a DMA), so a helper's column
@@ -256,12 +279,16 @@ pub fn sgemm_16(
 ///
 /// # Safety
 /// As `panels::product` for the whole `m x k x n` product.
-unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta: f32) {
+unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta: f32) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let cols = column_piece(m, k, n);
     let pieces = n.div_ceil(cols);
+    // Panels on `VDPBF16PS`, in units of one panel of `MR` rows (row pieces see a part of
+    // each panel).
+    let blocks = AtomicUsize::new(0);
     if pieces <= 1 {
         // SAFETY: the caller's contract.
-        unsafe { panels::product(m, k, n, &op, beta) };
+        unsafe { panels::product(m, k, n, &op, beta) }
     } else if n <= ROW_PIECES_MAX_N {
         // Whole blocks of rows (`applies`: m is a multiple of `MR`), cut as other steps cut
         // their partitions.
@@ -271,17 +298,21 @@ unsafe fn panel_pieces(m: usize, k: usize, n: usize, op: panels::Operands, beta:
             let (r0, h) = (i * rows, rows.min(m - i * rows));
             // SAFETY: the caller's contract for the whole product covers its rows `r0..r0 +
             // h`, whole 8-row blocks; pieces write disjoint rows of C.
-            unsafe { panels::product(h, k, n, &op.at_row(r0), beta) };
+            let on = unsafe { panels::product(h, k, n, &op.at_row(r0), beta) };
+            blocks.fetch_add(on * (h / panels::MR), Ordering::Relaxed);
         };
         crate::fanout::run(m.div_ceil(rows), &piece);
+        blocks.into_inner() / (m / panels::MR)
     } else {
         let piece = |i: usize| {
             let (c0, w) = (i * cols, cols.min(n - i * cols));
             // SAFETY: the caller's contract for the whole product covers its columns `c0..c0
             // + w`, a whole number of panels; pieces write disjoint columns of C.
-            unsafe { panels::product(m, k, w, &op.at_column(c0), beta) };
+            let on = unsafe { panels::product(m, k, w, &op.at_column(c0), beta) };
+            blocks.fetch_add(on, Ordering::Relaxed);
         };
         crate::fanout::run(pieces, &piece);
+        blocks.into_inner()
     }
 }
 
@@ -711,7 +742,7 @@ mod tests {
     fn bf16_panels_equal_the_sgemm_on_their_values() {
         if !panels::available() {
             eprintln!("SKIPPED: no AVX-512F on this host; bf16 B is always widened first");
-            assert!(!sgemm_16(
+            assert!(sgemm_16(
                 8,
                 1,
                 32,
@@ -721,8 +752,10 @@ mod tests {
                 v(0, 32, 1),
                 0.0,
                 &mut [0.0; 256],
-                v(0, 32, 1)
-            ));
+                v(0, 32, 1),
+                None
+            )
+            .is_none());
             return;
         }
         let (m, k, n) = (128, 128, 512);
@@ -746,14 +779,16 @@ mod tests {
                 bv,
                 beta,
                 &mut got,
-                cv
-            ));
+                cv,
+                None
+            )
+            .is_some());
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "beta {beta}");
         }
         let mut c = old.clone();
         assert!(
-            !sgemm_16(
+            sgemm_16(
                 m,
                 k,
                 n - 16,
@@ -763,12 +798,14 @@ mod tests {
                 bv,
                 0.0,
                 &mut c,
-                cv
-            ),
+                cv,
+                None
+            )
+            .is_none(),
             "part panel"
         );
         assert!(
-            !sgemm_16(
+            sgemm_16(
                 m,
                 300,
                 n,
@@ -778,12 +815,14 @@ mod tests {
                 bv,
                 0.0,
                 &mut c,
-                cv
-            ),
+                cv,
+                None
+            )
+            .is_none(),
             "two K blocks"
         );
         assert!(
-            !sgemm_16(
+            sgemm_16(
                 m,
                 k,
                 n,
@@ -793,12 +832,14 @@ mod tests {
                 bv,
                 0.0,
                 &mut c,
-                cv
-            ),
+                cv,
+                None
+            )
+            .is_none(),
             "B short"
         );
         assert!(
-            !sgemm_16(
+            sgemm_16(
                 m,
                 k,
                 n,
@@ -808,8 +849,10 @@ mod tests {
                 bv,
                 0.0,
                 &mut c[..cv.off + (m - 1) * cv.rs + n - 1],
-                cv
-            ),
+                cv,
+                None
+            )
+            .is_none(),
             "C short"
         );
         assert_eq!(c, old, "nothing written");
@@ -857,10 +900,44 @@ mod tests {
             // B as 16-bit bits against the SGEMM on `want`, their widened values' product.
             let check16 = |b16: (Half, &[u16]), want: &[f32], what: &str| {
                 let mut got = old.clone();
-                assert!(sgemm_16(m, k, n, &a, av, b16, bv, beta, &mut got, cv));
+                let on_dot = sgemm_16(m, k, n, &a, av, b16, bv, beta, &mut got, cv, None);
+                assert_eq!(on_dot, Some(0), "case {case}: no pairs, no VDPBF16PS");
                 assert_eq!(bits(&got), bits(want), "case {case}: {m}x{k}x{n}, {what} B");
             };
             check16((Half::Bf16, &b_bits), &want, "bf16");
+            // The weights packed as pairs (`dot`, the PE layout from 0), where the host runs
+            // them: every panel on VDPBF16PS, the same bits.
+            let compact: Vec<f32> = (0..k * m)
+                .map(|i| a[av.off + (i / m) * av.cs + i % m])
+                .collect();
+            let mut pairs = dot::PackedA::default();
+            assert!(pairs.ensure(&compact, m, k));
+            let mut got = old.clone();
+            let b16 = (Half::Bf16, &b_bits[..]);
+            let on_dot = sgemm_16(
+                m,
+                k,
+                n,
+                &compact,
+                v(0, 1, m),
+                b16,
+                bv,
+                beta,
+                &mut got,
+                cv,
+                Some(&pairs),
+            );
+            let all = (m * k * n) as u64;
+            assert_eq!(
+                on_dot,
+                Some(if dot::available() { all } else { 0 }),
+                "case {case}"
+            );
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "case {case}: {m}x{k}x{n}, bf16 B on pairs"
+            );
             // The same values as fp16 (rounded to it where they differ: the fp16 bits widened
             // are what the product must use).
             let h: Vec<u16> = b

@@ -8,13 +8,14 @@
 //! `kk` order from +0 (products up to `narrow::SGEMM_KC` deep, one block of its), then
 //! `1·ab` (β = 0) or `fma(1, ab, β·c)`, as `narrow` documents
 //! (`tests::panel_products_equal_the_blocked_sgemm_bit_for_bit`). Other shapes and hosts
-//! keep `matrixmultiply`.
+//! keep `matrixmultiply`. Where the weights come packed as bf16 pairs (`dot`), a bf16 B's
+//! panels run on `VDPBF16PS` instead, with the same bits.
 #![allow(unsafe_code)]
 
 use super::narrow::SGEMM_KC;
 
 /// Columns of C (and B) a panel holds: two AVX-512 registers.
-const NR: usize = 32;
+pub(super) const NR: usize = 32;
 /// Rows of C one block sums: one broadcast of A each.
 pub(super) const MR: usize = 8;
 
@@ -65,6 +66,7 @@ pub fn dense(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c: &
         bcs: 1,
         c: c.as_mut_ptr(),
         crs: n,
+        pairs: None,
     };
     // SAFETY: `applies` held and the slices hold every element named (checked above); `c` is
     // an exclusive borrow, apart from `a` and `b`.
@@ -93,6 +95,8 @@ pub(super) struct Operands {
     pub(super) bcs: usize,
     pub(super) c: *mut f32,
     pub(super) crs: usize,
+    /// A's weights packed for `VDPBF16PS` (`dot`), where the path is on and they are bf16.
+    pub(super) pairs: Option<super::dot::Pairs>,
 }
 
 // SAFETY: the pointers are only dereferenced by `product`, under its caller's contract; a
@@ -108,6 +112,7 @@ impl Operands {
         Operands {
             a: self.a.wrapping_add(r0),
             c: self.c.wrapping_add(r0 * self.crs),
+            pairs: self.pairs.map(|p| p.at_row(r0)),
             ..*self
         }
     }
@@ -127,41 +132,70 @@ impl Operands {
     }
 }
 
-/// `C = A·B + β·C` for an `m x k x n` product [`applies`] accepts.
+/// `C = A·B + β·C` for an `m x k x n` product [`applies`] accepts. Returns how many of its
+/// 32-column panels ran on `VDPBF16PS` (`dot`).
 ///
 /// # Safety
 /// [`applies`] must hold (so the CPU has AVX-512F); every element of the `m x k` A, `k x n` B
 /// and `m x n` C the operands name must lie in live allocations, C's apart from A's and B's,
-/// and nothing else may access C's elements during the call.
-pub(super) unsafe fn product(m: usize, k: usize, n: usize, op: &Operands, beta: f32) {
+/// and nothing else may access C's elements during the call; `op.pairs`, where given, packs
+/// that A and `dot::available()` holds.
+pub(super) unsafe fn product(m: usize, k: usize, n: usize, op: &Operands, beta: f32) -> usize {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract.
     unsafe {
         product_avx512(m, k, n, op, beta)
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (m, k, n, op, beta);
+    {
+        let _ = (m, k, n, op, beta);
+        0
+    }
 }
 
 /// # Safety
 /// As [`product`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32) {
+unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32) -> usize {
     use std::arch::x86_64::*;
+    // bf16 B against bf16 weights packed as pairs: `VDPBF16PS`, panel by panel where `dot`
+    // proves the bits the same.
+    let dot = match (op.pairs, op.b) {
+        (Some(p), Moving::Bf16(b)) => Some((p, b)),
+        _ => None,
+    };
+    let mut dot_buf = [0u32; SGEMM_KC / 2 * NR];
+    let mut on_dot = 0;
     // One K block (`applies`): the panel of B fits this buffer. Left uninitialised (zeroing
     // 32 KiB per product showed in profiles): the first `k` rows are written before any is
     // read, and no other row is read.
     let mut panel = [const { std::mem::MaybeUninit::<f32>::uninit() }; SGEMM_KC * NR];
     let pp: *mut f32 = panel.as_mut_ptr().cast();
-    let (ones, betas) = (_mm512_set1_ps(1.0), _mm512_set1_ps(beta));
     // Ask for all of A first. Every panel reads it, row `kk` after row `kk - 1` a partition
     // apart, and a pass pair's weights come cold from SBUF: the first panel's loads then
     // waited on memory one row group at a time, on each thread that shares the product.
-    for kk in 0..k {
-        crate::prefetch::lines(op.a.wrapping_add(kk * op.acs), m * 4);
+    match dot {
+        Some((p, _)) => {
+            for t in 0..k.div_ceil(2) {
+                crate::prefetch::lines(p.p.wrapping_add(t * p.m), m * 4);
+            }
+        }
+        None => {
+            for kk in 0..k {
+                crate::prefetch::lines(op.a.wrapping_add(kk * op.acs), m * 4);
+            }
+        }
     }
     for p0 in (0..n).step_by(NR) {
+        if let Some((p, b)) = dot {
+            let (b, c) = (b.add(p0 * op.bcs), op.c.add(p0));
+            // SAFETY: the caller's contract, for this panel's columns.
+            if super::dot::panel(m, k, p, b, op.brs, op.bcs, c, op.crs, beta, &mut dot_buf) {
+                on_dot += 1;
+                continue;
+            }
+        }
         // SAFETY (all accesses below): B's, A's and C's elements lie where the caller says;
         // the panel holds k <= SGEMM_KC rows of NR.
         for kk in 0..k {
@@ -219,18 +253,39 @@ unsafe fn product_avx512(m: usize, k: usize, n: usize, op: &Operands, beta: f32)
                     sums[1] = _mm512_fmadd_ps(w, b1, sums[1]);
                 }
             }
-            for (r, sums) in acc.iter().enumerate() {
-                let row = op.c.add((j0 + r) * op.crs + p0);
-                for (h, s) in sums.iter().enumerate() {
-                    let at = row.add(16 * h);
-                    let v = if beta == 0.0 {
-                        // `1·ab`: the sums as they are (C's old values unread: NaN-safe).
-                        *s
-                    } else {
-                        _mm512_fmadd_ps(ones, *s, _mm512_mul_ps(_mm512_loadu_ps(at), betas))
-                    };
-                    _mm512_storeu_ps(at, v);
-                }
+            store_block(&acc, op.c.add(j0 * op.crs + p0), op.crs, beta);
+        }
+    }
+    on_dot
+}
+
+/// Write an 8 x 32 block's sums `ab` to C (row `r` at `c + r * crs`): `1·ab` (β = 0: C's
+/// old values unread, NaN-safe) or `fma(1, ab, β·c)`, as `matrixmultiply` does.
+///
+/// # Safety
+/// The block's rows of C lie in live memory nothing else accesses meanwhile; AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn store_block(
+    ab: &[[std::arch::x86_64::__m512; 2]; MR],
+    c: *mut f32,
+    crs: usize,
+    beta: f32,
+) {
+    use std::arch::x86_64::*;
+    let (ones, betas) = (_mm512_set1_ps(1.0), _mm512_set1_ps(beta));
+    for (r, sums) in ab.iter().enumerate() {
+        for (h, s) in sums.iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let at = c.add(r * crs + 16 * h);
+                let v = if beta == 0.0 {
+                    *s
+                } else {
+                    _mm512_fmadd_ps(ones, *s, _mm512_mul_ps(_mm512_loadu_ps(at), betas))
+                };
+                _mm512_storeu_ps(at, v);
             }
         }
     }
@@ -320,6 +375,7 @@ mod tests {
                     bcs: bv.cs,
                     c: got[cv.off..].as_mut_ptr(),
                     crs: cv.rs,
+                    pairs: None,
                 };
                 // SAFETY: `applies` held; the views lie in the vectors (built to fit).
                 unsafe { product(m, k, n, &op, beta) };
