@@ -85,6 +85,13 @@ impl Exponents {
     /// No values seen yet.
     pub const NONE: Exponents = Exponents { min: 255, max: 0 };
 
+    fn join(self, o: Exponents) -> Exponents {
+        Exponents {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
+    }
+
     /// These and `bits`'s (a bf16).
     pub fn with(self, bits: u16) -> Exponents {
         let e = (bits >> 7) & 0xff;
@@ -154,21 +161,18 @@ impl PackedA {
         let pairs = k.div_ceil(2);
         self.pairs.clear();
         self.pairs.resize(pairs * m, 0);
+        let zeros = vec![0f32; m];
         let mut exps = Exponents::NONE;
-        for t in 0..pairs {
-            for j in 0..m {
-                let hi = w[2 * t * m + j].to_bits();
-                let lo = if 2 * t + 1 < k {
-                    w[(2 * t + 1) * m + j].to_bits()
-                } else {
-                    0
-                };
-                if (hi | lo) & 0xffff != 0 {
-                    return false;
-                }
-                let (hi, lo) = ((hi >> 16) as u16, (lo >> 16) as u16);
-                exps = exps.with(hi).with(lo);
-                self.pairs[t * m + j] = u32::from(hi) << 16 | u32::from(lo);
+        for (t, out) in self.pairs.chunks_exact_mut(m).enumerate() {
+            let hi = &w[2 * t * m..][..m];
+            let lo = if 2 * t + 1 < k {
+                &w[(2 * t + 1) * m..][..m]
+            } else {
+                &zeros[..]
+            };
+            match pack_a_row(hi, lo, out) {
+                Some(e) => exps = exps.join(e),
+                None => return false,
             }
         }
         self.exps = Some(exps);
@@ -229,6 +233,101 @@ pub fn dense(n: usize, w: &[f32], a: &PackedA, b: &[u16], beta: f32, c: &mut [f3
     // above), `a` packs an `m x k` A; `c` is an exclusive borrow, apart from `w` and `b`.
     unsafe { super::panels::product(m, k, n, &op, beta) };
     true
+}
+
+/// One pair row of [`PackedA`]: `out[j] = bf16(hi[j]) << 16 | bf16(lo[j])`, and the
+/// exponents of its values; None if a value is not a bf16 (low 16 bits set). AVX-512 where
+/// the host has it (16 weights a step: this runs once per bf16 LDWEIGHTS).
+fn pack_a_row(hi: &[f32], lo: &[f32], out: &mut [u32]) -> Option<Exponents> {
+    let n = out.len().min(hi.len()).min(lo.len());
+    let mut done = 0;
+    let mut exps = Exponents::NONE;
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
+        done = n / 16 * 16;
+        // SAFETY: the CPU has the features; the three slices hold `done` elements.
+        exps = unsafe { pack_a_avx512(&hi[..done], &lo[..done], &mut out[..done])? };
+    }
+    for j in done..n {
+        let (h, l) = (hi[j].to_bits(), lo[j].to_bits());
+        if (h | l) & 0xffff != 0 {
+            return None;
+        }
+        out[j] = (h & 0xffff_0000) | (l >> 16);
+        exps = exps.with((h >> 16) as u16).with((l >> 16) as u16);
+    }
+    Some(exps)
+}
+
+/// [`pack_a_row`] on whole 16-lane steps.
+///
+/// # Safety
+/// AVX-512F and AVX-512BW; the slices have the same length, a multiple of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_a_avx512(hi: &[f32], lo: &[f32], out: &mut [u32]) -> Option<Exponents> {
+    use std::arch::x86_64::*;
+    let (low16, top16) = (_mm512_set1_epi32(0xffff), _mm512_set1_epi32(-65536));
+    let mut low = _mm512_setzero_si512();
+    let mut e = Exps16::new();
+    for j in (0..out.len()).step_by(16) {
+        // SAFETY: `j + 16 <= len` for all three slices (the caller's contract).
+        unsafe {
+            let h = _mm512_loadu_si512(hi.as_ptr().add(j).cast());
+            let l = _mm512_loadu_si512(lo.as_ptr().add(j).cast());
+            low = _mm512_or_si512(low, _mm512_and_si512(_mm512_or_si512(h, l), low16));
+            let pair = _mm512_or_si512(_mm512_and_si512(h, top16), _mm512_srli_epi32::<16>(l));
+            e.add(pair);
+            _mm512_storeu_si512(out.as_mut_ptr().add(j).cast(), pair);
+        }
+    }
+    // SAFETY: AVX-512F (the caller's contract).
+    let clean = _mm512_test_epi32_mask(low, low) == 0;
+    clean.then(|| e.get())
+}
+
+/// Exponents of bf16 lanes, 32 at a time (the 16-bit words of a 512-bit register).
+#[cfg(target_arch = "x86_64")]
+struct Exps16 {
+    min: std::arch::x86_64::__m512i,
+    max: std::arch::x86_64::__m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Exps16 {
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn new() -> Exps16 {
+        use std::arch::x86_64::*;
+        Exps16 {
+            min: _mm512_set1_epi16(255),
+            max: _mm512_setzero_si512(),
+        }
+    }
+
+    /// Take in the 32 bf16s of `v`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn add(&mut self, v: std::arch::x86_64::__m512i) {
+        use std::arch::x86_64::*;
+        let e = _mm512_and_si512(_mm512_srli_epi16::<7>(v), _mm512_set1_epi16(0xff));
+        let nonzero = _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7fff));
+        self.min = _mm512_mask_min_epu16(self.min, nonzero, self.min, e);
+        self.max = _mm512_max_epu16(self.max, e);
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn get(&self) -> Exponents {
+        use std::arch::x86_64::*;
+        let (mut lmin, mut lmax) = ([0u16; 32], [0u16; 32]);
+        // SAFETY: 64-byte stores into 64-byte arrays.
+        unsafe {
+            _mm512_storeu_si512(lmin.as_mut_ptr().cast(), self.min);
+            _mm512_storeu_si512(lmax.as_mut_ptr().cast(), self.max);
+        }
+        Exponents {
+            min: lmin.iter().copied().fold(255, u16::min),
+            max: lmax.iter().copied().fold(0, u16::max),
+        }
+    }
 }
 
 /// Packed weights as a product reads them: pair `t` of output row `j` at `p + t * m + j`.
@@ -321,8 +420,7 @@ unsafe fn pack_b(
         }
         return exps;
     }
-    let (ff, sign_off) = (_mm512_set1_epi16(0xff), _mm512_set1_epi16(0x7fff));
-    let (mut min, mut max) = (_mm512_set1_epi16(255), _mm512_setzero_si512());
+    let mut exps = Exps16::new();
     let to = buf.as_mut_ptr();
     for t in 0..pairs {
         // SAFETY: each row of the panel is NR contiguous bf16s the caller names; `to` has
@@ -334,12 +432,8 @@ unsafe fn pack_b(
             } else {
                 _mm512_setzero_si512()
             };
-            for v in [hi, lo] {
-                let e = _mm512_and_si512(_mm512_srli_epi16::<7>(v), ff);
-                let nonzero = _mm512_test_epi16_mask(v, sign_off);
-                min = _mm512_mask_min_epu16(min, nonzero, min, e);
-                max = _mm512_max_epu16(max, e);
-            }
+            exps.add(hi);
+            exps.add(lo);
             for h in 0..2 {
                 let (hs, ls) = if h == 0 {
                     (_mm512_castsi512_si256(hi), _mm512_castsi512_si256(lo))
@@ -357,16 +451,7 @@ unsafe fn pack_b(
             }
         }
     }
-    let (mut lmin, mut lmax) = ([0u16; 32], [0u16; 32]);
-    // SAFETY: 64-byte stores into 64-byte arrays.
-    unsafe {
-        _mm512_storeu_si512(lmin.as_mut_ptr().cast(), min);
-        _mm512_storeu_si512(lmax.as_mut_ptr().cast(), max);
-    }
-    Exponents {
-        min: lmin.iter().copied().fold(255, u16::min),
-        max: lmax.iter().copied().fold(0, u16::max),
-    }
+    exps.get()
 }
 
 /// The panel's 8-row blocks of C from the packed pairs: each element's sum in K order from
@@ -721,6 +806,13 @@ mod tests {
         assert!(a.view().is_none());
         a.clear();
         assert!(!a.ensure(&w[..31], 8, 4), "a short slice");
+        // 16 rows: the 16-lane loop sees it too, in the last pair row.
+        let mut w = vec![-2.5f32; 16 * 5];
+        a.clear();
+        assert!(a.ensure(&w, 16, 5));
+        w[16 * 4 + 15] = f32::from_bits(0x4000_0001);
+        a.clear();
+        assert!(!a.ensure(&w, 16, 5), "low bits in the 16-lane loop");
         a.clear();
         assert!(!a.ensure(&w, 0, 4), "no rows");
     }
