@@ -39,9 +39,12 @@ use std::time::Instant;
     version,
     about = "An emulated AWS Neuron device: run real-ABI NEFF workloads without silicon",
     after_help = "Environment:
-  NEURON_EMU_GEMM=auto|portable   MATMULs of bf16/fp8 operands on AMX tiles where the host has
-                                  them (auto, the default) or all on the portable SGEMM; outputs
-                                  may differ in the last bits between the two, device times never
+  NEURON_EMU_GEMM=auto|portable|dot  MATMULs of bf16/fp8 operands on AMX tiles where the host
+                                  has them (auto, the default) or all on the portable SGEMM;
+                                  outputs may differ in the last bits between the two, device
+                                  times never. Without AMX, auto runs bf16 x bf16 panels on
+                                  VDPBF16PS on AMD hosts (dot: on any host with AVX512-BF16),
+                                  with the portable path's bits
   NEURON_EMU_PASS_PAIRS=0         compute fp32 LOW/HIGH pass pairs as two products (default: one)
                                   (these two are read when a core's PE state is created or reset)
   NEURON_EMU_THREADS=auto|1|always  where the cores' data paths run: auto (the default) runs
