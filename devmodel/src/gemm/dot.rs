@@ -563,6 +563,7 @@ fn self_check() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn bf(bits: u16) -> f32 {
         f32::from_bits(u32::from(bits) << 16)
@@ -792,6 +793,75 @@ mod tests {
         );
         if available() {
             assert!(self_check());
+        }
+    }
+
+    /// A bf16 drawn for the property below: mostly normal values of exponents `lo..=hi`,
+    /// some zeros, and (where `special`) subnormals, infinities and NaN.
+    fn arb_bf16(lo: u16, hi: u16, special: bool) -> impl Strategy<Value = u16> {
+        let normal =
+            (any::<bool>(), lo..=hi, 0u16..128).prop_map(|(s, e, f)| b16(u16::from(s), e, f));
+        let specials = prop_oneof![
+            Just(0x0001u16),
+            Just(0x807f),
+            Just(0x7f80),
+            Just(0xff80),
+            Just(0x7fc1)
+        ];
+        prop_oneof![
+            20 => normal,
+            2 => prop_oneof![Just(0u16), Just(0x8000)],
+            if special { 1 } else { 0 } => specials,
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any panel: where it runs, the FMA chain's bits; where [`exact`] (on the operands'
+        /// exponents, gathered independently) does not hold, refused with C untouched.
+        #[test]
+        fn any_panel_gives_the_fma_chain_bits_or_is_refused(
+            (m, k, lo, hi, special, bcs, beta, w, b) in (1usize..=8, 1usize..=128, 1u16..=200, 0u16..=60, proptest::prelude::any::<bool>(), 1usize..=2, proptest::prelude::any::<bool>())
+                .prop_flat_map(|(mb, k, lo, span, special, bcs, beta)| {
+                    let (m, hi) = (mb * MR, (lo + span).min(254));
+                    (Just(m), Just(k), Just(lo), Just(hi), Just(special), Just(bcs), Just(beta),
+                     proptest::collection::vec(arb_bf16(lo, hi, special), m * k),
+                     proptest::collection::vec(arb_bf16(lo, hi, special), k * NR * bcs))
+                })
+        ) {
+            let _ = (lo, hi, special);
+            if !available() {
+                return Ok(());
+            }
+            let wf: Vec<f32> = w.iter().map(|x| bf(*x)).collect();
+            let mut a = PackedA::default();
+            proptest::prop_assert!(a.ensure(&wf, m, k));
+            let pairs = a.view().expect("packed");
+            let beta = if beta { 1.0f32 } else { 0.0 };
+            let old: Vec<f32> = (0..m * NR).map(|i| (i % 7) as f32 - 2.5).collect();
+            let mut c = old.clone();
+            let brs = NR * bcs;
+            let mut buf = [0u32; MAX_K / 2 * NR];
+            // SAFETY: `w` packs an m x k A; `b` holds k rows of `brs` with NR columns `bcs`
+            // apart; C holds m x NR; the host has the kernel (checked above).
+            let ran = unsafe {
+                panel(m, k, pairs, b.as_ptr(), brs, bcs, c.as_mut_ptr(), NR, beta, &mut buf)
+            };
+            let bexps = (0..k)
+                .flat_map(|kk| (0..NR).map(move |cc| kk * brs + cc * bcs))
+                .fold(Exponents::NONE, |e, at| e.with(b[at]));
+            proptest::prop_assert_eq!(ran, exact(exps(&w), bexps, k));
+            if !ran {
+                proptest::prop_assert_eq!(&c, &old);
+                return Ok(());
+            }
+            for j in 0..m {
+                for cc in 0..NR {
+                    let ab = chain(&wf, m, k, &b, brs, bcs, j, cc);
+                    let want = if beta == 0.0 { ab } else { 1f32.mul_add(ab, beta * old[j * NR + cc]) };
+                    proptest::prop_assert_eq!(c[j * NR + cc].to_bits(), want.to_bits(), "C[{}][{}]", j, cc);
+                }
+            }
         }
     }
 
