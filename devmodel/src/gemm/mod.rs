@@ -44,6 +44,12 @@ impl Path {
                 tracing::warn!("{ENV}={v:?} is not portable, amx, dot or auto: using auto");
             });
         }
+        if v == "dot" && !dot::available() {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!("{ENV}=dot: this host has no usable VDPBF16PS; using auto");
+            });
+        }
         match v {
             "portable" => Path::Portable,
             "dot" if dot::available() => Path::Dot,
