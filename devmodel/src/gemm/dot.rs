@@ -238,6 +238,7 @@ pub fn dense(n: usize, w: &[f32], a: &PackedA, b: &[u16], beta: f32, c: &mut [f3
 /// One pair row of [`PackedA`]: `out[j] = bf16(hi[j]) << 16 | bf16(lo[j])`, and the
 /// exponents of its values; None if a value is not a bf16 (low 16 bits set). AVX-512 where
 /// the host has it (16 weights a step: this runs once per bf16 LDWEIGHTS).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
 fn pack_a_row(hi: &[f32], lo: &[f32], out: &mut [u32]) -> Option<Exponents> {
     let n = out.len().min(hi.len()).min(lo.len());
     let mut done = 0;
