@@ -488,7 +488,7 @@ fn write_words(
             })
             .collect();
         let line = serde_json::json!({
-            "nc": w.nc, "engine": w.engine, "pc": w.pc, "op": w.name, "ns": w.ns, "ops": ops,
+            "nc": w.nc, "engine": w.engine, "pc": w.pc, "op": w.name, "ns": w.ns, "at": w.at_ns, "ops": ops,
         });
         writeln!(out, "{line}")?;
     }

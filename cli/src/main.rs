@@ -156,7 +156,7 @@ enum BenchCmd {
         #[arg(long)]
         host_profile: bool,
         /// Also write `<stem>.words.jsonl` into DIR (implies --host-profile): every word of
-        /// the timed executions in issue order, with its host nanoseconds and the SBUF/PSUM
+        /// the timed executions in issue order, with its host nanoseconds, when it was issued (`at`, ns from the first) and the SBUF/PSUM
         /// bytes it reads and writes; `scripts/overlap-bound.py` reads it to bound what
         /// running engines' words on separate threads could gain.
         #[arg(long, value_name = "DIR")]

@@ -190,6 +190,15 @@ fn word_trace_lists_each_execution_s_words_with_operands() {
         first.iter().map(key).eq(second.iter().map(key)),
         "the two executions issue the same words"
     );
+    // Issue times count from the first word and never go back: a word is issued after the
+    // one before it is done (the device thread issues them one at a time).
+    let at = |w: &serde_json::Value| w["at"].as_u64().expect("an issue time");
+    let ns = |w: &serde_json::Value| w["ns"].as_u64().expect("a host time");
+    assert_eq!(at(&words[0]), 0);
+    assert!(
+        words.windows(2).all(|p| at(&p[1]) >= at(&p[0]) + ns(&p[0])),
+        "issue times out of order"
+    );
     // A MATMUL reads SBUF and writes PSUM (`[space, write, channels, lo, hi]`).
     let mm = first
         .iter()
@@ -219,6 +228,15 @@ fn word_trace_lists_each_execution_s_words_with_operands() {
         assert!(
             gains.iter().all(|g| *g >= 1.0),
             "a bound below one thread: {row}"
+        );
+        let gaps = stdout_of(
+            Command::new("python3")
+                .arg("scripts/word-gaps.py")
+                .arg(&file),
+        );
+        assert!(
+            gaps.starts_with("akc-fused_bf16_s512: ") && gaps.contains("between executions"),
+            "{gaps}"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -53,6 +53,8 @@ pub struct HostProfile {
     pub words: Vec<HostWord>,
     pub keep_words: bool,
     pub words_dropped: u64,
+    /// When the first word was kept: `HostWord::at_ns` counts from here.
+    pub started: Option<std::time::Instant>,
 }
 
 /// One issued word in a host profile.
@@ -64,6 +66,9 @@ pub struct HostWord {
     pub name: &'static str,
     /// Host nanoseconds from issue to the word's data path done (inline).
     pub ns: u64,
+    /// Host nanoseconds from the profile's start to the word's issue: the gaps between
+    /// words are the device thread's time outside them (events, DMA rings, waiting).
+    pub at_ns: u64,
     /// The SBUF/PSUM bytes it reads and writes (`cayman_exec::operands`; empty for words
     /// without such operands, DMAs included).
     pub operands: Vec<crate::cayman_exec::Operand>,
@@ -77,6 +82,13 @@ impl HostProfile {
         let e = self.ops.entry(name).or_default();
         e.0 += 1;
         e.1 += u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    }
+
+    /// Host nanoseconds from the first kept word's issue (this one's, if none was kept yet)
+    /// to `t`.
+    pub(crate) fn since_start(&mut self, t: std::time::Instant) -> u64 {
+        let s = *self.started.get_or_insert(t);
+        u64::try_from(t.saturating_duration_since(s).as_nanos()).unwrap_or(u64::MAX)
     }
 
     pub(crate) fn record_word(&mut self, w: HostWord) {

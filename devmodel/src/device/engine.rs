@@ -306,12 +306,14 @@ impl Device {
             let d = t0.elapsed();
             hp.record(name, d);
             if let Some(operands) = word_ops {
+                let at_ns = hp.since_start(t0);
                 hp.record_word(crate::stats::HostWord {
                     nc,
                     engine: engine.profiler_name(),
                     pc,
                     name,
                     ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                    at_ns,
                     operands,
                 });
             }
