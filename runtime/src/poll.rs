@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 /// Polling for an execution's end: while well short of what the last executions took
-/// (`expected`, [`expected_wait`]), sleep most of the rest in one go; then as [`back_off`].
+/// (`expected`, [`expected_wait`]), sleep most of the rest in one go; then, near the expected
+/// end, poll without sleeping ([`near_the_end`]); past it, as [`back_off`].
 /// Polling every 10-200 µs woke this thread some 4,600 times a second, each wake-up
 /// preempting a data-path helper thread on a 2-CPU host (`docs/performance.md`). Never past
 /// `left` (the deadline).
@@ -18,9 +19,24 @@ pub(crate) fn pace(
 ) {
     match long_sleep(elapsed, expected, left) {
         Some(d) => std::thread::sleep(d),
+        None if near_the_end(elapsed, expected) => std::thread::yield_now(),
         None => back_off(spins, progressed),
     }
 }
+
+/// Whether an execution expected to take `expected` is in the stretch where its end is
+/// polled for without sleeping (offering the CPU to other threads between polls): from the
+/// long sleep's end to half again the expected time. Sleeping there, even 10 µs at a time
+/// (plus the kernel's 50 µs timer slack), left the device idle ~50 µs an execution between
+/// one execution's end and the next one's start (`docs/performance.md`, 2026-12-05).
+fn near_the_end(elapsed: Duration, expected: Option<Duration>) -> bool {
+    expected.is_some_and(|e| elapsed < (e * 3 / 2).min(e * 3 / 4 + NEAR_END_MAX))
+}
+
+/// The longest stretch [`near_the_end`] polls without sleeping, from the long sleep's end: a
+/// long execution's end is less certain, and a few hundred microseconds of delay are nothing
+/// to it.
+const NEAR_END_MAX: Duration = Duration::from_millis(2);
 
 /// What the next execution's wait is expected to take: the shorter of the last two, where
 /// they agree within a quarter. A first execution (cold caches, page faults) or a slower or
@@ -64,6 +80,30 @@ mod tests {
 
     /// Two executions that agree within a quarter set the expectation (the shorter); one,
     /// or two that disagree, set none.
+    /// The end is polled for without sleeping from the long sleep's end to half again the
+    /// expected time, at most 2 ms of it; never without an expectation.
+    #[test]
+    fn the_end_is_polled_closely_only_near_the_expected_time() {
+        let us = Duration::from_micros;
+        assert!(!near_the_end(us(100), None));
+        assert!(
+            near_the_end(us(0), Some(us(150))),
+            "too short for a long sleep"
+        );
+        assert!(near_the_end(us(700), Some(us(800))));
+        assert!(near_the_end(us(1150), Some(us(800))));
+        assert!(
+            !near_the_end(us(1200), Some(us(800))),
+            "half again the expected time"
+        );
+        let s = Duration::from_secs;
+        assert!(near_the_end(us(3_001_000), Some(s(4))));
+        assert!(
+            !near_the_end(us(3_002_000), Some(s(4))),
+            "2 ms past the long sleep at most"
+        );
+    }
+
     #[test]
     fn only_two_executions_that_agree_set_an_expected_wait() {
         let ms = Duration::from_millis;
