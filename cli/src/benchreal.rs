@@ -506,7 +506,8 @@ fn amx_line() -> String {
     }
     match Path::from_env() {
         Path::Amx => format!("present, used for bf16/fp8 MATMULs of >= 16 moving columns ({ENV}=portable turns it off; fp16 stays on the SGEMM)"),
-        Path::Portable | Path::Dot => format!("present, not used ({ENV}={}): every MATMUL on the portable SGEMM", Path::from_env().name()),
+        Path::Portable => format!("present, not used ({ENV}=portable): every MATMUL on the portable SGEMM"),
+        Path::Dot => format!("present, not used ({ENV}=dot): bf16 panels on VDPBF16PS, other MATMULs on the portable SGEMM"),
     }
 }
 
@@ -531,12 +532,13 @@ fn dot_line() -> String {
 /// The kernel the timed executions' bf16-representable MATMULs ran on, from the device's
 /// counters: `amx` if any multiply-add ran on tiles, `bf16dot` if any on `VDPBF16PS`.
 fn gemm_path(before: &neuron_devmodel::Stats, after: &neuron_devmodel::Stats) -> &'static str {
+    use neuron_devmodel::gemm::Path;
     if after.amx_macs > before.amx_macs {
-        "amx"
+        Path::Amx.name()
     } else if after.dot_macs > before.dot_macs {
-        "bf16dot"
+        Path::Dot.name()
     } else {
-        "portable"
+        Path::Portable.name()
     }
 }
 

@@ -9,7 +9,7 @@ use super::pattern::span;
 use super::pe::{PeState, MAX_MOVING};
 use crate::core::CoreMem;
 use crate::fault::OpFault;
-use crate::gemm::{thin, Half, Path, View, Weights};
+use crate::gemm::{amx, thin, Half, Path, View, Weights};
 use neuron_isa::cayman::AccessPattern;
 use neuron_isa::{Dtype, Space};
 use zerocopy::{FromBytes, IntoBytes};
@@ -28,19 +28,20 @@ pub(super) struct Operands<'a> {
 
 /// A product of the loaded weights (`pe`) and the moving tensor into the fp32 destination,
 /// read where the moving tensor lies: a thin product for weights of up to `thin::MAX_M`
-/// columns, a matrix-vector one for a bf16 moving vector. The number of moving columns, or
-/// None (nothing written) where neither applies; `sums` is scratch.
+/// columns, a matrix-vector one for a bf16 moving vector. The number of moving columns and
+/// the multiply-adds that ran on `VDPBF16PS`, or None (nothing written) where neither
+/// applies; `sums` is scratch.
 pub(super) fn product(
     mem: &mut CoreMem,
     pe: &mut PeState,
     op: &Operands,
     sums: &mut Vec<f32>,
-) -> Result<Option<usize>, OpFault> {
+) -> Result<Option<(usize, u64)>, OpFault> {
     if pe.m <= thin::MAX_M {
-        thin_product(mem, pe, op, sums)
+        Ok(thin_product(mem, pe, op, sums)?.map(|n| (n, 0)))
     } else if op.dt == Dtype::Bf16 {
         match narrow_product(mem, pe, op.src, op.dv, op.beta)? {
-            Some(n) => Ok(Some(n)),
+            Some(n) => Ok(Some((n, 0))),
             None => panel_product(mem, pe, op, Half::Bf16),
         }
     } else if op.dt == Dtype::F16 {
@@ -53,13 +54,14 @@ pub(super) fn product(
 /// A bf16 or fp16 moving tensor of whole panels read from storage as bits by the AVX-512F
 /// kernel (`gemm::sgemm_16`: no widened copy), into an fp32 destination in the other memory,
 /// on the portable path (AMX tiles take bf16 where the host has them). The number of moving
-/// columns, or None (nothing written) where the kernel does not take the product.
+/// columns and the multiply-adds run on `VDPBF16PS`, or None (nothing written) where the
+/// kernel does not take the product.
 fn panel_product(
     mem: &mut CoreMem,
     pe: &mut PeState,
     op: &Operands,
     half: Half,
-) -> Result<Option<usize>, OpFault> {
+) -> Result<Option<(usize, u64)>, OpFault> {
     let Some((dspace, cv, n)) = op.dv else {
         return Ok(None);
     };
@@ -75,10 +77,7 @@ fn panel_product(
     pe.materialize(mem)?;
     // bf16 weights against a bf16 moving tensor on `VDPBF16PS` (`gemm::dot`), packed once
     // per load; the panels it cannot prove exact, and other types, on the fp32 kernel.
-    let bf16_weights = matches!(
-        pe.w_dt,
-        Some(Dtype::Bf16 | Dtype::Fp8E3 | Dtype::Fp8E4 | Dtype::Fp8E5)
-    );
+    let bf16_weights = pe.w_dt.and_then(amx::Parts::of) == Some(amx::Parts::Exact);
     let pairs = (pe.gemm == Path::Dot && half == Half::Bf16 && bf16_weights)
         .then(|| pe.wpairs.ensure(&pe.w, m, k))
         .and_then(|ok| ok.then_some(&pe.wpairs));
@@ -93,8 +92,7 @@ fn panel_product(
     };
     let b = (half, bits);
     let done = crate::gemm::sgemm_16(m, k, n, &pe.w, wv, b, bv, beta, c, cv, pairs);
-    pe.dot_macs = done.unwrap_or(0);
-    Ok(done.map(|_| n))
+    Ok(done.map(|dot_macs| (n, dot_macs)))
 }
 
 /// A thin product (`gemm::thin`) into an fp32 destination used in place, its moving tensor

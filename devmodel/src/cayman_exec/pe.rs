@@ -72,8 +72,6 @@ pub struct PeState {
     pub wpack: amx::PackedA,
     /// The weights packed as bf16 pairs for `VDPBF16PS` (`Path::Dot`), likewise.
     pub wpairs: dot::PackedA,
-    /// Multiply-adds the last MATMUL ran on `VDPBF16PS` (set by `direct`).
-    pub dot_macs: u64,
     /// A deferred LOW pass waiting for its HIGH pass.
     pub pair: Option<passpair::Pending>,
     /// Where transposes last found identity moving tensors (a kernel transposes against
@@ -111,7 +109,6 @@ impl Default for PeState {
             gemm: Path::from_env(),
             wpack: amx::PackedA::default(),
             wpairs: dot::PackedA::default(),
-            dot_macs: 0,
             pair: None,
             identity_at: Identities::default(),
             low_writes: 0,
@@ -470,15 +467,14 @@ pub(super) fn matmul(
             dv,
             beta,
         };
-        pe.dot_macs = 0;
-        if let Some(n) = super::direct::product(mem, pe, &op, c)? {
+        if let Some((n, dot_macs)) = super::direct::product(mem, pe, &op, c)? {
             pe.last_narrow = n <= crate::gemm::narrow::MAX_N;
             let macs = (m * k * n) as u64;
             return Ok(Exec::Done {
                 elems: n as u64 * if dt == Dtype::F32 { 4 } else { 1 },
                 sgemm_macs: macs,
                 amx_macs: 0,
-                dot_macs: pe.dot_macs,
+                dot_macs,
                 math_macs: if pe.low_pass { 0 } else { macs },
                 onchip_bytes: 0,
             });

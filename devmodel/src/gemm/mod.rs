@@ -71,7 +71,7 @@ impl Path {
         match self {
             Path::Portable => "portable",
             Path::Amx => "amx",
-            Path::Dot => "avx512-bf16",
+            Path::Dot => "bf16dot",
         }
     }
 }
