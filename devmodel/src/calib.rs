@@ -567,12 +567,16 @@ pub fn with_wake(
 }
 
 /// A DVE/ACT compute word's service time, if its class is in `service` ([`TRN2_SERVICE`]).
-pub fn service(service: &[OpCost], engine: Engine, ci: &CaymanInstr) -> Option<Ps> {
-    if !matches!(engine, Engine::Dve | Engine::Act) || !sized(ci.opcode) {
+pub fn service(
+    service: &[OpCost],
+    engine: Engine,
+    opcode: Opcode,
+    (elems, wide): (u64, bool),
+) -> Option<Ps> {
+    if !matches!(engine, Engine::Dve | Engine::Act) || !sized(opcode) {
         return None;
     }
-    let (elems, wide) = word_features(ci);
-    lookup(service, engine, ci.opcode, wide, false).map(|c| c.cost(elems))
+    lookup(service, engine, opcode, wide, false).map(|c| c.cost(elems))
 }
 
 #[cfg(test)]
@@ -650,7 +654,10 @@ mod tests {
     /// the akc interval (within 1%). Only ACT's ACTIVATE is listed.
     #[test]
     fn activate_service_time_has_a_fixed_part_and_the_akc_rate() {
-        let act = |n| service(TRN2_SERVICE, Engine::Act, &word(Opcode::Activate, n));
+        let act = |n| {
+            let w = word(Opcode::Activate, n);
+            service(TRN2_SERVICE, Engine::Act, w.opcode, word_features(&w))
+        };
         let akc = lookup(TRN2, Engine::Act, Opcode::Activate, true, false).expect("ACTIVATE");
         let big = act(512).expect("ACTIVATE fp32");
         assert!(
@@ -664,8 +671,9 @@ mod tests {
         );
         let tt = word(Opcode::TensorTensor, 2);
         assert_eq!(word_features(&tt), (2, true));
-        assert_eq!(service(TRN2_SERVICE, Engine::Dve, &tt), None);
-        assert_eq!(service(TRN2_SERVICE, Engine::Pool, &tt), None);
+        let f = word_features(&tt);
+        assert_eq!(service(TRN2_SERVICE, Engine::Dve, tt.opcode, f), None);
+        assert_eq!(service(TRN2_SERVICE, Engine::Pool, tt.opcode, f), None);
     }
 
     /// An unblocked Vector word frees the engine after its interval but completes the

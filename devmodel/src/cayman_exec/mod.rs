@@ -372,6 +372,19 @@ pub fn execute(
     Ok(r)
 }
 
+/// Ordering and table-management words: no data-path effect in this model (nothing read or
+/// written, a deferred pass pair kept, never a fault), as `execute_op` runs them.
+pub fn is_ordering(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Nop
+            | Opcode::EventSemaphore
+            | Opcode::Drain
+            | Opcode::SetOrderingMode
+            | Opcode::ActTableLoad
+    )
+}
+
 /// Whether executing a word of this opcode reads the issuing engine's registers: every arm
 /// of `execute_op` that reads `regs` (keep in step). A word that does not may run later
 /// without a copy of them (`device::lane`).
@@ -436,11 +449,7 @@ fn execute_op(
     };
     match ci.opcode {
         // Ordering and table management have no data-path effect in this model.
-        Opcode::Nop
-        | Opcode::EventSemaphore
-        | Opcode::Drain
-        | Opcode::SetOrderingMode
-        | Opcode::ActTableLoad => done(0),
+        op if is_ordering(op) => done(0),
         Opcode::Ldweights => pe::ldweights(ci, mem, pe, a),
         Opcode::Matmul => pe::matmul(ci, mem, pe, a, b, c, bpack, tiles, bits16),
         Opcode::Activate => {

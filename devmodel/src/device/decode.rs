@@ -45,8 +45,46 @@ impl PartialEq for Key {
 
 impl Eq for Key {}
 
-/// A word's decoding: its sync header and the word, or why it cannot run.
-type Decoded = Result<(Sync, Arc<CaymanInstr>), String>;
+/// A word's decoding: its sync header, what issuing it reads off it, and the word; or why
+/// it cannot run.
+type Decoded = Result<Word, String>;
+
+/// A decoded word as the sequencers hold it.
+#[derive(Debug, Clone)]
+pub(super) struct Word {
+    pub(super) sync: Sync,
+    pub(super) facts: Facts,
+    pub(super) ci: Arc<CaymanInstr>,
+}
+
+/// What issuing a word reads off it every time, found once when it is decoded: each is a
+/// lookup of fields by name (a scan of the word's fields), and a control word's issue spent
+/// most of its ~2,200 host instructions on them and on the lane's bookkeeping
+/// (`docs/performance.md`, 2026-12-06).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Facts {
+    /// [`crate::calib::word_features`]: the elements the word streams, and whether its input
+    /// type is 4 bytes wide.
+    pub(crate) features: (u64, bool),
+    /// [`crate::cayman_exec::static_elems`]: the streamed elements, where known before the
+    /// word runs.
+    pub(crate) static_elems: Option<u64>,
+    /// The second wait an EVENT_SEMAPHORE body names.
+    pub(crate) ext_wait: Option<SemWait>,
+    /// The word's `src_dtype` field.
+    pub(crate) src_dtype: Option<neuron_isa::Dtype>,
+}
+
+impl Facts {
+    pub(crate) fn of(ci: &CaymanInstr) -> Facts {
+        Facts {
+            features: crate::calib::word_features(ci),
+            static_elems: crate::cayman_exec::static_elems(ci),
+            ext_wait: ext_wait_of(ci),
+            src_dtype: ci.dtype("src_dtype"),
+        }
+    }
+}
 
 /// Distinct words the cache holds before it starts afresh: a bound (~15 MiB) for programs
 /// that generate words or hooks that flip their bits; the real model layers have ~2-3.3 k.
@@ -61,7 +99,11 @@ impl DecodeCache {
         if self.words.len() >= DECODE_CACHE_WORDS {
             self.words.clear();
         }
-        let d = decode_real(w).map(|(sync, ci)| (sync, Arc::new(ci)));
+        let d = decode_real(w).map(|(sync, ci)| Word {
+            sync,
+            facts: Facts::of(&ci),
+            ci: Arc::new(ci),
+        });
         self.words.insert(Key(*w), d.clone());
         d
     }
@@ -127,7 +169,7 @@ mod tests {
         let w = word(&format!("{:0<128}", "41"));
         let direct = decode_real(&w);
         for _ in 0..3 {
-            let cached = c.get(&w).map(|(s, ci)| (s, (*ci).clone()));
+            let cached = c.get(&w).map(|d| (d.sync, (*d.ci).clone()));
             assert_eq!(cached, direct);
         }
         // An undecodable word is cached as its error.

@@ -30,6 +30,8 @@ pub(super) struct Pending {
     pub(super) ext_wait: Option<SemWait>,
     /// The decoded word (taken when it issues), shared with the decode cache.
     pub(super) word: Option<Arc<CaymanInstr>>,
+    /// What issuing it reads off it (`decode::Facts`).
+    pub(super) facts: super::decode::Facts,
     /// A DRAIN: also waits for the engine's outstanding completion signals.
     pub(super) drain: bool,
 }
@@ -54,7 +56,7 @@ pub(super) struct Sequencer {
     /// pc 0 every execution) finds each word here instead of hashing its 64 bytes into the
     /// device's cache (`decode::DecodeCache`: 8% of a decode step's device thread). Only
     /// the first [`POSITIONS`] words; not used while hooks may rewrite words at issue.
-    pub(super) decoded: Vec<Option<(Sync, Arc<CaymanInstr>)>>,
+    pub(super) decoded: Vec<Option<super::decode::Word>>,
     pub(super) consumed: usize,
     pub(super) pc: u32,
     pub(super) status: EngStatus,
@@ -108,13 +110,14 @@ impl Sequencer {
     }
 
     /// The word at `consumed`, decoded, becomes the pending word.
-    fn take(&mut self, sync: Sync, opcode: u8, ci: Arc<CaymanInstr>) {
+    fn take(&mut self, opcode: u8, w: super::decode::Word) {
         self.pending = Some(Pending {
-            sync,
+            sync: w.sync,
             opcode,
-            ext_wait: super::decode::ext_wait_of(&ci),
-            drain: ci.opcode == Opcode::Drain,
-            word: Some(ci),
+            ext_wait: w.facts.ext_wait,
+            drain: w.ci.opcode == Opcode::Drain,
+            facts: w.facts,
+            word: Some(w.ci),
         });
         self.consumed += WORD;
         // Words before the running program's pc 0 are done with.
@@ -156,9 +159,9 @@ impl Device {
         let pc = st.pc;
         let at = st.consumed / WORD;
         if self.hooks.0.is_none() {
-            if let Some(Some((sync, ci))) = st.decoded.get(at) {
-                let (sync, ci, opcode) = (*sync, Arc::clone(ci), w[0]);
-                st.take(sync, opcode, ci);
+            if let Some(Some(d)) = st.decoded.get(at) {
+                let (d, opcode) = (d.clone(), w[0]);
+                st.take(opcode, d);
                 return true;
             }
         }
@@ -177,15 +180,15 @@ impl Device {
         }
         let opcode = word[0];
         match self.decoded.get(&word) {
-            Ok((sync, ci)) => {
+            Ok(d) => {
                 let st = &mut self.cores[nc].engines[e];
                 if self.hooks.0.is_none() && at < POSITIONS {
                     if st.decoded.len() <= at {
                         st.decoded.resize(at + 1, None);
                     }
-                    st.decoded[at] = Some((sync, Arc::clone(&ci)));
+                    st.decoded[at] = Some(d.clone());
                 }
-                st.take(sync, opcode, ci);
+                st.take(opcode, d);
                 if let Some(d) = delay {
                     st.scheduled = true;
                     st.status = EngStatus::Idle;
@@ -226,7 +229,7 @@ impl Device {
         let Some(p) = st.pending.as_ref() else {
             return;
         };
-        let (sync, opcode, ext_wait) = (p.sync, p.opcode, p.ext_wait);
+        let (sync, opcode, ext_wait, facts) = (p.sync, p.opcode, p.ext_wait, p.facts);
         // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body. A
         // DRAIN also waits until the engine's own completion signals have all landed.
         let draining = p.drain && st.outstanding > 0;
@@ -289,7 +292,7 @@ impl Device {
             if !ops.is_empty() {
                 dev.report_operands(site, &ops, false)?;
             }
-            let r = dev.execute_real(nc, e, pc, &ci)?;
+            let r = dev.execute_real(nc, e, pc, &ci, &facts)?;
             if !ops.is_empty() {
                 dev.report_operands(site, &ops, true)?;
             }

@@ -401,6 +401,18 @@ impl LaneSlot {
     }
 
     /// Whether the lane is with its thread (words and DMA bytes for it are queued there).
+    /// Whether the lane is at home with no deferred words: a word run inline now would run
+    /// right after every word issued before it.
+    pub(super) fn at_rest(&self) -> bool {
+        self.home.is_some() && self.deferred.is_empty()
+    }
+
+    /// Words given to the lane so far (ids handed out), and results not yet taken.
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> (u64, usize) {
+        (self.next, self.ready.len())
+    }
+
     pub(super) fn is_away(&self) -> bool {
         self.home.is_none() && self.worker.is_some()
     }
