@@ -14,14 +14,7 @@ use std::sync::Arc;
 /// Whether a Pool word is GpSimd work (runs on the microcode: compute, and the DMA the
 /// GpSimd cores generate, software DGE) rather than the sequencer's own ordering words.
 fn needs_ucode(op: Opcode) -> bool {
-    !matches!(
-        op,
-        Opcode::Nop
-            | Opcode::EventSemaphore
-            | Opcode::Drain
-            | Opcode::SetOrderingMode
-            | Opcode::ActTableLoad
-    )
+    !crate::cayman_exec::is_ordering(op)
 }
 
 /// What issuing a word gave: its cost in engine cycles, the time from issue to its
