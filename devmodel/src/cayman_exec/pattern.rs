@@ -257,20 +257,7 @@ pub(super) fn span(
         ..
     } = checked(mem, ap, dt, channels)?;
     let len = elem_count(ap)? as usize;
-    // One ascending (descending) run iff each dimension that counts steps by the product of
-    // the counts inside it (its negation): the offsets walk the innermost dimension first.
-    let (mut asc, mut desc, mut inner) = (true, true, 1i64);
-    for d in 0..(ap.dims as usize).min(4) {
-        let num = ap.num[d].max(1) as i64;
-        if num > 1 {
-            let step = ap.step[d] as i64;
-            asc &= step == inner;
-            desc &= step == -inner;
-            inner *= num;
-        }
-    }
-    let contiguous = asc;
-    let descending = !asc && desc;
+    let (contiguous, descending) = one_run(ap);
     let run = if contiguous {
         len
     } else if ap.dims > 0 && ap.step[0] == 1 && ap.num[0] > 1 {
@@ -301,6 +288,44 @@ pub(super) fn span(
         base,
         first: first_partition(ap),
     })
+}
+
+/// Whether a pattern's offsets are one ascending run (`0, 1, 2, ...`) or, if not, one
+/// descending run (`0, -1, -2, ...`): each dimension that counts steps by the product of the
+/// counts inside it, or by its negation (the offsets walk the innermost dimension first).
+fn one_run(ap: &AccessPattern) -> (bool, bool) {
+    let (mut asc, mut desc, mut inner) = (true, true, 1i64);
+    for d in 0..(ap.dims as usize).min(4) {
+        let num = ap.num[d].max(1) as i64;
+        if num > 1 {
+            let step = ap.step[d] as i64;
+            asc &= step == inner;
+            desc &= step == -inner;
+            inner *= num;
+        }
+    }
+    (asc, !asc && desc)
+}
+
+/// Where a pattern whose offsets are one descending run lies (an LDWEIGHTS source), checked
+/// as [`span`] checks it: its memory, the bytes between partitions, the storage byte of
+/// element offset 0 in its first partition, and the elements per partition. None for any
+/// other pattern. [`span`] without the run starts it would list (and allocate) for such a
+/// pattern, which this caller does not read.
+pub(super) fn descending_run(
+    mem: &CoreMem,
+    ap: &AccessPattern,
+    dt: Dtype,
+    channels: usize,
+) -> Result<Option<(Space, usize, i64, usize)>, OpFault> {
+    let Checked {
+        space,
+        stride,
+        base,
+        ..
+    } = checked(mem, ap, dt, channels)?;
+    let len = elem_count(ap)? as usize;
+    Ok((one_run(ap).1).then_some((space, stride, base, len)))
 }
 
 /// The bytes `[lo, hi)` of each of `channels` partitions that a pattern touches (checked as
@@ -1056,6 +1081,11 @@ pub(super) mod tests {
             } else {
                 assert_eq!((sp.starts(), sp.run), (&[0i64][..], offs.len()), "{what}");
             }
+            // The LDWEIGHTS shortcut: a descending run's place as `span` gives it, and
+            // nothing for any other pattern.
+            let run = descending_run(&mem, &ap, Dtype::F32, 2).expect("in bounds");
+            let want = desc.then(|| (sp.space(), sp.stride(), sp.row_base(0), sp.len));
+            assert_eq!(run, want, "{what}");
         }
     }
 

@@ -4,7 +4,9 @@
 //! handed to `passpair`.
 
 use super::alu::{hi_part, is_identity};
-use super::pattern::{f32_view, gather, gather_bits16, gather_reversed, scatter, span};
+use super::pattern::{
+    descending_run, f32_view, gather, gather_bits16, gather_reversed, scatter, span,
+};
 use super::transpose::{
     fp32_identity, transpose, transpose_bits, transpose_into, transpose_kept_words, Identities,
 };
@@ -696,22 +698,24 @@ fn weights_view(
     dt: Dtype,
     rows: usize,
 ) -> Result<Option<(neuron_isa::Space, View, usize)>, OpFault> {
-    let sp = span(mem, ap, dt, rows)?;
-    let (n, es) = (sp.len, dt.size());
-    if !sp.is_descending() || n == 0 || es == 0 || !cfg!(target_endian = "little") {
+    let Some((space, stride, base, n)) = descending_run(mem, ap, dt, rows)? else {
+        return Ok(None);
+    };
+    let es = dt.size();
+    if n == 0 || es == 0 || !cfg!(target_endian = "little") {
         return Ok(None);
     }
-    // The first row's lowest byte (`span` checked every row lies in its memory).
-    let lowest = usize::try_from(sp.row_base(0) + (1 - n as i64) * es as i64).ok();
-    let Some(lo) = lowest.filter(|lo| lo % es == 0 && sp.stride() % es == 0) else {
+    // The first row's lowest byte (`descending_run` checked every row lies in its memory).
+    let lowest = usize::try_from(base + (1 - n as i64) * es as i64).ok();
+    let Some(lo) = lowest.filter(|lo| lo % es == 0 && stride % es == 0) else {
         return Ok(None);
     };
     let view = View {
         off: lo / es,
-        rs: sp.stride() / es,
+        rs: stride / es,
         cs: 1,
     };
-    Ok(Some((sp.space(), view, n)))
+    Ok(Some((space, view, n)))
 }
 
 /// Keep bf16 LDWEIGHTS weights where they lie (`CoreMem::keep_weights`, [`weights_view`]):
