@@ -124,10 +124,7 @@ mod tests {
         assert_eq!(expected_wait([Some(ms(8)), None, None]), None);
         // Two: the shorter, where they agree within a quarter.
         assert_eq!(expected_wait([Some(ms(8)), Some(ms(9)), None]), Some(ms(8)));
-        assert_eq!(
-            expected_wait([Some(ms(10)), Some(ms(8)), None]),
-            Some(ms(8))
-        );
+        assert_eq!(expected_wait([Some(ms(10)), Some(ms(8)), None]), Some(ms(8)));
         assert_eq!(expected_wait([Some(ms(8)), Some(ms(40)), None]), None);
         assert_eq!(expected_wait([Some(ms(11)), Some(ms(8)), None]), None);
         // Three: the median, whatever one outlier says.
