@@ -137,9 +137,9 @@ pub struct Model {
     nds: Option<crate::nds::ModelEntry>,
     /// The datastore counter of the device fault that ended the last execution.
     last_fault: Option<neuron_abi::nds::NcCounter>,
-    /// Host time the last three completed executions took from start to end
-    /// notifications, the latest first (`poll::expected_wait`).
-    last_waits: [Option<Duration>; 3],
+    /// Host time the last two completed executions took from start to end notifications,
+    /// the latest first (`poll::expected_wait`).
+    last_waits: [Option<Duration>; 2],
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -598,7 +598,7 @@ impl Model {
             timeout: opts.exec_timeout,
             hw_errors: opts.hw_errors,
             unrecoverable: false,
-            last_waits: [None; 3],
+            last_waits: [None; 2],
             id: next_model_id(),
             owners: Vec::new(),
             last_spans: Vec::new(),
@@ -902,7 +902,7 @@ impl Model {
                 deadline - now,
             );
         }
-        self.last_waits = [Some(started.elapsed()), waits[0], waits[1]];
+        self.last_waits = [Some(started.elapsed()), waits[0]];
         let mut spans = Vec::new();
         for (ci, c) in self.cores.iter().enumerate() {
             for e in 0..5 {

@@ -38,30 +38,17 @@ fn near_the_end(elapsed: Duration, expected: Option<Duration>) -> bool {
 /// to it.
 const NEAR_END_MAX: Duration = Duration::from_millis(2);
 
-/// What the next execution's wait is expected to take, from the last three waits (the
-/// latest first): their median once there are three, so one execution slowed by the host (a
-/// 2 ms stall) or one whose end was already posted when the wait began (the calling thread
-/// was off its CPU for the whole execution: a wait of 0) does not drop the expectation; with
-/// two, the shorter where they agree within a quarter (a first execution, cold caches and
-/// page faults, sets nothing on its own). Without an expectation the wait polls every
-/// 10-200 us, and each wake-up takes a CPU from the device thread or its helper: on a 2-CPU
-/// host such executions took ~40% longer, and dropping the expectation at every outlier
-/// kept a whole run in that state (`docs/performance.md`, 2026-12-06). Where executions get
-/// faster than the long sleep, the waits it makes (three quarters of the expected) bring the
-/// median down within two executions.
-pub(crate) fn expected_wait(last: [Option<Duration>; 3]) -> Option<Duration> {
-    match last {
-        [Some(a), Some(b), Some(c)] => {
-            let mut w = [a, b, c];
-            w.sort_unstable();
-            Some(w[1])
-        }
-        [Some(a), Some(b), None] => {
-            let (lo, hi) = (a.min(b), a.max(b));
-            (hi <= lo * 5 / 4).then_some(lo)
-        }
-        _ => None,
-    }
+/// What the next execution's wait is expected to take: the shorter of the last two, where
+/// they agree within a quarter. A first execution (cold caches, page faults) or a slower or
+/// faster one does not set a long sleep on its own; and where the long sleep made one wait
+/// longer than the execution, the next two disagree and polling takes over until they
+/// agree again.
+pub(crate) fn expected_wait(last: [Option<Duration>; 2]) -> Option<Duration> {
+    let [Some(a), Some(b)] = last else {
+        return None;
+    };
+    let (lo, hi) = (a.min(b), a.max(b));
+    (hi <= lo * 5 / 4).then_some(lo)
 }
 
 /// [`pace`]'s one long sleep, if it takes one: up to three quarters of the expected wait
@@ -118,28 +105,14 @@ mod tests {
     }
 
     #[test]
-    fn the_median_of_three_waits_or_two_that_agree_set_an_expected_wait() {
+    fn only_two_executions_that_agree_set_an_expected_wait() {
         let ms = Duration::from_millis;
-        assert_eq!(expected_wait([None, None, None]), None);
-        assert_eq!(expected_wait([Some(ms(8)), None, None]), None);
-        // Two: the shorter, where they agree within a quarter.
-        assert_eq!(expected_wait([Some(ms(8)), Some(ms(9)), None]), Some(ms(8)));
-        assert_eq!(expected_wait([Some(ms(10)), Some(ms(8)), None]), Some(ms(8)));
-        assert_eq!(expected_wait([Some(ms(8)), Some(ms(40)), None]), None);
-        assert_eq!(expected_wait([Some(ms(11)), Some(ms(8)), None]), None);
-        // Three: the median, whatever one outlier says.
-        assert_eq!(
-            expected_wait([Some(ms(40)), Some(ms(8)), Some(ms(9))]),
-            Some(ms(9))
-        );
-        assert_eq!(
-            expected_wait([Some(ms(0)), Some(ms(8)), Some(ms(9))]),
-            Some(ms(8))
-        );
-        assert_eq!(
-            expected_wait([Some(ms(6)), Some(ms(6)), Some(ms(9))]),
-            Some(ms(6))
-        );
+        assert_eq!(expected_wait([None, None]), None);
+        assert_eq!(expected_wait([Some(ms(8)), None]), None);
+        assert_eq!(expected_wait([Some(ms(8)), Some(ms(9))]), Some(ms(8)));
+        assert_eq!(expected_wait([Some(ms(10)), Some(ms(8))]), Some(ms(8)));
+        assert_eq!(expected_wait([Some(ms(8)), Some(ms(40))]), None);
+        assert_eq!(expected_wait([Some(ms(11)), Some(ms(8))]), None);
     }
 
     /// The completion wait's long sleep: none without a last execution or near its three
