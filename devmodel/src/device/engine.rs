@@ -26,11 +26,10 @@ pub(super) enum EngStatus {
 pub(super) struct Pending {
     pub(super) sync: Sync,
     pub(super) opcode: u8,
-    /// The second wait an EVENT_SEMAPHORE body names, decoded once here.
-    pub(super) ext_wait: Option<SemWait>,
     /// The decoded word (taken when it issues), shared with the decode cache.
     pub(super) word: Option<Arc<CaymanInstr>>,
-    /// What issuing it reads off it (`decode::Facts`).
+    /// What issuing it reads off it (`decode::Facts`), the second wait an EVENT_SEMAPHORE
+    /// body names among it.
     pub(super) facts: super::decode::Facts,
     /// A DRAIN: also waits for the engine's outstanding completion signals.
     pub(super) drain: bool,
@@ -114,7 +113,6 @@ impl Sequencer {
         self.pending = Some(Pending {
             sync: w.sync,
             opcode,
-            ext_wait: w.facts.ext_wait,
             drain: w.ci.opcode == Opcode::Drain,
             facts: w.facts,
             word: Some(w.ci),
@@ -229,7 +227,8 @@ impl Device {
         let Some(p) = st.pending.as_ref() else {
             return;
         };
-        let (sync, opcode, ext_wait, facts) = (p.sync, p.opcode, p.ext_wait, p.facts);
+        let (sync, opcode, facts) = (p.sync, p.opcode, p.facts);
+        let ext_wait = facts.ext_wait;
         // Every wait must hold: the header's and, for EVENT_SEMAPHORE, the one in its body. A
         // DRAIN also waits until the engine's own completion signals have all landed.
         let draining = p.drain && st.outstanding > 0;

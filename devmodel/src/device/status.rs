@@ -195,7 +195,7 @@ impl Device {
                             p.sync
                                 .wait
                                 .iter()
-                                .chain(p.ext_wait.iter())
+                                .chain(p.facts.ext_wait.iter())
                                 .copied()
                                 .collect()
                         })
