@@ -343,19 +343,48 @@ pub fn for_each_mut<T: Send>(
 }
 
 /// How many rows (partitions) one piece of a `rows`-row step of `work` element operations
-/// holds: about two pieces per worker, all rows where the step stays on one thread.
+/// holds: one piece per worker ([`per_piece`]), all rows where the step stays on one
+/// thread.
 pub fn rows_per_piece(rows: usize, work: u64) -> usize {
-    let w = workers();
-    if w <= 1 || work < MIN_WORK || rows <= 1 {
+    if work < MIN_WORK {
         return rows.max(1);
     }
-    rows.div_ceil((2 * w).min(rows))
+    per_piece(rows)
+}
+
+/// How many of a step's `units` (rows, blocks of rows or columns) one piece holds where it
+/// is shared: one piece per worker, so the caller takes the first and a helper the last,
+/// the same rows step after step. Measured against two pieces per worker (2-CPU VM,
+/// `bench real` on the six attention kernels, the two settings alternated execution by
+/// execution in one process): 2-6% less host time on each, in quiet and busy spells alike;
+/// three pieces (one thread doing two) 7-17% more.
+pub fn per_piece(units: usize) -> usize {
+    units.div_ceil(workers().min(units).max(1)).max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
+
+    /// Shared steps are cut into one piece per worker (the caller and each helper); a step
+    /// kept on one thread is one piece.
+    #[test]
+    fn a_shared_step_has_one_piece_per_worker() {
+        let w = helpers() + 1;
+        with(true, || {
+            assert_eq!(per_piece(128), 128usize.div_ceil(w));
+            assert_eq!(per_piece(1), 1);
+            assert_eq!(per_piece(0), 1);
+            assert_eq!(rows_per_piece(128, MIN_WORK), 128usize.div_ceil(w));
+            assert_eq!(rows_per_piece(128, MIN_WORK - 1), 128);
+        });
+        with(false, || {
+            assert_eq!(per_piece(128), 128);
+            assert_eq!(rows_per_piece(128, MIN_WORK), 128);
+        });
+        eprintln!("helpers in this process: {}", w - 1);
+    }
 
     #[test]
     fn every_chunk_runs_once_with_or_without_helpers() {

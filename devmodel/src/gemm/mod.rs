@@ -434,16 +434,17 @@ impl Ptr {
 }
 
 /// The columns of one piece of an `m x k x n` product: all `n` where it stays on one
-/// thread, else about two pieces per worker, in multiples of 32 (the panel kernel's panel) and
-/// at least 64 wide (under `matrixmultiply` each piece packs the whole A again: 128 x 128 of
-/// it costs about a tenth of a 128 x 128 x 64 product).
+/// thread, else one piece per worker (`fanout::per_piece`), in multiples of 32 (the panel
+/// kernel's panel) and at least 64 wide (under `matrixmultiply` each piece packs the whole A
+/// again: 128 x 128 of it costs about a tenth of a 128 x 128 x 64 product).
 fn column_piece(m: usize, k: usize, n: usize) -> usize {
     let work = (m as u64) * (k as u64) * (n as u64);
-    let w = crate::fanout::workers();
-    if w <= 1 || work < crate::fanout::MIN_WORK || n < 128 {
+    if work < crate::fanout::MIN_WORK || n < 128 {
         return n.max(1);
     }
-    n.div_ceil(2 * w).next_multiple_of(32).clamp(64, n)
+    crate::fanout::per_piece(n)
+        .next_multiple_of(32)
+        .clamp(64, n)
 }
 
 /// `C = beta·C + P` for a dense product `P` (`m x n` in rows of `pitch`), into the strided
