@@ -83,15 +83,41 @@ pub(super) fn transpose_rows_into(
     let wide = std::is_x86_feature_detected!("avx");
     #[cfg(not(target_arch = "x86_64"))]
     let wide = false;
-    if wide {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX detected just above; the bounds were checked above (every block's
-        // source rows lie in `src`, its destination rows in `dst`).
-        unsafe {
-            blocks_avx(&g, src, dst)
+    let (s, d) = (Shared(src.as_ptr().cast_mut()), Shared(dst.as_mut_ptr()));
+    // Destination rows `j0..j0 + w` (source columns, whole blocks), apart from any other
+    // piece's.
+    let piece = |j0: usize, w: usize| {
+        let part = Blocks {
+            cb: w,
+            off: g.off + j0 * g.pitch,
+            ..g
         };
+        let from = s.get().cast_const().wrapping_add(j0);
+        if wide {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX detected just above; the bounds were checked above (every
+            // block's source rows lie in `src`, its destination rows in `dst`), and
+            // pieces write apart.
+            unsafe {
+                blocks_avx(&part, from, d.get())
+            };
+        } else {
+            // SAFETY: as above.
+            unsafe { blocks(&part, from, d.get()) };
+        }
+    };
+    // Destination rows per piece: as the elementwise step that reads them next cuts its
+    // partitions (`fanout::per_piece`, whole blocks), so that step finds them in its own
+    // cache.
+    let per = if rb * cb >= SHARE_ELEMS {
+        crate::fanout::per_piece(cb / B) * B
     } else {
-        blocks(&g, src, dst);
+        cb
+    };
+    if per >= cb {
+        piece(0, cb);
+    } else {
+        crate::fanout::run(cb.div_ceil(per), &|i| piece(i * per, per.min(cb - i * per)));
     }
     // Edges (only when a dimension is not a multiple of 8): the last columns of the blocked
     // rows, then every column of the last rows.
@@ -455,6 +481,7 @@ const B: usize = 8;
 /// before the next eight are touched, instead of every row's lines being evicted and
 /// fetched again for each 32-byte piece): `rb` source rows (`srs` elements apart) and their
 /// first `cb` columns, written to `dst[off + j * pitch + c]` (added when `accumulate`).
+#[derive(Clone, Copy)]
 struct Blocks {
     srs: usize,
     rb: usize,
@@ -464,22 +491,53 @@ struct Blocks {
     accumulate: bool,
 }
 
-/// The full blocks, element by element. The caller has checked the bounds.
-fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
+/// A transpose's source and destination, shared by the pieces of one (`transpose_rows_into`:
+/// each piece reads its own source rows and writes its own destination columns).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: pieces of one transpose read the source and write apart in the destination, both
+// borrowed by the caller for the whole step.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The pointer (a method, so closures capture the `Sync` wrapper, not its field).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Transposes with at least this many elements in full blocks are shared with the data-path
+/// helpers by destination rows (the attention kernels' 128 x 128 fp32 transposes into PSUM,
+/// 16-72 an execution: 1-2% of their host time, alternated execution by execution against
+/// one thread).
+const SHARE_ELEMS: usize = 64 * 64;
+
+/// The full blocks, element by element.
+///
+/// # Safety
+/// `s` must point at `rb` rows of `cb` elements, `srs` apart, and row `j` of the
+/// destination, `d + off + j * pitch .. + rb`, must be writable for every `j < cb`, with
+/// nothing else reading or writing those elements during the call (as
+/// [`transpose_rows_into`] checks and arranges).
+unsafe fn blocks(g: &Blocks, s: *const f32, d: *mut f32) {
     for j0 in (0..g.cb).step_by(B) {
         for c0 in (0..g.rb).step_by(B) {
             let mut t = [[0f32; B]; B];
             for (i, r) in t.iter_mut().enumerate() {
-                r.copy_from_slice(&src[(c0 + i) * g.srs + j0..][..B]);
+                for (j, v) in r.iter_mut().enumerate() {
+                    // SAFETY: inside the source the caller names.
+                    *v = unsafe { *s.add((c0 + i) * g.srs + j0 + j) };
+                }
             }
             for j in 0..B {
-                let d = &mut dst[g.off + (j0 + j) * g.pitch + c0..][..B];
-                for i in 0..B {
-                    d[i] = if g.accumulate {
-                        d[i] + t[i][j]
-                    } else {
-                        t[i][j]
-                    };
+                // SAFETY: inside the destination rows the caller names.
+                let row = unsafe { d.add(g.off + (j0 + j) * g.pitch + c0) };
+                for (i, t) in t.iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe {
+                        let p = row.add(i);
+                        *p = if g.accumulate { *p + t[j] } else { t[j] };
+                    }
                 }
             }
         }
@@ -491,15 +549,11 @@ fn blocks(g: &Blocks, src: &[f32], dst: &mut [f32]) {
 /// same bits (`tests::avx_blocks_equal_the_element_loop`).
 ///
 /// # Safety
-/// The CPU must have AVX, and the caller must have checked that `src` holds `rb` rows of
-/// `cols` and that row `j0 + j` of every block, `off + (j0 + j) * pitch + c0 .. + 8`, lies in
-/// `dst` (as [`transpose_into`] does).
+/// The CPU must have AVX, and the pointers must be as [`blocks`] requires.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn blocks_avx(g: &Blocks, src: &[f32], dst: &mut [f32]) {
+unsafe fn blocks_avx(g: &Blocks, s: *const f32, d: *mut f32) {
     use std::arch::x86_64::*;
-    debug_assert!(g.rb == 0 || g.cb == 0 || (g.rb - 1) * g.srs + g.cb <= src.len());
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     for j0 in (0..g.cb).step_by(B) {
         // Destination rows two blocks ahead into cache while these eight are written (the
         // first three blocks' at the start): rows 16 KiB apart are separate short streams
@@ -808,6 +862,53 @@ mod tests {
         }
     }
 
+    /// A transpose large enough to share (`SHARE_ELEMS`), with helpers allowed and not,
+    /// gives the definition's bits into strided rows, overwriting and accumulating, with
+    /// ragged edges; elements between the rows untouched. Reference: the element-by-element
+    /// definition written here.
+    #[test]
+    fn shared_transposes_match_the_definition() {
+        for (rows, cols) in [(128usize, 128usize), (128, 136), (131, 96), (64, 64)] {
+            assert!((rows - rows % B) * (cols - cols % B) >= SHARE_ELEMS);
+            let (srs, off, pitch) = (cols + 16, 3, rows + 9);
+            let src: Vec<f32> = (0..rows * srs)
+                .map(|i| (i as f32 * 0.377).sin() * 1e3)
+                .collect();
+            let len = off + (cols - 1) * pitch + rows + 5;
+            let old: Vec<f32> = (0..len).map(|i| (i as f32 * 0.19).cos()).collect();
+            for accumulate in [false, true] {
+                let mut want = old.clone();
+                for c in 0..rows {
+                    for j in 0..cols {
+                        let d = &mut want[off + j * pitch + c];
+                        *d = if accumulate {
+                            *d + src[c * srs + j]
+                        } else {
+                            src[c * srs + j]
+                        };
+                    }
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                for allowed in [false, true] {
+                    let mut got = old.clone();
+                    let ok = crate::fanout::with(allowed, || {
+                        transpose_rows_into(&src, srs, rows, cols, &mut got, off, pitch, accumulate)
+                    });
+                    assert!(ok);
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{rows}x{cols} accumulate {accumulate} helpers allowed {allowed}"
+                    );
+                }
+            }
+        }
+        eprintln!(
+            "helpers in this process: {} (0: both runs stayed on one thread)",
+            crate::fanout::helpers()
+        );
+    }
+
     /// The AVX blocks move the element loop's bits, overwriting and accumulating (NaN,
     /// -0, subnormals included), where the host has AVX.
     #[test]
@@ -843,9 +944,12 @@ mod tests {
                     pitch,
                     accumulate,
                 };
-                blocks(&g, &src, &mut a);
-                // SAFETY: AVX detected; bounds as transpose_into checks them.
-                unsafe { blocks_avx(&g, &src, &mut b) };
+                // SAFETY: bounds as transpose_into checks them (AVX detected for the
+                // second).
+                unsafe {
+                    blocks(&g, src.as_ptr(), a.as_mut_ptr());
+                    blocks_avx(&g, src.as_ptr(), b.as_mut_ptr());
+                }
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&a), bits(&b), "accumulate {accumulate}");
             }
