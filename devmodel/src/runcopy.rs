@@ -26,8 +26,8 @@ unsafe impl Sync for Run {}
 /// Transfers of fewer bytes stay on their thread: a helper's join costs a few microseconds.
 pub const SHARE_BYTES: usize = 128 << 10;
 
-/// Bytes one piece of a shared transfer holds at least (about two pieces per worker for the
-/// compiler's 256-512 KiB spills).
+/// Bytes one piece of a shared transfer holds at least (4-8 pieces for the compiler's
+/// 256-512 KiB spills; one piece per worker measured the same, `docs/performance.md`).
 const PIECE_BYTES: usize = 64 << 10;
 
 /// Whether the `num[0] x num[1]` elements of `elem` bytes at `i0·step[0] + i1·step[1]` (a
