@@ -492,7 +492,7 @@ struct Blocks {
 }
 
 /// A transpose's source and destination, shared by the pieces of one (`transpose_rows_into`:
-/// each piece reads its own source rows and writes its own destination columns).
+/// each piece reads its own source columns and writes its own destination rows).
 #[derive(Clone, Copy)]
 struct Shared(*mut f32);
 // SAFETY: pieces of one transpose read the source and write apart in the destination, both
@@ -508,8 +508,8 @@ impl Shared {
 
 /// Transposes with at least this many elements in full blocks are shared with the data-path
 /// helpers by destination rows (the attention kernels' 128 x 128 fp32 transposes into PSUM,
-/// 16-72 an execution: 1-2% of their host time, alternated execution by execution against
-/// one thread).
+/// 16-72 an execution: 1-2% less host time than kept on one thread, the two alternated
+/// execution by execution, `docs/performance.md`).
 const SHARE_ELEMS: usize = 64 * 64;
 
 /// The full blocks, element by element.
