@@ -356,8 +356,8 @@ pub fn rows_per_piece(rows: usize, work: u64) -> usize {
 /// is shared: one piece per worker, so the caller takes the first and a helper the last,
 /// the same rows step after step. Measured against two pieces per worker (2-CPU VM,
 /// `bench real` on the six attention kernels, the two settings alternated execution by
-/// execution in one process): 2-6% less host time on each, in quiet and busy spells alike;
-/// three pieces (one thread doing two) 7-17% more.
+/// execution in one process): 2-6% less host time, in quiet and busy spells alike (one run
+/// of fused_fp32_s512 4% more); three pieces (one thread doing two) 7-21% more.
 pub fn per_piece(units: usize) -> usize {
     units.div_ceil(workers().min(units).max(1)).max(1)
 }
