@@ -49,6 +49,29 @@ enum Seg<'a> {
     Pages,
 }
 
+/// The pattern `background` (a [`SparseMem`]'s, later entries winning) names for `addr`.
+fn background_at(background: &[(u64, u64, u32)], addr: u64) -> Option<u32> {
+    background
+        .iter()
+        .rev()
+        .find(|(s, e, _)| addr >= *s && addr < *e)
+        .map(|b| b.2)
+}
+
+/// A page from the pool, in the background pattern where `background` (a [`SparseMem`]'s)
+/// names one for it, else zeros.
+fn blank_page(background: &[(u64, u64, u32)], pg: u64) -> PageBuf {
+    let mut p = PagePool::global().page();
+    if !background.is_empty() {
+        for (i, w) in p.chunks_exact_mut(4).enumerate() {
+            if let Some(v) = background_at(background, pg * PAGE + 4 * i as u64) {
+                w.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    p
+}
+
 impl SparseMem {
     pub fn new() -> Self {
         Self::default()
@@ -97,23 +120,11 @@ impl SparseMem {
     }
 
     fn background_at(&self, addr: u64) -> Option<u32> {
-        self.background
-            .iter()
-            .rev()
-            .find(|(s, e, _)| addr >= *s && addr < *e)
-            .map(|b| b.2)
+        background_at(&self.background, addr)
     }
 
     fn blank_page(&self, pg: u64) -> PageBuf {
-        let mut p = PagePool::global().page();
-        if !self.background.is_empty() {
-            for (i, w) in p.chunks_exact_mut(4).enumerate() {
-                if let Some(v) = self.background_at(pg * PAGE + 4 * i as u64) {
-                    w.copy_from_slice(&v.to_le_bytes());
-                }
-            }
-        }
-        p
+        blank_page(&self.background, pg)
     }
 
     fn read_pages(&self, addr: u64, buf: &mut [u8]) {
@@ -173,11 +184,16 @@ impl SparseMem {
     /// Page `pg`, made (blank, or in the background pattern) if absent: what every write
     /// to the pages goes into.
     fn page_made(&mut self, pg: u64) -> Option<&mut PageBuf> {
-        if !self.pages.contains_key(&pg) {
-            let blank = self.blank_page(pg);
-            self.pages.insert(pg, blank);
-        }
-        self.pages.get_mut(&pg)
+        let SparseMem {
+            pages, background, ..
+        } = self;
+        // One lookup whether the page is there or not (a spill's 2 KiB rows look pages up
+        // hundreds of times an execution).
+        Some(
+            pages
+                .entry(pg)
+                .or_insert_with(|| blank_page(background, pg)),
+        )
     }
 
     /// Ask for the first cache lines of `[addr, addr + len)` early (at most 8 of them), for

@@ -389,7 +389,9 @@ impl Device {
             }
         } else {
             let window = mem.bytes(space);
-            let mut last: Option<(u64, *mut u8)> = None;
+            // The last two pages written, latest first: a spill's rows alternate between
+            // two blocks 256 KiB apart, so one remembered page missed at every run.
+            let mut last: [Option<(u64, *mut u8)>; 2] = [None; 2];
             let mut whole = true;
             for &(h, at, n) in runs {
                 let (pg, off) = (h / PAGE, (h % PAGE) as usize);
@@ -401,16 +403,23 @@ impl Device {
                     break;
                 };
                 let page = match last {
-                    Some((p, ptr)) if p == pg => ptr,
-                    _ => match hbm.page_for_write(pg) {
-                        Some(b) => b.as_mut_ptr(),
+                    [Some((p, ptr)), _] if p == pg => ptr,
+                    [first, Some((p, ptr))] if p == pg => {
+                        last = [Some((p, ptr)), first];
+                        ptr
+                    }
+                    [first, _] => match hbm.page_for_write(pg) {
+                        Some(b) => {
+                            let ptr = b.as_mut_ptr();
+                            last = [Some((pg, ptr)), first];
+                            ptr
+                        }
                         None => {
                             whole = false;
                             break;
                         }
                     },
                 };
-                last = Some((pg, page));
                 moves.push(crate::runcopy::Run {
                     from: from.as_ptr(),
                     to: page.wrapping_add(off),
