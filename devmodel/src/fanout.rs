@@ -319,6 +319,23 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     }
 }
 
+/// A pointer into operands the pieces of one shared step reach from several threads (a
+/// product's A, B and C; a transpose's source and destination), each piece reading what it
+/// may and writing only its own elements.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedPtr(pub(crate) *mut f32);
+// SAFETY: the operands are borrowed by the step's caller for the whole step, and the pieces
+// write apart (each user's SAFETY note says how).
+unsafe impl Send for SharedPtr {}
+unsafe impl Sync for SharedPtr {}
+
+impl SharedPtr {
+    /// The pointer (a method, so closures capture the `Sync` wrapper, not its field).
+    pub(crate) fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
 /// Split `data` into pieces of `piece` elements (the last may be shorter) and run
 /// `f(index, piece)` on each, fanned out where `work` (element operations) is large enough.
 pub fn for_each_mut<T: Send>(
@@ -356,8 +373,8 @@ pub fn rows_per_piece(rows: usize, work: u64) -> usize {
 /// is shared: one piece per worker, so the caller takes the first and a helper the last,
 /// the same rows step after step. Measured against two pieces per worker (2-CPU VM,
 /// `bench real` on the six attention kernels, the two settings alternated execution by
-/// execution in one process): 2-6% less host time, in quiet and busy spells alike (one run
-/// of fused_fp32_s512 4% more); three pieces (one thread doing two) 7-21% more.
+/// execution in one process): 1.6-5.7% less host time, in quiet and busy spells alike (one
+/// run of fused_fp32_s512 3.7% more); three pieces (one thread doing two) 7-21% more.
 pub fn per_piece(units: usize) -> usize {
     units.div_ceil(workers().min(units).max(1)).max(1)
 }

@@ -12,6 +12,7 @@ use super::alu::{identity_row16, is_identity};
 use super::pattern::span;
 use super::pe::PeState;
 use crate::core::CoreMem;
+use crate::fanout::SharedPtr;
 use crate::fault::OpFault;
 use crate::gemm::View;
 use neuron_isa::cayman::AccessPattern;
@@ -83,7 +84,11 @@ pub(super) fn transpose_rows_into(
     let wide = std::is_x86_feature_detected!("avx");
     #[cfg(not(target_arch = "x86_64"))]
     let wide = false;
-    let (s, d) = (Shared(src.as_ptr().cast_mut()), Shared(dst.as_mut_ptr()));
+    // (Each piece reads its own source columns and writes its own destination rows.)
+    let (s, d) = (
+        SharedPtr(src.as_ptr().cast_mut()),
+        SharedPtr(dst.as_mut_ptr()),
+    );
     // Destination rows `j0..j0 + w` (source columns, whole blocks), apart from any other
     // piece's.
     let piece = |j0: usize, w: usize| {
@@ -489,21 +494,6 @@ struct Blocks {
     off: usize,
     pitch: usize,
     accumulate: bool,
-}
-
-/// A transpose's source and destination, shared by the pieces of one (`transpose_rows_into`:
-/// each piece reads its own source columns and writes its own destination rows).
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: pieces of one transpose read the source and write apart in the destination, both
-// borrowed by the caller for the whole step.
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// The pointer (a method, so closures capture the `Sync` wrapper, not its field).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// Transposes with at least this many elements in full blocks are shared with the data-path

@@ -181,7 +181,12 @@ pub fn sgemm(
     }
     let cols = column_piece(m, k, n);
     let pieces = n.div_ceil(cols);
-    let (ap, bp, cp) = (Ptr(a as *mut f32), Ptr(b as *mut f32), Ptr(c));
+    // (The pieces only read A and B and write disjoint columns of C.)
+    let (ap, bp, cp) = (
+        crate::fanout::SharedPtr(a as *mut f32),
+        crate::fanout::SharedPtr(b as *mut f32),
+        crate::fanout::SharedPtr(c),
+    );
     let piece = |i: usize| {
         let (c0, w) = (i * cols, cols.min(n - i * cols));
         // SAFETY: every index the kernel touches was bounds-checked above against the
@@ -418,18 +423,6 @@ pub fn narrow_bf16(
             c,
             cv,
         ),
-    }
-}
-
-/// A pointer the GEMM's pieces share across threads.
-#[derive(Clone, Copy)]
-struct Ptr(*mut f32);
-// SAFETY: the pieces only read A and B and write disjoint columns of C (`sgemm`).
-unsafe impl Send for Ptr {}
-unsafe impl Sync for Ptr {}
-impl Ptr {
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 
