@@ -385,7 +385,7 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {} kept on their caller while the helpers were far){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
@@ -404,6 +404,7 @@ fn bench_one(
         fan1.helper_pieces - fan0.helper_pieces,
         fan1.pieces - fan0.pieces,
         (fan1.caller_wait_ns - fan0.caller_wait_ns) as f64 / 1e3 / f64::from(repeat),
+        fan1.far_steps - fan0.far_steps,
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
             ""
