@@ -63,6 +63,8 @@ struct Job {
     /// When the helper that took the job saw it posted ([`stamp`]; 0 until one does): how
     /// far it is.
     joined: AtomicU64,
+    /// Since when that helper had been spinning when it saw the job.
+    awake: AtomicU64,
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
     /// Chunks claimed from the front (the caller, low 32 bits) and from the back (helpers,
@@ -99,13 +101,13 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 /// never sooner than 220 ns in stretches of seconds to minutes while they did not; there
 /// sharing made akc-baseline_bf16_s512 1.4x slower than one thread, as each step's operands
 /// and results crossed between the caches. A helper busy, yielding or descheduled sees it
-/// later, near or far, so only a prompt sighting says anything: the far state is entered
-/// when almost none of the last joins were prompt.
+/// later, near or far: only joins of a helper that was spinning when the post was made
+/// count, and the far state is entered when almost none of the last were prompt.
 const NEAR_NS: u64 = 180;
 
 /// The joins the placement remembers, and how few of them may have been prompt to enter
-/// the far state and how many must be to leave it. Near, nine joins in ten are prompt
-/// (the rest come in bursts while the helper yields to the runtime's polls); far, none is.
+/// the far state and how many must be to leave it. Near, almost every join of a spinning
+/// helper is prompt; far, none is.
 const WINDOW: u32 = 16;
 const ENTER_FAR: u32 = 2;
 const LEAVE_FAR: u32 = 6;
@@ -236,6 +238,9 @@ fn helper(p: &'static Pool) {
     let mut seen = 0u64;
     loop {
         let idle = Instant::now();
+        // Since when this thread has been spinning, not in a yield or asleep: a post made
+        // before then was seen late for that, not for the distance.
+        let mut awake = stamp();
         let mut spins = 0u32;
         while !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
             spins = spins.wrapping_add(1);
@@ -247,6 +252,7 @@ fn helper(p: &'static Pool) {
             }
             if idle.elapsed() < SPIN {
                 thread::yield_now();
+                awake = stamp();
                 continue;
             }
             p.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -254,6 +260,7 @@ fn helper(p: &'static Pool) {
                 thread::park_timeout(Duration::from_millis(100));
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
+            awake = stamp();
         }
         let saw = stamp();
         let job = {
@@ -270,6 +277,7 @@ fn helper(p: &'static Pool) {
         };
         // SAFETY: `active` counts us, so the caller keeps the job (and `f`) alive.
         let j = unsafe { &*job.0 };
+        j.awake.store(awake, Ordering::Relaxed);
         j.joined.store(saw, Ordering::Relaxed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let ran = claim(j, true);
@@ -383,6 +391,7 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
     let job = Job {
         joined: AtomicU64::new(0),
+        awake: AtomicU64::new(0),
         f: f_static,
         n,
         claimed: AtomicU64::new(0),
@@ -453,9 +462,10 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
         let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
         CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
     }
-    // A helper that was asleep, or did not join at all, says nothing about the distance.
+    // A helper that was asleep or in a yield when the job was posted, or did not join at
+    // all, says nothing about the distance.
     let joined = job.joined.load(Ordering::Relaxed);
-    if spinning && joined != 0 {
+    if spinning && joined != 0 && job.awake.load(Ordering::Relaxed) <= posted {
         let prompt = joined.saturating_sub(posted) <= NEAR_NS;
         let _ = PLACEMENT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
             Some(placement_after(w, prompt))
