@@ -385,7 +385,7 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {} kept on their caller while the helpers were far){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {}){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
@@ -404,7 +404,19 @@ fn bench_one(
         fan1.helper_pieces - fan0.helper_pieces,
         fan1.pieces - fan0.pieces,
         (fan1.caller_wait_ns - fan0.caller_wait_ns) as f64 / 1e3 / f64::from(repeat),
-        fan1.far_steps - fan0.far_steps,
+        match fan1.timed_joins - fan0.timed_joins {
+            0 => "no spinning helper's join timed".to_string(),
+            t => format!(
+                "{:.0}% of a spinning helper's joins within {} ns of the post: the helper's cache {}",
+                100.0 * (fan1.prompt_joins - fan0.prompt_joins) as f64 / t as f64,
+                neuron_devmodel::fanout::NEAR_NS,
+                if 2 * (fan1.prompt_joins - fan0.prompt_joins) >= t {
+                    "near the caller's"
+                } else {
+                    "far from the caller's (a slow placement: docs/performance.md)"
+                }
+            ),
+        },
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {
             ""

@@ -6,15 +6,10 @@
 //!
 //! Whether a thread may fan out is its own setting ([`with`]), set by the core's lane for
 //! each word from `NEURON_EMU_THREADS` (`1` keeps every step on one thread).
-//!
-//! Sharing pays only while the helpers' caches are near the caller's: each step hands half
-//! its operands to another CPU and takes half its results back. Each shared step measures
-//! that distance as it goes ([`far`]); while it is far, steps stay on their caller, and every
-//! [`PROBE_NS`] one posts an empty job that keeps measuring.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -60,11 +55,8 @@ pub fn workers() -> usize {
 
 /// A posted step: `n` chunks of `f`, claimed through `claimed`.
 struct Job {
-    /// When the helper that took the job saw it posted ([`stamp`]; 0 until one does): how
-    /// far it is.
+    /// When the helper that took the job saw it posted ([`stamp`]; 0 until one does).
     joined: AtomicU64,
-    /// Since when that helper had been spinning when it saw the job.
-    awake: AtomicU64,
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
     /// Chunks claimed from the front (the caller, low 32 bits) and from the back (helpers,
@@ -95,70 +87,22 @@ struct Pool {
 
 static POOL: OnceLock<Pool> = OnceLock::new();
 
-/// How soon after a post a spinning helper sees it while its cache is near the caller's.
-/// On the 2-vCPU VM of `docs/performance.md` (2026-12-06, fourteenth session) a helper saw
-/// a post 30-70 ns after it was made while the two vCPUs shared a last-level cache, and
-/// never sooner than 220 ns in stretches of seconds to minutes while they did not; there
-/// sharing made akc-baseline_bf16_s512 1.4x slower than one thread, as each step's operands
-/// and results crossed between the caches. A helper busy, yielding or descheduled sees it
-/// later, near or far: only joins of a helper that was spinning when the post was made
-/// count, and the far state is entered when almost none of the last were prompt.
-const NEAR_NS: u64 = 180;
+/// Steps shared out, and their pieces run by helpers (for `bench`).
+static SHARED_STEPS: AtomicU64 = AtomicU64::new(0);
+static HELPER_PIECES: AtomicU64 = AtomicU64::new(0);
+static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
+static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
+static TIMED_JOINS: AtomicU64 = AtomicU64::new(0);
+static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
 
-/// The joins the placement remembers, and how few of them may have been prompt to enter
-/// the far state and how many must be to leave it. Near, almost every join of a spinning
-/// helper is prompt; far, none is.
-const WINDOW: u32 = 16;
-const ENTER_FAR: u32 = 2;
-const LEAVE_FAR: u32 = 6;
-
-/// While far, a step that would be shared probes the helpers this often (nanoseconds): it
-/// posts a job with no pieces, and a spinning helper's sighting of it measures whether the
-/// helper has come near again. A helper asleep is woken instead and probed
-/// [`PROBE_WAKE_NS`] later; between probes it spins its 300 us and sleeps, leaving its CPU
-/// to the runtime's thread. Measured while far (akc-baseline_bf16_s512, median execution
-/// over 13-23 processes each): probing every 50 ms ran 1.03 ms like one thread (1.01) and
-/// like never probing (1.03), against 1.35 sharing every step; probing every 1 ms, or an
-/// empty job every 16 steps (the helper never sleeping), 1.2-1.25; sharing one step in 16
-/// as the probe, 1.24. A return to near is seen within six probes.
-pub const PROBE_NS: u64 = 50_000_000;
-
-/// How long after waking a sleeping helper the next probe comes.
-const PROBE_WAKE_NS: u64 = 50_000;
-
-/// Where the helpers are from their callers, from the last [`WINDOW`] joins: bit `i` of the
-/// low 16 bits set where the `i`-th newest was prompt (within [`NEAR_NS`]), bit 16 the far
-/// state. Only host time depends on it: a step's pieces give the same results on any thread.
-static PLACEMENT: AtomicU32 = AtomicU32::new(NEAR_START);
-const FAR_BIT: u32 = 1 << WINDOW;
-/// Near, every remembered join prompt: the state of a new process.
-const NEAR_START: u32 = FAR_BIT - 1;
-
-/// When the helpers were last probed ([`stamp`]; moved on by a wake-up, see [`PROBE_NS`]).
-static LAST_PROBE: AtomicU64 = AtomicU64::new(0);
-
-/// The placement word after one more join (`prompt`: seen within [`NEAR_NS`]).
-fn placement_after(word: u32, prompt: bool) -> u32 {
-    let window = ((word << 1) | u32::from(prompt)) & (FAR_BIT - 1);
-    let prompt_joins = window.count_ones();
-    let far = if word & FAR_BIT != 0 {
-        prompt_joins < LEAVE_FAR
-    } else {
-        prompt_joins <= ENTER_FAR
-    };
-    window | if far { FAR_BIT } else { 0 }
-}
-
-/// Whether a step that would be shared while the helpers are far, at `now`, probes them
-/// ([`PROBE_NS`]), the last probe having been at `last`.
-fn probe_due(last: u64, now: u64) -> bool {
-    now.saturating_sub(last) >= PROBE_NS
-}
-
-/// Whether the helpers are far from their callers now (see [`NEAR_NS`]).
-pub fn far() -> bool {
-    PLACEMENT.load(Ordering::Relaxed) & FAR_BIT != 0
-}
+/// Within how long of a post a spinning helper that sees it counts as near: where the
+/// helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
+/// (2026-12-06, fourteenth session) the host ran the two vCPUs on cores sharing a
+/// last-level cache or not, switching every few seconds to minutes; per run, the median
+/// time from a post to a spinning helper's sighting was 30-71 ns in the first placement
+/// and 230-271 ns in the second, where akc-baseline_bf16_s512 ran 1.4-1.7x slower.
+/// `bench real` reports the share of prompt joins, so a slow run says which it had.
+pub const NEAR_NS: u64 = 150;
 
 /// Nanoseconds since the first stamp in this process (never 0, which [`Job::joined`]
 /// keeps for "not taken").
@@ -168,12 +112,11 @@ fn stamp() -> u64 {
     u64::try_from(e.elapsed().as_nanos()).map_or(u64::MAX, |n| n.max(1))
 }
 
-/// Steps shared out, and their pieces run by helpers (for `bench`).
-static SHARED_STEPS: AtomicU64 = AtomicU64::new(0);
-static HELPER_PIECES: AtomicU64 = AtomicU64::new(0);
-static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
-static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
-static FAR_STEPS: AtomicU64 = AtomicU64::new(0);
+/// Whether a join `joined` (a helper's stamp as it saw the post) was within [`NEAR_NS`] of
+/// the post at `posted`; None where no helper took the job.
+fn prompt(posted: u64, joined: u64) -> Option<bool> {
+    (joined != 0).then(|| joined.saturating_sub(posted) <= NEAR_NS)
+}
 
 /// Counts since the process started: steps posted to the helpers, their pieces, the pieces
 /// helpers ran, and how long callers waited, with every piece claimed, for helpers to finish
@@ -184,8 +127,10 @@ pub struct Counts {
     pub pieces: u64,
     pub helper_pieces: u64,
     pub caller_wait_ns: u64,
-    /// Steps kept on their caller because the helpers were far ([`far`]).
-    pub far_steps: u64,
+    /// Joins of a helper that was spinning when the step was posted, and those of them
+    /// within [`NEAR_NS`] of the post: how near the helpers' caches were.
+    pub timed_joins: u64,
+    pub prompt_joins: u64,
 }
 
 pub fn counts() -> Counts {
@@ -194,7 +139,8 @@ pub fn counts() -> Counts {
         pieces: ALL_PIECES.load(Ordering::Relaxed),
         helper_pieces: HELPER_PIECES.load(Ordering::Relaxed),
         caller_wait_ns: CALLER_WAIT_NS.load(Ordering::Relaxed),
-        far_steps: FAR_STEPS.load(Ordering::Relaxed),
+        timed_joins: TIMED_JOINS.load(Ordering::Relaxed),
+        prompt_joins: PROMPT_JOINS.load(Ordering::Relaxed),
     }
 }
 
@@ -238,9 +184,6 @@ fn helper(p: &'static Pool) {
     let mut seen = 0u64;
     loop {
         let idle = Instant::now();
-        // Since when this thread has been spinning, not in a yield or asleep: a post made
-        // before then was seen late for that, not for the distance.
-        let mut awake = stamp();
         let mut spins = 0u32;
         while !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
             spins = spins.wrapping_add(1);
@@ -252,7 +195,6 @@ fn helper(p: &'static Pool) {
             }
             if idle.elapsed() < SPIN {
                 thread::yield_now();
-                awake = stamp();
                 continue;
             }
             p.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -260,7 +202,6 @@ fn helper(p: &'static Pool) {
                 thread::park_timeout(Duration::from_millis(100));
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
-            awake = stamp();
         }
         let saw = stamp();
         let job = {
@@ -277,7 +218,6 @@ fn helper(p: &'static Pool) {
         };
         // SAFETY: `active` counts us, so the caller keeps the job (and `f`) alive.
         let j = unsafe { &*job.0 };
-        j.awake.store(awake, Ordering::Relaxed);
         j.joined.store(saw, Ordering::Relaxed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let ran = claim(j, true);
@@ -348,50 +288,11 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
-    if far() {
-        let now = stamp();
-        if probe_due(LAST_PROBE.load(Ordering::Relaxed), now) {
-            if p.sleeping.load(Ordering::SeqCst) > 0 {
-                p.helpers
-                    .get()
-                    .into_iter()
-                    .flatten()
-                    .for_each(Thread::unpark);
-                LAST_PROBE.store(
-                    now.saturating_sub(PROBE_NS - PROBE_WAKE_NS),
-                    Ordering::Relaxed,
-                );
-            } else {
-                LAST_PROBE.store(now, Ordering::Relaxed);
-                // A job with no pieces: only a helper's sighting of it is wanted, and no
-                // operand crosses to the far cache.
-                post(p, 0, &|_| {});
-            }
-        }
-        FAR_STEPS.fetch_add(1, Ordering::Relaxed);
-        return serial();
-    }
-    if !post(p, n, f) {
-        serial(); // another core's step holds the helpers
-    }
-}
-
-/// How long a probe of the far state waits for a helper to see it (far, a helper saw posts
-/// 220-400 ns after they were made).
-const PROBE_WAIT: Duration = Duration::from_micros(2);
-
-/// Post `n` chunks of `f` to the helpers, run chunks here until none are left, retract the
-/// job and wait for helpers still in theirs; then record how promptly a spinning helper saw
-/// the post ([`PLACEMENT`]). With no chunks (a probe), wait up to [`PROBE_WAIT`] for a
-/// helper to see it instead. False, having run nothing, where another caller's job holds
-/// the helpers.
-fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     // SAFETY: only the lifetime is erased; the job is retracted and every helper has left
     // `f` before this function returns (or unwinds: `Retract` runs on the way out).
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
     let job = Job {
         joined: AtomicU64::new(0),
-        awake: AtomicU64::new(0),
         f: f_static,
         n,
         claimed: AtomicU64::new(0),
@@ -401,10 +302,10 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     let posted;
     {
         let Ok(mut slot) = p.slot.try_lock() else {
-            return false;
+            return serial();
         };
         if slot.is_some() {
-            return false;
+            return serial(); // another core's step holds the helpers
         }
         // Stamped before the helpers can see the job, so no join looks early.
         posted = stamp();
@@ -443,38 +344,24 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
             }
         }
     }
-    if n == 0 {
+    SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
+    ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
+    // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops, for
+    // helpers still in theirs: that wait is what `caller_wait_ns` counts.
+    let waiting = {
         let _retract = Retract(p, &job);
-        let asked = Instant::now();
-        while spinning && job.joined.load(Ordering::Relaxed) == 0 && asked.elapsed() < PROBE_WAIT {
-            std::hint::spin_loop();
-        }
-    } else {
-        SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
-        ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
-        // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops,
-        // for helpers still in theirs: that wait is what `caller_wait_ns` counts.
-        let waiting = {
-            let _retract = Retract(p, &job);
-            claim(&job, false);
-            Instant::now()
-        };
-        let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
-    }
-    // A helper that was asleep or in a yield when the job was posted, or did not join at
-    // all, says nothing about the distance.
-    let joined = job.joined.load(Ordering::Relaxed);
-    if spinning && joined != 0 && job.awake.load(Ordering::Relaxed) <= posted {
-        let prompt = joined.saturating_sub(posted) <= NEAR_NS;
-        let _ = PLACEMENT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-            Some(placement_after(w, prompt))
-        });
+        claim(&job, false);
+        Instant::now()
+    };
+    let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
+    if let (true, Some(near)) = (spinning, prompt(posted, job.joined.load(Ordering::Relaxed))) {
+        TIMED_JOINS.fetch_add(1, Ordering::Relaxed);
+        PROMPT_JOINS.fetch_add(u64::from(near), Ordering::Relaxed);
     }
     if job.panicked.load(Ordering::SeqCst) {
         panic!("a data-path step panicked on a helper thread");
     }
-    true
 }
 
 /// A pointer into operands the pieces of one shared step reach from several threads (a
@@ -540,6 +427,7 @@ pub fn per_piece(units: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU32;
 
     /// Shared steps are cut into one piece per worker (the caller and each helper); a step
     /// kept on one thread is one piece.
@@ -575,83 +463,19 @@ mod tests {
         }
     }
 
-    /// The far state needs a run of late joins (all but two of the last sixteen) to enter
-    /// and a handful of prompt ones to leave; a helper late now and then, or in a burst of
-    /// ten, leaves it near.
+    /// A join counts as prompt within `NEAR_NS` of the post, and not at all where no helper
+    /// took the job; a stamp is never 0 (a job's "not taken").
     #[test]
-    fn the_placement_follows_runs_of_joins_not_single_ones() {
-        let feed = |mut w: u32, joins: &[bool]| {
-            for &prompt in joins {
-                w = placement_after(w, prompt);
-            }
-            w
-        };
-        let near = NEAR_START;
-        let is_far = |w: u32| w & FAR_BIT != 0;
-        assert!(!is_far(near));
-        assert!(stamp() > 0, "0 is a job's \"not taken\"");
-        // Near, one join in ten late, for a long time; then a burst of ten late ones.
-        let noisy: Vec<bool> = (0..1000).map(|i| i % 10 != 0).collect();
-        let w = feed(near, &noisy);
-        assert!(!is_far(w));
-        let w = feed(w, &[false; 10]);
-        assert!(!is_far(w), "a burst of ten late joins");
-        // Fourteen late joins in a row: two of sixteen prompt, far; not one fewer.
-        assert!(!is_far(feed(near, &[false; 13])));
-        let far = feed(near, &[false; 14]);
-        assert!(is_far(far));
-        // Far stays far through late joins and a few prompt ones; six prompt ones of the
-        // last sixteen leave it.
-        let w = feed(far, &[false; 100]);
-        assert!(is_far(w));
-        assert!(is_far(feed(w, &[true; 5])));
-        assert!(!is_far(feed(w, &[true; 6])));
-        // Interleaved with late ones, as the probes find a helper back near but busy.
-        assert!(!is_far(feed(
-            w,
-            &[true, false, true, false, true, true, false, true, true]
-        )));
-    }
-
-    /// While far, the helpers are probed every `PROBE_NS`, from the first step on.
-    #[test]
-    fn far_steps_probe_every_probe_ns() {
-        assert!(probe_due(0, PROBE_NS), "a process's first far step probes");
-        assert!(!probe_due(5 * PROBE_NS, 6 * PROBE_NS - 1));
-        assert!(probe_due(5 * PROBE_NS, 6 * PROBE_NS));
-        assert!(
-            !probe_due(7 * PROBE_NS, 6 * PROBE_NS),
-            "a later probe by another caller"
+    fn joins_are_prompt_within_near_ns() {
+        assert_eq!(prompt(1_000, 0), None);
+        assert_eq!(prompt(1_000, 1_000 + NEAR_NS), Some(true));
+        assert_eq!(prompt(1_000, 1_001 + NEAR_NS), Some(false));
+        assert_eq!(
+            prompt(1_000, 900),
+            Some(true),
+            "seen as the stamp was taken"
         );
-        // A wake-up moves the last probe so the next comes PROBE_WAKE_NS later.
-        let woke = 9 * PROBE_NS;
-        let last = woke - PROBE_NS + PROBE_WAKE_NS;
-        assert!(!probe_due(last, woke + PROBE_WAKE_NS - 1));
-        assert!(probe_due(last, woke + PROBE_WAKE_NS));
-    }
-
-    /// A probe (a job with no pieces) runs nothing, returns at once whether or not a helper
-    /// sees it, and leaves the pool sharing steps as before.
-    #[test]
-    fn a_probe_runs_nothing_and_leaves_the_pool_usable() {
-        let Some(p) = pool() else {
-            eprintln!("SKIPPED: no helper thread on this host");
-            return;
-        };
-        let ran = AtomicU32::new(0);
-        for _ in 0..100 {
-            post(p, 0, &|_| {
-                ran.fetch_add(1, Ordering::Relaxed);
-            });
-        }
-        assert_eq!(ran.load(Ordering::Relaxed), 0);
-        let hits: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
-        with(true, || {
-            run(64, &|i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            })
-        });
-        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        assert!(stamp() > 0);
     }
 
     #[test]
