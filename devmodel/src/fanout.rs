@@ -55,7 +55,7 @@ pub fn workers() -> usize {
 
 /// A posted step: `n` chunks of `f`, claimed through `claimed`.
 struct Job {
-    /// When the helper that took the job saw it posted ([`stamp`]; 0 until one does).
+    /// When the helper that took the job had it ([`stamp`]; 0 until one does).
     joined: AtomicU64,
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
@@ -95,12 +95,14 @@ static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
 static TIMED_JOINS: AtomicU64 = AtomicU64::new(0);
 static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
 
-/// Within how long of a post a spinning helper that sees it counts as near: where the
-/// helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
+/// Within how long of a post a spinning helper that takes the job counts as near: where
+/// the helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
 /// (2026-12-06, fourteenth session) the host ran the two vCPUs on cores sharing a
 /// last-level cache or not, switching every few seconds to minutes; per run, the median
-/// time from a post to a spinning helper's sighting was 30-71 ns in the first placement
-/// and 230-271 ns in the second, where akc-baseline_bf16_s512 ran 1.4-1.7x slower.
+/// time from the caller's stamp after its post to the helper's once it held the job was
+/// 30-71 ns in the first placement and 230-271 ns in the second, where
+/// akc-baseline_bf16_s512 ran 1.4-1.7x slower. (Stamping the helper's first sight of the
+/// post instead, one cache line's crossing rather than three, did not tell them apart.)
 /// `bench real` reports the share of prompt joins, so a slow run says which it had.
 pub const NEAR_NS: u64 = 150;
 
@@ -112,8 +114,8 @@ fn stamp() -> u64 {
     u64::try_from(e.elapsed().as_nanos()).map_or(u64::MAX, |n| n.max(1))
 }
 
-/// Whether a join `joined` (a helper's stamp as it saw the post) was within [`NEAR_NS`] of
-/// the post at `posted`; None where no helper took the job.
+/// Whether a join `joined` (a helper's stamp once it held the job) was within [`NEAR_NS`]
+/// of the caller's stamp after its post, `posted`; None where no helper took the job.
 fn prompt(posted: u64, joined: u64) -> Option<bool> {
     (joined != 0).then(|| joined.saturating_sub(posted) <= NEAR_NS)
 }
@@ -203,7 +205,6 @@ fn helper(p: &'static Pool) {
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
         }
-        let saw = stamp();
         let job = {
             let Ok(slot) = p.slot.lock() else { return };
             seen = p.seq.load(Ordering::SeqCst);
@@ -218,7 +219,9 @@ fn helper(p: &'static Pool) {
         };
         // SAFETY: `active` counts us, so the caller keeps the job (and `f`) alive.
         let j = unsafe { &*job.0 };
-        j.joined.store(saw, Ordering::Relaxed);
+        // Stamped once the job is ours: the sighting and the two cache lines taking it
+        // cross from the caller (a far cache pays each; `NEAR_NS`).
+        j.joined.store(stamp(), Ordering::Relaxed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let ran = claim(j, true);
             HELPER_PIECES.fetch_add(ran, Ordering::Relaxed);
@@ -307,11 +310,10 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         if slot.is_some() {
             return serial(); // another core's step holds the helpers
         }
-        // Stamped before the helpers can see the job, so no join looks early.
-        posted = stamp();
         *slot = Some(JobPtr(&job));
         p.seq.fetch_add(1, Ordering::SeqCst);
         p.posted.store(true, Ordering::SeqCst);
+        posted = stamp();
     }
     // A sleeping helper's join measures its wake-up, not its distance.
     let spinning = p.sleeping.load(Ordering::SeqCst) == 0;
@@ -463,8 +465,9 @@ mod tests {
         }
     }
 
-    /// A join counts as prompt within `NEAR_NS` of the post, and not at all where no helper
-    /// took the job; a stamp is never 0 (a job's "not taken").
+    /// A join counts as prompt within `NEAR_NS` of the post (or before the caller's stamp
+    /// after it), and not at all where no helper took the job; a stamp is never 0 (a job's
+    /// "not taken").
     #[test]
     fn joins_are_prompt_within_near_ns() {
         assert_eq!(prompt(1_000, 0), None);
