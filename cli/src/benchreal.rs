@@ -404,13 +404,13 @@ fn bench_one(
         fan1.helper_pieces - fan0.helper_pieces,
         fan1.pieces - fan0.pieces,
         (fan1.caller_wait_ns - fan0.caller_wait_ns) as f64 / 1e3 / f64::from(repeat),
-        match fan1.timed_joins - fan0.timed_joins {
-            0 => "no spinning helper's join timed".to_string(),
-            t => format!(
+        match fan1.near_since(&fan0) {
+            None => "no spinning helper's join timed".to_string(),
+            Some((share, near)) => format!(
                 "{:.0}% of a spinning helper's joins within {} ns of the post: the helper's cache {}",
-                100.0 * (fan1.prompt_joins - fan0.prompt_joins) as f64 / t as f64,
+                100.0 * share,
                 neuron_devmodel::fanout::NEAR_NS,
-                if 2 * (fan1.prompt_joins - fan0.prompt_joins) >= t {
+                if near {
                     "near the caller's"
                 } else {
                     "far from the caller's (a slow placement: docs/performance.md)"

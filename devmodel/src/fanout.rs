@@ -135,6 +135,17 @@ pub struct Counts {
     pub prompt_joins: u64,
 }
 
+impl Counts {
+    /// Of the spinning helpers' joins timed since `before`, the share within [`NEAR_NS`],
+    /// and whether that says the helpers' caches were near the callers' (half or more
+    /// prompt: near runs gave 77-83%, far ones 0%); None where none was timed.
+    pub fn near_since(&self, before: &Counts) -> Option<(f64, bool)> {
+        let timed = self.timed_joins.checked_sub(before.timed_joins)?;
+        let prompt = self.prompt_joins.checked_sub(before.prompt_joins)?;
+        (timed > 0).then(|| (prompt as f64 / timed as f64, 2 * prompt >= timed))
+    }
+}
+
 pub fn counts() -> Counts {
     Counts {
         steps: SHARED_STEPS.load(Ordering::Relaxed),
@@ -479,6 +490,22 @@ mod tests {
             "seen as the stamp was taken"
         );
         assert!(stamp() > 0);
+    }
+
+    /// Half or more of the joins prompt reads as near; nothing timed reads as nothing.
+    #[test]
+    fn the_share_of_prompt_joins_says_near_or_far() {
+        let at = |timed, prompt| Counts {
+            timed_joins: timed,
+            prompt_joins: prompt,
+            ..Counts::default()
+        };
+        let start = at(10, 8);
+        assert_eq!(at(10, 8).near_since(&start), None);
+        assert_eq!(at(110, 88).near_since(&start), Some((0.8, true)));
+        assert_eq!(at(110, 58).near_since(&start), Some((0.5, true)));
+        assert_eq!(at(110, 57).near_since(&start), Some((0.49, false)));
+        assert_eq!(at(110, 8).near_since(&start), Some((0.0, false)));
     }
 
     #[test]
