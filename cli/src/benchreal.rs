@@ -385,7 +385,7 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {}{}){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {}){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
@@ -416,10 +416,6 @@ fn bench_one(
                     "far from the caller's (a slow placement: docs/performance.md)"
                 }
             ),
-        },
-        match fan1.far_steps - fan0.far_steps {
-            0 => String::new(),
-            kept => format!("; {kept} steps kept on their caller while the helpers were far"),
         },
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),
         if rss_reset {

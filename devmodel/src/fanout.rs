@@ -6,16 +6,10 @@
 //!
 //! Whether a thread may fan out is its own setting ([`with`]), set by the core's lane for
 //! each word from `NEURON_EMU_THREADS` (`1` keeps every step on one thread).
-//!
-//! Sharing pays only while the helpers' caches are near the caller's: a shared step hands
-//! part of its operands to another CPU and takes its results back. Each shared step times
-//! how soon a spinning helper took it ([`NEAR_NS`]); while that says far ([`far`]), steps
-//! stay on their caller and every [`PROBE_NS`] one posts a job with no pieces that keeps
-//! measuring.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -63,8 +57,6 @@ pub fn workers() -> usize {
 struct Job {
     /// When the helper that took the job had it ([`stamp`]; 0 until one does).
     joined: AtomicU64,
-    /// Since when that helper had been spinning (not in a yield or asleep) when it took it.
-    awake: AtomicU64,
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
     /// Chunks claimed from the front (the caller, low 32 bits) and from the back (helpers,
@@ -102,7 +94,6 @@ static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
 static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
 static TIMED_JOINS: AtomicU64 = AtomicU64::new(0);
 static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
-static FAR_STEPS: AtomicU64 = AtomicU64::new(0);
 
 /// Within how long of a post a spinning helper that takes the job counts as near: where
 /// the helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
@@ -114,53 +105,6 @@ static FAR_STEPS: AtomicU64 = AtomicU64::new(0);
 /// post instead, one cache line's crossing rather than three, did not tell them apart.)
 /// `bench real` reports the share of prompt joins, so a slow run says which it had.
 pub const NEAR_NS: u64 = 150;
-
-/// The joins the placement remembers, and how few of them may have been prompt to enter
-/// the far state; it is left when the last [`LEAVE_FAR`] were all prompt. Near, three or
-/// four joins in five are prompt, in runs broken by a helper that was late for its own
-/// reasons; far, none is.
-const WINDOW: u32 = 16;
-const ENTER_FAR: u32 = 2;
-const LEAVE_FAR: u32 = 3;
-
-/// While far, a step that would be shared probes the helpers this often (nanoseconds): it
-/// posts a job with no pieces, and a spinning helper's join times the distance again. A
-/// helper asleep is woken instead and probed [`PROBE_WAKE_NS`] later; between probes it
-/// spins its 300 us and sleeps, leaving its CPU alone.
-pub const PROBE_NS: u64 = 50_000_000;
-const PROBE_WAKE_NS: u64 = 50_000;
-
-/// How long a probe waits for a spinning helper to take it (far, 230-270 ns).
-const PROBE_WAIT: Duration = Duration::from_micros(2);
-
-/// Where the helpers are from their callers, from the last [`WINDOW`] timed joins: bit `i`
-/// of the low bits set where the `i`-th newest was prompt, bit [`WINDOW`] the far state.
-/// Only host time depends on it: a step's pieces give the same results on any thread.
-static PLACEMENT: AtomicU32 = AtomicU32::new(NEAR_START);
-const FAR_BIT: u32 = 1 << WINDOW;
-/// Near, every remembered join prompt: a new process's state.
-const NEAR_START: u32 = FAR_BIT - 1;
-
-/// When the helpers were last probed ([`stamp`]; moved on by a wake-up, see [`PROBE_NS`]).
-static LAST_PROBE: AtomicU64 = AtomicU64::new(0);
-
-/// The placement word after one more timed join (`prompt`: within [`NEAR_NS`]).
-fn placement_after(word: u32, prompt: bool) -> u32 {
-    let window = ((word << 1) | u32::from(prompt)) & (FAR_BIT - 1);
-    let last = (1u32 << LEAVE_FAR) - 1;
-    let far = if word & FAR_BIT != 0 {
-        window & last != last
-    } else {
-        window.count_ones() <= ENTER_FAR
-    };
-    window | if far { FAR_BIT } else { 0 }
-}
-
-/// Whether the helpers' caches are far from their callers' now ([`NEAR_NS`]): steps then
-/// stay on their caller.
-pub fn far() -> bool {
-    PLACEMENT.load(Ordering::Relaxed) & FAR_BIT != 0
-}
 
 /// Nanoseconds since the first stamp in this process (never 0, which [`Job::joined`]
 /// keeps for "not taken").
@@ -189,8 +133,6 @@ pub struct Counts {
     /// within [`NEAR_NS`] of the post: how near the helpers' caches were.
     pub timed_joins: u64,
     pub prompt_joins: u64,
-    /// Steps kept on their caller because the helpers were far ([`far`]).
-    pub far_steps: u64,
 }
 
 impl Counts {
@@ -212,7 +154,6 @@ pub fn counts() -> Counts {
         caller_wait_ns: CALLER_WAIT_NS.load(Ordering::Relaxed),
         timed_joins: TIMED_JOINS.load(Ordering::Relaxed),
         prompt_joins: PROMPT_JOINS.load(Ordering::Relaxed),
-        far_steps: FAR_STEPS.load(Ordering::Relaxed),
     }
 }
 
@@ -256,9 +197,6 @@ fn helper(p: &'static Pool) {
     let mut seen = 0u64;
     loop {
         let idle = Instant::now();
-        // Since when this thread has been spinning: a post made before then was taken late
-        // for that, not for the distance.
-        let mut awake = stamp();
         let mut spins = 0u32;
         while !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
             spins = spins.wrapping_add(1);
@@ -270,7 +208,6 @@ fn helper(p: &'static Pool) {
             }
             if idle.elapsed() < SPIN {
                 thread::yield_now();
-                awake = stamp();
                 continue;
             }
             p.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -278,7 +215,6 @@ fn helper(p: &'static Pool) {
                 thread::park_timeout(Duration::from_millis(100));
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
-            awake = stamp();
         }
         let job = {
             let Ok(slot) = p.slot.lock() else { return };
@@ -296,7 +232,6 @@ fn helper(p: &'static Pool) {
         let j = unsafe { &*job.0 };
         // Stamped once the job is ours: the sighting and the two cache lines taking it
         // cross from the caller (a far cache pays each; `NEAR_NS`).
-        j.awake.store(awake, Ordering::Relaxed);
         j.joined.store(stamp(), Ordering::Relaxed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let ran = claim(j, true);
@@ -355,8 +290,7 @@ impl Drop for LaneBusy {
 }
 
 /// Run `f(0..n)`, each index once, on this thread and on free helpers where fan-out is
-/// allowed and the helpers are near ([`far`]); returns when every chunk is done. A panic in
-/// a helper's chunk is raised here.
+/// allowed; returns when every chunk is done. A panic in a helper's chunk is raised here.
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
     let workers = workers();
@@ -368,159 +302,11 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
-    if far() && !race::shares(stamp()) {
-        probe(p);
-        FAR_STEPS.fetch_add(1, Ordering::Relaxed);
-        return serial();
-    }
-    if !post(p, n, f) {
-        serial(); // another core's step holds the helpers
-    }
-}
-
-/// While far, whether steps are shared is raced: sharing lost to one thread by a fifth on
-/// most kernels measured far, and won by a tenth on the largest (`docs/performance.md`,
-/// fifteenth session: a far placement also slows a lone thread, differently per kernel), so
-/// each is tried in turn and the one that gets through more steps a second is kept a while.
-mod race {
-    use std::sync::Mutex;
-
-    /// How long each try lasts, how long a winner is kept, and the longest gap between two
-    /// steps that counts as busy (a longer one is the runtime idle, not either way's cost).
-    pub(super) const TRY_NS: u64 = 10_000_000;
-    pub(super) const KEEP_NS: u64 = 400_000_000;
-    const GAP_MAX_NS: u64 = 1_000_000;
-
-    /// The tries, in order: share, alone, alone, share (a drift in the host's speed over the
-    /// four weighs on both alike).
-    const ORDER: [bool; 4] = [true, false, false, true];
-
-    #[derive(Debug, Default)]
-    pub(super) struct Race {
-        /// The try under way (an index into [`ORDER`]); None while a winner is kept.
-        at: Option<usize>,
-        /// Where a winner is kept: whether it shares, and until when.
-        pub(super) kept: Option<(bool, u64)>,
-        /// When the current try began, and the last step seen.
-        began: u64,
-        last: u64,
-        /// Steps and busy nanoseconds, per way (alone, share).
-        steps: [u64; 2],
-        busy: [u64; 2],
-        /// The placement's far spell this race belongs to (a new spell starts over).
-        pub(super) spell: u64,
-    }
-
-    impl Race {
-        /// Whether the step being run at `now` is shared, in far spell `spell`.
-        pub(super) fn step(&mut self, now: u64, spell: u64) -> bool {
-            if spell != self.spell {
-                *self = Race {
-                    spell,
-                    ..Race::default()
-                };
-            }
-            if let Some((share, until)) = self.kept {
-                if now < until {
-                    return share;
-                }
-                self.kept = None;
-            }
-            let Some(at) = self.at else {
-                self.start(0, now);
-                return ORDER[0];
-            };
-            let way = ORDER[at];
-            let gap = now.saturating_sub(self.last);
-            self.last = now;
-            if gap <= GAP_MAX_NS {
-                let w = usize::from(way);
-                self.busy[w] = self.busy[w].saturating_add(gap);
-                self.steps[w] = self.steps[w].saturating_add(1);
-            }
-            if now.saturating_sub(self.began) < TRY_NS {
-                return way;
-            }
-            if at + 1 < ORDER.len() {
-                self.start(at + 1, now);
-                return ORDER[at + 1];
-            }
-            // Steps a busy second, compared without division: share wins ties.
-            let rate = |w: usize| u128::from(self.steps[w]) * u128::from(self.busy[1 - w].max(1));
-            let share = rate(1) >= rate(0);
-            self.kept = Some((share, now.saturating_add(KEEP_NS)));
-            self.at = None;
-            share
-        }
-
-        fn start(&mut self, at: usize, now: u64) {
-            if at == 0 {
-                self.steps = [0; 2];
-                self.busy = [0; 2];
-            }
-            self.at = Some(at);
-            self.began = now;
-            self.last = now;
-        }
-    }
-
-    pub(super) static RACE: Mutex<Race> = Mutex::new(Race {
-        at: None,
-        kept: None,
-        began: 0,
-        last: 0,
-        steps: [0; 2],
-        busy: [0; 2],
-        spell: 0,
-    });
-
-    /// While far, whether the step run now (`now`, a stamp) is shared. A step run on another
-    /// core's thread meanwhile stays alone.
-    pub(super) fn shares(now: u64) -> bool {
-        let spell = super::SPELLS.load(std::sync::atomic::Ordering::Relaxed);
-        match RACE.try_lock() {
-            Ok(mut r) => r.step(now, spell),
-            Err(_) => false,
-        }
-    }
-}
-
-/// Far spells begun in this process: a race started in one is not carried into the next.
-static SPELLS: AtomicU64 = AtomicU64::new(0);
-
-/// While far, time a helper's join of a job with no pieces every [`PROBE_NS`] (no operand
-/// crosses for it); a helper asleep is woken first.
-fn probe(p: &'static Pool) {
-    let now = stamp();
-    if now.saturating_sub(LAST_PROBE.load(Ordering::Relaxed)) < PROBE_NS {
-        return;
-    }
-    if p.sleeping.load(Ordering::SeqCst) > 0 {
-        p.helpers
-            .get()
-            .into_iter()
-            .flatten()
-            .for_each(Thread::unpark);
-        LAST_PROBE.store(
-            now.saturating_sub(PROBE_NS - PROBE_WAKE_NS),
-            Ordering::Relaxed,
-        );
-    } else {
-        LAST_PROBE.store(now, Ordering::Relaxed);
-        post(p, 0, &|_| {});
-    }
-}
-
-/// Post `n` chunks of `f` to the helpers, run chunks here until none are left, retract the
-/// job and wait for helpers still in theirs; then time the join. False (nothing run) where
-/// another step holds the helpers.
-fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     // SAFETY: only the lifetime is erased; the job is retracted and every helper has left
     // `f` before this function returns (or unwinds: `Retract` runs on the way out).
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
     let job = Job {
         joined: AtomicU64::new(0),
-        awake: AtomicU64::new(0),
         f: f_static,
         n,
         claimed: AtomicU64::new(0),
@@ -530,10 +316,10 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     let posted;
     {
         let Ok(mut slot) = p.slot.try_lock() else {
-            return false;
+            return serial();
         };
         if slot.is_some() {
-            return false;
+            return serial(); // another core's step holds the helpers
         }
         *slot = Some(JobPtr(&job));
         p.seq.fetch_add(1, Ordering::SeqCst);
@@ -571,46 +357,24 @@ fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
             }
         }
     }
-    if n == 0 {
-        // A probe: held until a spinning helper takes it, or briefly.
+    SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
+    ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
+    // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops, for
+    // helpers still in theirs: that wait is what `caller_wait_ns` counts.
+    let waiting = {
         let _retract = Retract(p, &job);
-        let asked = Instant::now();
-        while spinning && job.joined.load(Ordering::Relaxed) == 0 && asked.elapsed() < PROBE_WAIT {
-            std::hint::spin_loop();
-        }
-    } else {
-        SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
-        ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
-        // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops,
-        // for helpers still in theirs: that wait is what `caller_wait_ns` counts.
-        let waiting = {
-            let _retract = Retract(p, &job);
-            claim(&job, false);
-            Instant::now()
-        };
-        let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
-    }
-    // Only the join of a helper spinning since before the post says how far it is.
-    let awake = job.awake.load(Ordering::Relaxed);
-    if let (true, Some(near)) = (
-        spinning && awake <= posted,
-        prompt(posted, job.joined.load(Ordering::Relaxed)),
-    ) {
+        claim(&job, false);
+        Instant::now()
+    };
+    let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
+    if let (true, Some(near)) = (spinning, prompt(posted, job.joined.load(Ordering::Relaxed))) {
         TIMED_JOINS.fetch_add(1, Ordering::Relaxed);
         PROMPT_JOINS.fetch_add(u64::from(near), Ordering::Relaxed);
-        if let Ok(w) = PLACEMENT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-            Some(placement_after(w, near))
-        }) {
-            if w & FAR_BIT == 0 && placement_after(w, near) & FAR_BIT != 0 {
-                SPELLS.fetch_add(1, Ordering::Relaxed);
-            }
-        }
     }
     if job.panicked.load(Ordering::SeqCst) {
         panic!("a data-path step panicked on a helper thread");
     }
-    true
 }
 
 /// A pointer into operands the pieces of one shared step reach from several threads (a
@@ -742,120 +506,6 @@ mod tests {
         assert_eq!(at(110, 58).near_since(&start), Some((0.5, true)));
         assert_eq!(at(110, 57).near_since(&start), Some((0.49, false)));
         assert_eq!(at(110, 8).near_since(&start), Some((0.0, false)));
-    }
-
-    /// Far is entered when at most `ENTER_FAR` of the last `WINDOW` timed joins were
-    /// prompt, and left only when the last `LEAVE_FAR` all were.
-    #[test]
-    fn the_placement_goes_far_and_comes_back_on_timed_joins() {
-        let run = |mut w: u32, joins: &[bool]| {
-            for &j in joins {
-                w = placement_after(w, j);
-            }
-            w
-        };
-        let is_far = |w: u32| w & FAR_BIT != 0;
-        assert!(!is_far(NEAR_START));
-        // Near runs are broken by late joins: one prompt join in four keeps it near.
-        let mixed: Vec<bool> = (0..64).map(|i| i % 4 == 0).collect();
-        assert!(!is_far(run(NEAR_START, &mixed)));
-        // Thirteen late joins in a row are not yet far (three prompt ones remembered)...
-        let w = run(NEAR_START, &[false; 13]);
-        assert!(!is_far(w));
-        // ...the fourteenth is.
-        let w = placement_after(w, false);
-        assert!(is_far(w));
-        // Far stays far on mixed joins, and on two prompt ones in a row...
-        assert!(is_far(run(w, &mixed)));
-        assert!(is_far(run(w, &[true, true, false, true, true])));
-        // ...and is left on the third.
-        assert!(!is_far(run(w, &[true, true, true])));
-        // Just back near, it takes the window's late joins again to go far.
-        let back = run(w, &[true, true, true]);
-        assert!(!is_far(run(back, &[false; 13])));
-        assert!(is_far(run(back, &[false; 14])));
-    }
-
-    /// A race between sharing and keeping steps alone: the way with more steps a busy
-    /// second wins and is kept `KEEP_NS`; idle gaps weigh on neither; a new far spell
-    /// starts over.
-    #[test]
-    fn the_faster_way_wins_the_race_and_is_kept() {
-        use race::{Race, KEEP_NS, TRY_NS};
-        // Steps every `share` ns while shared and every `alone` ns while not, with an idle
-        // second after every 100th step; returns the ways taken and the last stamp.
-        let drive = |r: &mut Race, t: &mut u64, share_ns: u64, alone_ns: u64, until: u64| {
-            let mut ways = Vec::new();
-            let mut i = 0u64;
-            while *t < until {
-                let way = r.step(*t, 1);
-                ways.push(way);
-                i += 1;
-                *t += if way { share_ns } else { alone_ns };
-                if i.is_multiple_of(100) {
-                    *t += 2_000_000; // an idle gap, counted for neither way
-                }
-            }
-            ways
-        };
-        for (share_ns, alone_ns, winner) in [(10_000, 20_000, true), (20_000, 10_000, false)] {
-            let mut r = Race::default();
-            let mut t = 1_000u64;
-            let ways = drive(&mut r, &mut t, share_ns, alone_ns, 1_000 + 5 * TRY_NS);
-            assert!(ways.contains(&true) && ways.contains(&false), "both tried");
-            // The winner is then kept (no more tries) until KEEP_NS have passed.
-            let until = t + KEEP_NS / 2;
-            let kept = drive(&mut r, &mut t, share_ns, alone_ns, until);
-            assert!(
-                kept.iter().all(|&w| w == winner),
-                "{share_ns} vs {alone_ns}"
-            );
-            let until = t + KEEP_NS;
-            let later = drive(&mut r, &mut t, share_ns, alone_ns, until);
-            assert!(later.contains(&!winner), "raced again");
-            // A new far spell starts with a try of sharing.
-            assert!(r.step(t, 2));
-        }
-    }
-
-    /// While far, with the race's verdict against sharing, a step runs whole on its caller
-    /// and is counted.
-    #[test]
-    fn steps_stay_on_their_caller_while_far() {
-        with(true, || {
-            if workers() < 2 {
-                eprintln!("SKIPPED: no helper thread on this host");
-                return;
-            }
-            // Far, with the race's verdict "alone" kept.
-            let was = PLACEMENT.swap(FAR_BIT, Ordering::Relaxed);
-            let spell = SPELLS.load(Ordering::Relaxed);
-            if let Ok(mut r) = race::RACE.lock() {
-                r.spell = spell;
-                r.kept = Some((false, u64::MAX));
-            }
-            let before = counts();
-            let me = thread::current().id();
-            let others = AtomicU32::new(0);
-            run(64, &|_| {
-                if thread::current().id() != me {
-                    others.fetch_add(1, Ordering::Relaxed);
-                }
-                std::hint::black_box((0..2000).sum::<u64>());
-            });
-            let after = counts();
-            // (Other tests' joins may have moved the placement meanwhile: then nothing is
-            // checked.)
-            let still = PLACEMENT.swap(was, Ordering::Relaxed) & FAR_BIT != 0
-                && SPELLS.load(Ordering::Relaxed) == spell;
-            if let Ok(mut r) = race::RACE.lock() {
-                r.kept = None;
-            }
-            if still {
-                assert_eq!(others.load(Ordering::Relaxed), 0);
-                assert!(after.far_steps > before.far_steps);
-            }
-        });
     }
 
     #[test]
