@@ -385,7 +385,7 @@ fn bench_one(
         floor.bytes * 1e3
     ));
     println!(
-        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {}){}{}",
+        "    floor = {}; fastest execution {:.2} ms ({:.2}x the floor), median {:.2} ms ({:.2}x);{} {words} words ({:.2} M words/s); {} lane words; {} steps shared ({} of {} pieces on helpers; callers waited {:.1} us an execution for helpers' last pieces; {}{}){}{}",
         parts.join(" + "),
         fastest * 1e3,
         fastest / floor.total().max(1e-12),
@@ -415,6 +415,13 @@ fn bench_one(
                 } else {
                     "far from the caller's (a slow placement: docs/performance.md)"
                 }
+            ),
+        },
+        match fan1.far_ns.saturating_sub(fan0.far_ns) {
+            0 => String::new(),
+            far => format!(
+                "; the helpers far {:.0}% of the time, steps then run as on one thread",
+                (100.0 * far as f64 / 1e9 / (wall * f64::from(repeat))).min(100.0)
             ),
         },
         silicon.map_or(String::new(), |(_, src)| format!("; trn2 time: {src}")),

@@ -6,10 +6,16 @@
 //!
 //! Whether a thread may fan out is its own setting ([`with`]), set by the core's lane for
 //! each word from `NEURON_EMU_THREADS` (`1` keeps every step on one thread).
+//!
+//! Sharing pays only while the helpers' caches are near the caller's: a shared step hands
+//! part of its operands to another CPU and takes its results back. Each shared step times
+//! how soon a spinning helper took it ([`NEAR_NS`]); while that says far ([`far`]), a
+//! thread counts as one worker, so steps are cut and run as with `NEURON_EMU_THREADS=1`,
+//! and every [`PROBE_NS`] a job with no pieces keeps measuring.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -26,6 +32,19 @@ const SPIN: Duration = Duration::from_micros(300);
 
 thread_local! {
     static ALLOWED: Cell<bool> = const { Cell::new(false) };
+    /// Whether [`far`] is heeded on this thread (tests that check how steps are cut set it
+    /// off: a test process's helpers are often late for the other tests' threads).
+    static HEED_PLACEMENT: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Run `f` with this thread's steps cut as near whatever the placement ([`far`]): for
+/// tests that check the cut.
+#[cfg(test)]
+pub(crate) fn ignoring_placement<R>(f: impl FnOnce() -> R) -> R {
+    let old = HEED_PLACEMENT.with(|h| h.replace(false));
+    let r = f();
+    HEED_PLACEMENT.with(|h| h.set(old));
+    r
 }
 
 /// Run `f` with fan-out allowed or not on this thread (restored afterwards).
@@ -41,13 +60,26 @@ pub fn with<R>(allowed: bool, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Threads that would share a step on this thread now: 1 where fan-out is off or the host
-/// has one CPU, else the caller plus the pool's helpers.
+/// Threads that would share a step on this thread now: 1 where fan-out is off, the host
+/// has one CPU or the helpers are far ([`far`]), else the caller plus the pool's helpers.
 pub fn workers() -> usize {
-    if ALLOWED.with(Cell::get) {
-        pool()
-            .and_then(|p| p.helpers.get())
-            .map_or(1, |h| h.len() + 1)
+    if !ALLOWED.with(Cell::get) {
+        return 1;
+    }
+    let Some(p) = pool() else { return 1 };
+    let far = far() && HEED_PLACEMENT.with(Cell::get);
+    if far {
+        probe(p);
+    }
+    workers_of(true, p.helpers.get().map_or(0, Vec::len), far)
+}
+
+/// Threads that share a step: the caller and `helpers` where fan-out is `allowed` and the
+/// helpers are near; only the caller where they are far ([`far`]), so a step is cut and run
+/// as with fan-out off.
+fn workers_of(allowed: bool, helpers: usize, far: bool) -> usize {
+    if allowed && !far {
+        helpers + 1
     } else {
         1
     }
@@ -57,6 +89,8 @@ pub fn workers() -> usize {
 struct Job {
     /// When the helper that took the job had it ([`stamp`]; 0 until one does).
     joined: AtomicU64,
+    /// Since when that helper had been spinning (not in a yield or asleep) when it took it.
+    awake: AtomicU64,
     f: *const (dyn Fn(usize) + Sync),
     n: usize,
     /// Chunks claimed from the front (the caller, low 32 bits) and from the back (helpers,
@@ -94,6 +128,9 @@ static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
 static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
 static TIMED_JOINS: AtomicU64 = AtomicU64::new(0);
 static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds spent far in finished far spells, and when the current one began (0: near).
+static FAR_NS: AtomicU64 = AtomicU64::new(0);
+static FAR_SINCE: AtomicU64 = AtomicU64::new(0);
 
 /// Within how long of a post a spinning helper that takes the job counts as near: where
 /// the helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
@@ -105,6 +142,76 @@ static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
 /// post instead, one cache line's crossing rather than three, did not tell them apart.)
 /// `bench real` reports the share of prompt joins, so a slow run says which it had.
 pub const NEAR_NS: u64 = 150;
+
+/// The joins the placement remembers, and how few of them may have been prompt to enter
+/// the far state; it is left when the last [`LEAVE_FAR`] were all prompt. Near, three or
+/// four joins in five are prompt, in runs broken by a helper that was late for its own
+/// reasons; far, none is.
+const WINDOW: u32 = 16;
+const ENTER_FAR: u32 = 2;
+const LEAVE_FAR: u32 = 3;
+
+/// While far, a thread that asks how many workers share its step ([`workers`]) probes the
+/// helpers this often (nanoseconds): it posts a job with no pieces (no operand crosses for
+/// it), and a spinning helper's join times the distance again. A
+/// helper asleep is woken instead and probed [`PROBE_WAKE_NS`] later; between probes it
+/// spins its 300 us and sleeps, leaving its CPU alone.
+pub const PROBE_NS: u64 = 50_000_000;
+const PROBE_WAKE_NS: u64 = 50_000;
+
+/// How long a probe waits for a spinning helper to take it (far, 230-270 ns).
+const PROBE_WAIT: Duration = Duration::from_micros(2);
+
+/// Where the helpers are from their callers, from the last [`WINDOW`] timed joins: bit `i`
+/// of the low bits set where the `i`-th newest was prompt, bit [`WINDOW`] the far state.
+/// Only host time depends on it: a step's pieces give the same results on any thread.
+static PLACEMENT: AtomicU32 = AtomicU32::new(NEAR_START);
+const FAR_BIT: u32 = 1 << WINDOW;
+/// Near, every remembered join prompt: a new process's state.
+const NEAR_START: u32 = FAR_BIT - 1;
+
+/// When the helpers were last probed ([`stamp`]; moved on by a wake-up, see [`PROBE_NS`]).
+static LAST_PROBE: AtomicU64 = AtomicU64::new(0);
+
+/// The placement word after one more timed join (`prompt`: within [`NEAR_NS`]).
+fn placement_after(word: u32, prompt: bool) -> u32 {
+    let window = ((word << 1) | u32::from(prompt)) & (FAR_BIT - 1);
+    let last = (1u32 << LEAVE_FAR) - 1;
+    let far = if word & FAR_BIT != 0 {
+        window & last != last
+    } else {
+        window.count_ones() <= ENTER_FAR
+    };
+    window | if far { FAR_BIT } else { 0 }
+}
+
+/// Record one more timed join (`prompt`: within [`NEAR_NS`]), and the far time it ends or
+/// begins.
+fn note_join(prompt: bool) {
+    let Ok(was) = PLACEMENT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+        Some(placement_after(w, prompt))
+    }) else {
+        return;
+    };
+    let (far_before, far_now) = (
+        was & FAR_BIT != 0,
+        placement_after(was, prompt) & FAR_BIT != 0,
+    );
+    if !far_before && far_now {
+        FAR_SINCE.store(stamp(), Ordering::Relaxed);
+    } else if far_before && !far_now {
+        let since = FAR_SINCE.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            FAR_NS.fetch_add(stamp().saturating_sub(since), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether the helpers' caches are far from their callers' now ([`NEAR_NS`]): steps then
+/// run as on one thread ([`workers`]).
+pub fn far() -> bool {
+    PLACEMENT.load(Ordering::Relaxed) & FAR_BIT != 0
+}
 
 /// Nanoseconds since the first stamp in this process (never 0, which [`Job::joined`]
 /// keeps for "not taken").
@@ -133,6 +240,8 @@ pub struct Counts {
     /// within [`NEAR_NS`] of the post: how near the helpers' caches were.
     pub timed_joins: u64,
     pub prompt_joins: u64,
+    /// Nanoseconds the helpers were far ([`far`]): steps ran as on one thread.
+    pub far_ns: u64,
 }
 
 impl Counts {
@@ -154,6 +263,12 @@ pub fn counts() -> Counts {
         caller_wait_ns: CALLER_WAIT_NS.load(Ordering::Relaxed),
         timed_joins: TIMED_JOINS.load(Ordering::Relaxed),
         prompt_joins: PROMPT_JOINS.load(Ordering::Relaxed),
+        far_ns: FAR_NS.load(Ordering::Relaxed).saturating_add(
+            match FAR_SINCE.load(Ordering::Relaxed) {
+                0 => 0,
+                since => stamp().saturating_sub(since),
+            },
+        ),
     }
 }
 
@@ -197,6 +312,9 @@ fn helper(p: &'static Pool) {
     let mut seen = 0u64;
     loop {
         let idle = Instant::now();
+        // Since when this thread has been spinning: a post made before then was taken late
+        // for that, not for the distance.
+        let mut awake = stamp();
         let mut spins = 0u32;
         while !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
             spins = spins.wrapping_add(1);
@@ -208,6 +326,7 @@ fn helper(p: &'static Pool) {
             }
             if idle.elapsed() < SPIN {
                 thread::yield_now();
+                awake = stamp();
                 continue;
             }
             p.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -215,6 +334,7 @@ fn helper(p: &'static Pool) {
                 thread::park_timeout(Duration::from_millis(100));
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
+            awake = stamp();
         }
         let job = {
             let Ok(slot) = p.slot.lock() else { return };
@@ -232,6 +352,7 @@ fn helper(p: &'static Pool) {
         let j = unsafe { &*job.0 };
         // Stamped once the job is ours: the sighting and the two cache lines taking it
         // cross from the caller (a far cache pays each; `NEAR_NS`).
+        j.awake.store(awake, Ordering::Relaxed);
         j.joined.store(stamp(), Ordering::Relaxed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let ran = claim(j, true);
@@ -290,7 +411,8 @@ impl Drop for LaneBusy {
 }
 
 /// Run `f(0..n)`, each index once, on this thread and on free helpers where fan-out is
-/// allowed; returns when every chunk is done. A panic in a helper's chunk is raised here.
+/// allowed and the helpers are near ([`far`]); returns when every chunk is done. A panic in
+/// a helper's chunk is raised here.
 pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let serial = || (0..n).for_each(f);
     let workers = workers();
@@ -302,11 +424,44 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         return serial();
     }
     let Some(p) = pool() else { return serial() };
+    if !post(p, n, f) {
+        serial(); // another core's step holds the helpers
+    }
+}
+
+/// While far, time a helper's join of a job with no pieces every [`PROBE_NS`] (no operand
+/// crosses for it); a helper asleep is woken first.
+fn probe(p: &'static Pool) {
+    let now = stamp();
+    if now.saturating_sub(LAST_PROBE.load(Ordering::Relaxed)) < PROBE_NS {
+        return;
+    }
+    if p.sleeping.load(Ordering::SeqCst) > 0 {
+        p.helpers
+            .get()
+            .into_iter()
+            .flatten()
+            .for_each(Thread::unpark);
+        LAST_PROBE.store(
+            now.saturating_sub(PROBE_NS - PROBE_WAKE_NS),
+            Ordering::Relaxed,
+        );
+    } else {
+        LAST_PROBE.store(now, Ordering::Relaxed);
+        post(p, 0, &|_| {});
+    }
+}
+
+/// Post `n` chunks of `f` to the helpers, run chunks here until none are left, retract the
+/// job and wait for helpers still in theirs; then time the join. False (nothing run) where
+/// another step holds the helpers.
+fn post(p: &'static Pool, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     // SAFETY: only the lifetime is erased; the job is retracted and every helper has left
     // `f` before this function returns (or unwinds: `Retract` runs on the way out).
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
     let job = Job {
         joined: AtomicU64::new(0),
+        awake: AtomicU64::new(0),
         f: f_static,
         n,
         claimed: AtomicU64::new(0),
@@ -316,10 +471,10 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let posted;
     {
         let Ok(mut slot) = p.slot.try_lock() else {
-            return serial();
+            return false;
         };
         if slot.is_some() {
-            return serial(); // another core's step holds the helpers
+            return false;
         }
         *slot = Some(JobPtr(&job));
         p.seq.fetch_add(1, Ordering::SeqCst);
@@ -357,24 +512,40 @@ pub fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
             }
         }
     }
-    SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
-    ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
-    // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops, for
-    // helpers still in theirs: that wait is what `caller_wait_ns` counts.
-    let waiting = {
+    if n == 0 {
+        // A probe: held until a spinning helper takes it, or briefly.
         let _retract = Retract(p, &job);
-        claim(&job, false);
-        Instant::now()
-    };
-    let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
-    if let (true, Some(near)) = (spinning, prompt(posted, job.joined.load(Ordering::Relaxed))) {
+        let asked = Instant::now();
+        while spinning && job.joined.load(Ordering::Relaxed) == 0 && asked.elapsed() < PROBE_WAIT {
+            std::hint::spin_loop();
+        }
+    } else {
+        SHARED_STEPS.fetch_add(1, Ordering::Relaxed);
+        ALL_PIECES.fetch_add(n as u64, Ordering::Relaxed);
+        // Every piece is claimed when `claim` returns; `_retract` then waits, as it drops,
+        // for helpers still in theirs: that wait is what `caller_wait_ns` counts.
+        let waiting = {
+            let _retract = Retract(p, &job);
+            claim(&job, false);
+            Instant::now()
+        };
+        let waited = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        CALLER_WAIT_NS.fetch_add(waited, Ordering::Relaxed);
+    }
+    // Only the join of a helper spinning since before the post says how far it is.
+    let awake = job.awake.load(Ordering::Relaxed);
+    if let (true, Some(near)) = (
+        spinning && awake <= posted,
+        prompt(posted, job.joined.load(Ordering::Relaxed)),
+    ) {
         TIMED_JOINS.fetch_add(1, Ordering::Relaxed);
         PROMPT_JOINS.fetch_add(u64::from(near), Ordering::Relaxed);
+        note_join(near);
     }
     if job.panicked.load(Ordering::SeqCst) {
         panic!("a data-path step panicked on a helper thread");
     }
+    true
 }
 
 /// A pointer into operands the pieces of one shared step reach from several threads (a
@@ -448,11 +619,13 @@ mod tests {
     fn a_shared_step_has_one_piece_per_worker() {
         let w = helpers() + 1;
         with(true, || {
-            assert_eq!(per_piece(128), 128usize.div_ceil(w));
-            assert_eq!(per_piece(1), 1);
-            assert_eq!(per_piece(0), 1);
-            assert_eq!(rows_per_piece(128, MIN_WORK), 128usize.div_ceil(w));
-            assert_eq!(rows_per_piece(128, MIN_WORK - 1), 128);
+            ignoring_placement(|| {
+                assert_eq!(per_piece(128), 128usize.div_ceil(w));
+                assert_eq!(per_piece(1), 1);
+                assert_eq!(per_piece(0), 1);
+                assert_eq!(rows_per_piece(128, MIN_WORK), 128usize.div_ceil(w));
+                assert_eq!(rows_per_piece(128, MIN_WORK - 1), 128);
+            })
         });
         with(false, || {
             assert_eq!(per_piece(128), 128);
@@ -506,6 +679,48 @@ mod tests {
         assert_eq!(at(110, 58).near_since(&start), Some((0.5, true)));
         assert_eq!(at(110, 57).near_since(&start), Some((0.49, false)));
         assert_eq!(at(110, 8).near_since(&start), Some((0.0, false)));
+    }
+
+    /// Far is entered when at most `ENTER_FAR` of the last `WINDOW` timed joins were
+    /// prompt, and left only when the last `LEAVE_FAR` all were.
+    #[test]
+    fn the_placement_goes_far_and_comes_back_on_timed_joins() {
+        let run = |mut w: u32, joins: &[bool]| {
+            for &j in joins {
+                w = placement_after(w, j);
+            }
+            w
+        };
+        let is_far = |w: u32| w & FAR_BIT != 0;
+        assert!(!is_far(NEAR_START));
+        // Near runs are broken by late joins: one prompt join in four keeps it near.
+        let mixed: Vec<bool> = (0..64).map(|i| i % 4 == 0).collect();
+        assert!(!is_far(run(NEAR_START, &mixed)));
+        // Thirteen late joins in a row are not yet far (three prompt ones remembered)...
+        let w = run(NEAR_START, &[false; 13]);
+        assert!(!is_far(w));
+        // ...the fourteenth is.
+        let w = placement_after(w, false);
+        assert!(is_far(w));
+        // Far stays far on mixed joins, and on two prompt ones in a row...
+        assert!(is_far(run(w, &mixed)));
+        assert!(is_far(run(w, &[true, true, false, true, true])));
+        // ...and is left on the third.
+        assert!(!is_far(run(w, &[true, true, true])));
+        // Just back near, it takes the window's late joins again to go far.
+        let back = run(w, &[true, true, true]);
+        assert!(!is_far(run(back, &[false; 13])));
+        assert!(is_far(run(back, &[false; 14])));
+    }
+
+    /// Far, a thread allowed to fan out counts as one worker, as with fan-out off.
+    #[test]
+    fn far_counts_one_worker() {
+        assert_eq!(workers_of(true, 1, false), 2);
+        assert_eq!(workers_of(true, 1, true), 1);
+        assert_eq!(workers_of(true, 7, false), 8);
+        assert_eq!(workers_of(false, 7, false), 1);
+        assert_eq!(workers_of(true, 0, false), 1);
     }
 
     #[test]

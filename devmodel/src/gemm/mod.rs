@@ -604,9 +604,14 @@ mod tests {
                             &mut cc,
                             views.2
                         ));
-                        if fan && crate::fanout::workers() > 1 && n - 5 >= 128 {
-                            assert!(column_piece(m, k, n - 5) < n - 5, "{m}x{k}x{n} was not cut");
-                        }
+                        crate::fanout::ignoring_placement(|| {
+                            if fan && crate::fanout::workers() > 1 && n - 5 >= 128 {
+                                assert!(
+                                    column_piece(m, k, n - 5) < n - 5,
+                                    "{m}x{k}x{n} was not cut"
+                                );
+                            }
+                        });
                     });
                     c.copy_from_slice(&cc);
                     c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
