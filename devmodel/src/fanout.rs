@@ -42,9 +42,14 @@ thread_local! {
 #[cfg(test)]
 pub(crate) fn ignoring_placement<R>(f: impl FnOnce() -> R) -> R {
     let old = HEED_PLACEMENT.with(|h| h.replace(false));
-    let r = f();
-    HEED_PLACEMENT.with(|h| h.set(old));
-    r
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HEED_PLACEMENT.with(|h| h.set(self.0));
+        }
+    }
+    let _restore = Restore(old);
+    f()
 }
 
 /// Run `f` with fan-out allowed or not on this thread (restored afterwards).
