@@ -758,7 +758,7 @@ mod tests {
                 .iter()
                 .take_while(|m| m.load(Ordering::Relaxed))
                 .count();
-            assert!(k > 0, "the caller ran the first chunk");
+            // (A caller preempted right after its post may find every chunk taken: k = 0.)
             assert!(mine[k..].iter().all(|m| !m.load(Ordering::Relaxed)));
         });
     }
