@@ -14,8 +14,12 @@
 //! and every [`PROBE_NS`] a job with no pieces keeps measuring.
 #![allow(unsafe_code)]
 
+mod placement;
+
+pub use placement::{far, NEAR_NS};
+use placement::{note_join, prompt, stamp};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -133,28 +137,6 @@ static ALL_PIECES: AtomicU64 = AtomicU64::new(0);
 static CALLER_WAIT_NS: AtomicU64 = AtomicU64::new(0);
 static TIMED_JOINS: AtomicU64 = AtomicU64::new(0);
 static PROMPT_JOINS: AtomicU64 = AtomicU64::new(0);
-/// Nanoseconds spent far in finished far spells, and when the current one began (0: near).
-static FAR_NS: AtomicU64 = AtomicU64::new(0);
-static FAR_SINCE: AtomicU64 = AtomicU64::new(0);
-
-/// Within how long of a post a spinning helper that takes the job counts as near: where
-/// the helper's cache is near the caller's. On the 2-vCPU VM of `docs/performance.md`
-/// (2026-12-06, fourteenth session) the host ran the two vCPUs on cores sharing a
-/// last-level cache or not, switching every few seconds to minutes; per run, the median
-/// time from the caller's stamp after its post to the helper's once it held the job was
-/// 30-71 ns in the first placement and 230-271 ns in the second, where
-/// akc-baseline_bf16_s512 ran 1.4-1.7x slower. (Stamping the helper's first sight of the
-/// post instead, one cache line's crossing rather than three, did not tell them apart.)
-/// `bench real` reports the share of prompt joins, so a slow run says which it had.
-pub const NEAR_NS: u64 = 150;
-
-/// The joins the placement remembers, and how few of them may have been prompt to enter
-/// the far state; it is left when the last [`LEAVE_FAR`] were all prompt. Near, three or
-/// four joins in five are prompt, in runs broken by a helper that was late for its own
-/// reasons; far, none is.
-const WINDOW: u32 = 16;
-const ENTER_FAR: u32 = 2;
-const LEAVE_FAR: u32 = 3;
 
 /// While far, a thread that asks how many workers share its step ([`workers`]) probes the
 /// helpers this often (nanoseconds): it posts a job with no pieces (no operand crosses for
@@ -167,70 +149,8 @@ const PROBE_WAKE_NS: u64 = 50_000;
 /// How long a probe waits for a spinning helper to take it (far, 230-270 ns).
 const PROBE_WAIT: Duration = Duration::from_micros(2);
 
-/// Where the helpers are from their callers, from the last [`WINDOW`] timed joins: bit `i`
-/// of the low bits set where the `i`-th newest was prompt, bit [`WINDOW`] the far state.
-/// Only host time depends on it: a step's pieces give the same results on any thread.
-static PLACEMENT: AtomicU32 = AtomicU32::new(NEAR_START);
-const FAR_BIT: u32 = 1 << WINDOW;
-/// Near, every remembered join prompt: a new process's state.
-const NEAR_START: u32 = FAR_BIT - 1;
-
 /// When the helpers were last probed ([`stamp`]; moved on by a wake-up, see [`PROBE_NS`]).
 static LAST_PROBE: AtomicU64 = AtomicU64::new(0);
-
-/// The placement word after one more timed join (`prompt`: within [`NEAR_NS`]).
-fn placement_after(word: u32, prompt: bool) -> u32 {
-    let window = ((word << 1) | u32::from(prompt)) & (FAR_BIT - 1);
-    let last = (1u32 << LEAVE_FAR) - 1;
-    let far = if word & FAR_BIT != 0 {
-        window & last != last
-    } else {
-        window.count_ones() <= ENTER_FAR
-    };
-    window | if far { FAR_BIT } else { 0 }
-}
-
-/// Record one more timed join (`prompt`: within [`NEAR_NS`]), and the far time it ends or
-/// begins.
-fn note_join(prompt: bool) {
-    let Ok(was) = PLACEMENT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-        Some(placement_after(w, prompt))
-    }) else {
-        return;
-    };
-    let (far_before, far_now) = (
-        was & FAR_BIT != 0,
-        placement_after(was, prompt) & FAR_BIT != 0,
-    );
-    if !far_before && far_now {
-        FAR_SINCE.store(stamp(), Ordering::Relaxed);
-    } else if far_before && !far_now {
-        let since = FAR_SINCE.swap(0, Ordering::Relaxed);
-        if since != 0 {
-            FAR_NS.fetch_add(stamp().saturating_sub(since), Ordering::Relaxed);
-        }
-    }
-}
-
-/// Whether the helpers' caches are far from their callers' now ([`NEAR_NS`]): steps then
-/// run as on one thread ([`workers`]).
-pub fn far() -> bool {
-    PLACEMENT.load(Ordering::Relaxed) & FAR_BIT != 0
-}
-
-/// Nanoseconds since the first stamp in this process (never 0, which [`Job::joined`]
-/// keeps for "not taken").
-fn stamp() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let e = *EPOCH.get_or_init(Instant::now);
-    u64::try_from(e.elapsed().as_nanos()).map_or(u64::MAX, |n| n.max(1))
-}
-
-/// Whether a join `joined` (a helper's stamp once it held the job) was within [`NEAR_NS`]
-/// of the caller's stamp after its post, `posted`; None where no helper took the job.
-fn prompt(posted: u64, joined: u64) -> Option<bool> {
-    (joined != 0).then(|| joined.saturating_sub(posted) <= NEAR_NS)
-}
 
 /// Counts since the process started: steps posted to the helpers, their pieces, the pieces
 /// helpers ran, and how long callers waited, with every piece claimed, for helpers to finish
@@ -268,12 +188,7 @@ pub fn counts() -> Counts {
         caller_wait_ns: CALLER_WAIT_NS.load(Ordering::Relaxed),
         timed_joins: TIMED_JOINS.load(Ordering::Relaxed),
         prompt_joins: PROMPT_JOINS.load(Ordering::Relaxed),
-        far_ns: FAR_NS.load(Ordering::Relaxed).saturating_add(
-            match FAR_SINCE.load(Ordering::Relaxed) {
-                0 => 0,
-                since => stamp().saturating_sub(since),
-            },
-        ),
+        far_ns: placement::far_ns(),
     }
 }
 
@@ -654,22 +569,6 @@ mod tests {
         }
     }
 
-    /// A join counts as prompt within `NEAR_NS` of the post (or before the caller's stamp
-    /// after it), and not at all where no helper took the job; a stamp is never 0 (a job's
-    /// "not taken").
-    #[test]
-    fn joins_are_prompt_within_near_ns() {
-        assert_eq!(prompt(1_000, 0), None);
-        assert_eq!(prompt(1_000, 1_000 + NEAR_NS), Some(true));
-        assert_eq!(prompt(1_000, 1_001 + NEAR_NS), Some(false));
-        assert_eq!(
-            prompt(1_000, 900),
-            Some(true),
-            "seen as the stamp was taken"
-        );
-        assert!(stamp() > 0);
-    }
-
     /// Half or more of the joins prompt reads as near; nothing timed reads as nothing.
     #[test]
     fn the_share_of_prompt_joins_says_near_or_far() {
@@ -684,38 +583,6 @@ mod tests {
         assert_eq!(at(110, 58).near_since(&start), Some((0.5, true)));
         assert_eq!(at(110, 57).near_since(&start), Some((0.49, false)));
         assert_eq!(at(110, 8).near_since(&start), Some((0.0, false)));
-    }
-
-    /// Far is entered when at most `ENTER_FAR` of the last `WINDOW` timed joins were
-    /// prompt, and left only when the last `LEAVE_FAR` all were.
-    #[test]
-    fn the_placement_goes_far_and_comes_back_on_timed_joins() {
-        let run = |mut w: u32, joins: &[bool]| {
-            for &j in joins {
-                w = placement_after(w, j);
-            }
-            w
-        };
-        let is_far = |w: u32| w & FAR_BIT != 0;
-        assert!(!is_far(NEAR_START));
-        // Near runs are broken by late joins: one prompt join in four keeps it near.
-        let mixed: Vec<bool> = (0..64).map(|i| i % 4 == 0).collect();
-        assert!(!is_far(run(NEAR_START, &mixed)));
-        // Thirteen late joins in a row are not yet far (three prompt ones remembered)...
-        let w = run(NEAR_START, &[false; 13]);
-        assert!(!is_far(w));
-        // ...the fourteenth is.
-        let w = placement_after(w, false);
-        assert!(is_far(w));
-        // Far stays far on mixed joins, and on two prompt ones in a row...
-        assert!(is_far(run(w, &mixed)));
-        assert!(is_far(run(w, &[true, true, false, true, true])));
-        // ...and is left on the third.
-        assert!(!is_far(run(w, &[true, true, true])));
-        // Just back near, it takes the window's late joins again to go far.
-        let back = run(w, &[true, true, true]);
-        assert!(!is_far(run(back, &[false; 13])));
-        assert!(is_far(run(back, &[false; 14])));
     }
 
     /// Far, a thread allowed to fan out counts as one worker, as with fan-out off.
