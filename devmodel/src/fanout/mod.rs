@@ -21,7 +21,7 @@ use placement::{note_join, prompt, stamp};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::thread::{self, Thread};
+use std::thread::{self, LocalKey, Thread};
 use std::time::{Duration, Instant};
 
 /// Steps smaller than this many multiply-adds (or element operations weighted alike) stay
@@ -45,27 +45,24 @@ thread_local! {
 /// tests that check the cut.
 #[cfg(test)]
 pub(crate) fn ignoring_placement<R>(f: impl FnOnce() -> R) -> R {
-    let old = HEED_PLACEMENT.with(|h| h.replace(false));
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            HEED_PLACEMENT.with(|h| h.set(self.0));
-        }
-    }
-    let _restore = Restore(old);
-    f()
+    set_during(&HEED_PLACEMENT, false, f)
 }
 
 /// Run `f` with fan-out allowed or not on this thread (restored afterwards).
 pub fn with<R>(allowed: bool, f: impl FnOnce() -> R) -> R {
-    let old = ALLOWED.with(|a| a.replace(allowed));
-    struct Restore(bool);
+    set_during(&ALLOWED, allowed, f)
+}
+
+/// Run `f` with this thread's flag `key` set to `value`, restored afterwards (on unwind
+/// too).
+fn set_during<R>(key: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(&'static LocalKey<Cell<bool>>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            ALLOWED.with(|a| a.set(self.0));
+            self.0.with(|c| c.set(self.1));
         }
     }
-    let _restore = Restore(old);
+    let _restore = Restore(key, key.with(|c| c.replace(value)));
     f()
 }
 
