@@ -168,8 +168,8 @@ fn results_do_not_depend_on_where_the_data_paths_run() {
     for stem in KERNELS {
         let inline = run(stem, "1");
         let threaded = run(stem, "always");
-        // Auto: a core's words deferred on the device thread while the other core's run on
-        // its own thread (the LNC=2 kernel), DMAs written into lanes that are away.
+        // Auto: a core's words deferred on the device thread while the other core runs
+        // (the LNC=2 kernel), its words on a lane thread where they are worth it.
         let auto = run(stem, "auto");
         assert_eq!(
             auto.same(),
@@ -177,9 +177,31 @@ fn results_do_not_depend_on_where_the_data_paths_run() {
             "{stem}: auto (deferred and threaded words) changed outputs, device time or counts"
         );
         if stem == "nkipy-matmul_small" {
+            // Both cores work: core 0's words are deferred while core 1 runs; core 1's
+            // words (128 x 128 x 128 products and their copies) are too small to be worth
+            // a thread of their own (`lane::worth_a_thread`), so none starts.
             assert!(
-                auto.lane_words > 0 && auto.deferred > 0,
-                "{stem}: auto put no word on a lane thread or deferred none: {auto:?}"
+                auto.deferred > 0,
+                "{stem}: auto deferred no word of core 0: {auto:?}"
+            );
+            assert_eq!(
+                (auto.lane_words, auto.lane_threads),
+                (0, 0),
+                "{stem}: auto handed words too small to be worth it to a lane thread"
+            );
+            // With every word worth a thread, core 1's go to one while core 0's are
+            // deferred, and the results are still those of one thread.
+            neuron_devmodel::device::set_lane_min_work(0);
+            let every = run(stem, "auto");
+            neuron_devmodel::device::set_lane_min_work(neuron_devmodel::device::LANE_MIN_WORK);
+            assert!(
+                every.lane_words > 0 && every.deferred > 0,
+                "{stem}: auto with no least work put no word on a lane thread or deferred none: {every:?}"
+            );
+            assert_eq!(
+                every.same(),
+                inline.same(),
+                "{stem}: auto (deferred and threaded words) changed outputs, device time or counts"
             );
         } else {
             // Nor are core 0's words deferred for a core that never works.

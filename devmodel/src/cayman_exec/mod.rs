@@ -40,7 +40,8 @@ use alu::{alu_reduce, alu_zip, hi_part, Alu};
 use neuron_isa::cayman::{AccessPattern, CaymanInstr, DmaAddr, Opcode};
 use neuron_isa::{Dtype, Space};
 use pattern::{copy_bits, elem_count, extent, f32_view, gather, scatter};
-use rows::{elementwise, ELEMENTWISE_WEIGHT};
+use rows::elementwise;
+pub(crate) use rows::ELEMENTWISE_WEIGHT;
 
 /// A DMA the instruction starts (run by the device's DMA model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use neuron_isa::Dtype;
 /// What one element of a step counts as, in multiply-adds, when deciding to share it out: a
 /// 128-partition step of 512 elements per partition gains from a helper (COPY, TENSOR_REDUCE
 /// on a 2-CPU VM, `docs/performance.md`); ACTIVATE counts its function evaluation on top.
-pub(super) const ELEMENTWISE_WEIGHT: u64 = 32;
+pub(crate) const ELEMENTWISE_WEIGHT: u64 = 32;
 
 /// `f(p, source, out)` on each of `op.channels` partitions: channel `p`'s source row (as
 /// f32) turned into its `out.len()` destination elements (`op.out_len`, else as many as the

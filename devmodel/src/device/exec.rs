@@ -177,11 +177,14 @@ impl Device {
                         // and they go to the lane's thread only behind words already there
                         // (a core holding only ordering words, e.g. an LNC=2 kernel's idle
                         // second core, would otherwise start a thread that spins beside the
-                        // busy ones).
+                        // busy ones); in Auto, nor do words too small to be worth handing
+                        // over (`lane::worth_a_thread`).
                         let working = known != Some(0);
                         self.cores[nc].has_worked |= working;
-                        let threaded =
-                            self.lane_thread_for(nc) && (working || self.cores[nc].lane.is_away());
+                        let worth = self.threads == super::ThreadMode::Always
+                            || super::lane::worth_a_thread(ci.opcode, facts.features.0, pe.cols);
+                        let threaded = self.lane_thread_for(nc)
+                            && (self.cores[nc].lane.is_away() || (working && worth));
                         let defer = self.defer_for(nc);
                         let core = &mut self.cores[nc];
                         // An ordering word has no data-path effect (`cayman_exec::execute`:

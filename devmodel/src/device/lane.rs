@@ -25,6 +25,41 @@ pub(super) fn lane_opcode(op: Opcode) -> bool {
     )
 }
 
+/// Whether a word is worth handing to its lane's thread when the lane is at home (Auto): it
+/// streams `elems` elements per partition over up to 128 partitions, and its multiply-adds
+/// (a MATMUL's against the `pe_cols` columns of weights loaded last, any other word's at
+/// `cayman_exec::ELEMENTWISE_WEIGHT` an element, as the helpers count a step) reach
+/// [`LANE_MIN_WORK`] (a test may set another, [`set_lane_min_work`]). A lane already on its thread takes every word behind the ones there,
+/// whatever their size.
+pub(super) fn worth_a_thread(op: Opcode, elems: u64, pe_cols: u64) -> bool {
+    let per_elem = match op {
+        Opcode::Matmul => 128 * pe_cols.max(1),
+        _ => 128 * crate::cayman_exec::ELEMENTWISE_WEIGHT,
+    };
+    elems.saturating_mul(per_elem) >= MIN_WORK_NOW.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// [`LANE_MIN_WORK`], unless a test set another ([`set_lane_min_work`]).
+static MIN_WORK_NOW: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(LANE_MIN_WORK);
+
+/// Tests: the least work Auto hands to an idle lane's thread, in this process (0: every
+/// word, as before there was a least; `LANE_MIN_WORK` is the default), so a small real kernel
+/// still drives words onto lane threads beside deferred ones.
+#[doc(hidden)]
+pub fn set_lane_min_work(work: u64) {
+    MIN_WORK_NOW.store(work, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The least work [`worth_a_thread`] hands to a lane's thread: twice the helpers' share of a
+/// step (`fanout::MIN_WORK`), as a whole word handed over costs the thread's wake-up and
+/// the trip of the core's data between caches where a shared step costs neither.
+/// nkipy-matmul_small, whose second core runs one 128 x 128 x 128 product (2^21) and its
+/// copy an execution: 0.16-0.32 ms an execution with these on a thread, 0.16-0.18 with
+/// them home, as with `NEURON_EMU_THREADS=1` (`docs/performance.md`, 2026-12-06 sixteenth
+/// session); nkipy-matmul_large's 128 x 128 x 512 products still go.
+pub const LANE_MIN_WORK: u64 = 2 * crate::fanout::MIN_WORK;
+
 /// A word sent to its core's lane: the completion takes its result.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LaneWord {
@@ -596,7 +631,8 @@ fn spawn() -> Option<Worker> {
 pub enum ThreadMode {
     /// Every data path on the device thread (`1`).
     Off,
-    /// A core's words go to its own thread while a lower-numbered core has words in flight,
+    /// A core's words go to its own thread while a lower-numbered core has words in flight
+    /// (where they are worth the handover, `worth_a_thread`, or follow words already there),
     /// and that core's words run on the device thread when their results are taken
     /// (`LaneSlot::defer`), so cores running at the same time (an LNC=2 model's two,
     /// independent models) run on separate host threads, one of them the device thread;

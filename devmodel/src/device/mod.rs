@@ -29,7 +29,7 @@ mod status;
 
 pub use crate::stats::{HostProfile, Stats, TraceEvent, TraceMark};
 pub use dma::QueueState;
-pub use lane::{ThreadMode, THREADS_ENV};
+pub use lane::{set_lane_min_work, ThreadMode, LANE_MIN_WORK, THREADS_ENV};
 pub use memory::MemError;
 pub use status::{
     CoreStatus, DeviceStatus, EngineState, EngineStatus, NqStatus, QueueStatus, WaitingOn,

@@ -29,6 +29,29 @@ fn lane() -> Lane {
 /// home or away, results taken out of order and the lane brought home, in a seeded
 /// random mix: every result and every byte of SBUF as when each word runs at issue and
 /// each write lands at once (reference: the same lane driven directly).
+/// A word goes to an idle lane's thread only with twice the helpers' least work: a
+/// 128 x 128 x 128 product stays home, one of 256 moving columns goes, and a product against
+/// fewer weight columns counts only those; other words count 32 an element.
+#[test]
+fn only_words_worth_a_thread_go_to_one() {
+    use neuron_isa::cayman::Opcode;
+    assert!(!worth_a_thread(Opcode::Matmul, 128, 128));
+    assert!(worth_a_thread(Opcode::Matmul, 256, 128));
+    assert!(!worth_a_thread(Opcode::Matmul, 512, 32));
+    assert!(worth_a_thread(Opcode::Matmul, 1024, 32));
+    // No weights loaded yet: counted as one column, never as none.
+    assert!(!worth_a_thread(Opcode::Matmul, 4096, 0));
+    assert!(worth_a_thread(Opcode::Matmul, 1 << 15, 0));
+    assert!(!worth_a_thread(Opcode::Activate, 512, 0));
+    assert!(worth_a_thread(Opcode::Activate, 1024, 0));
+    assert!(!worth_a_thread(Opcode::Ldweights, 128, 0));
+    assert!(
+        worth_a_thread(Opcode::Copy, u64::MAX, 0),
+        "saturates, does not wrap"
+    );
+    assert_eq!(LANE_MIN_WORK, 2 * crate::fanout::MIN_WORK);
+}
+
 #[test]
 fn deferred_sent_and_written_words_keep_issue_order() {
     let (sent, deferred, writes_away) = drive_in_a_seeded_mix();
