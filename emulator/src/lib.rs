@@ -39,7 +39,7 @@ use neuron_abi::{DeviceFile, Errno};
 use neuron_devmodel::regs::RegPage;
 use neuron_devmodel::{ArchProfile, Device};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -185,6 +185,9 @@ struct DevShared {
     global: Arc<Global>,
     state: Mutex<DevState>,
     kick: Condvar,
+    /// Wake-ups sent ([`DevShared::wake`]): what the worker watches while it spins after a
+    /// run instead of sleeping on `kick`.
+    kicks: AtomicU64,
     /// Signalled by the worker when the device is quiescent and an ioctl waits for that.
     quiet: Condvar,
     stop: AtomicBool,
@@ -210,6 +213,12 @@ impl DevShared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Wake the worker: the model may have work now.
+    fn wake(&self) {
+        self.kicks.fetch_add(1, Ordering::AcqRel);
+        self.kick.notify_all();
+    }
+
     /// Whether this is a forked child's copy: no device thread, nothing here is the child's.
     fn forked(&self) -> bool {
         std::process::id() != self.os_pid
@@ -229,6 +238,8 @@ fn worker(sh: Arc<DevShared>) {
     const MAX: Duration = Duration::from_millis(5);
     const SETTLE: Duration = Duration::from_millis(1);
     let mut backoff = MIN;
+    // Until when the idle worker watches `kicks` instead of sleeping (set by each run).
+    let mut spin_until = None;
     // Trapped-store count covered by this thread's last drain, and seen at its last poll.
     let mut applied = mmio::posted();
     let mut last = applied;
@@ -269,12 +280,24 @@ fn worker(sh: Arc<DevShared>) {
                 }
             }
             backoff = MIN;
+            spin_until = Some(std::time::Instant::now() + IDLE_SPIN);
             drop(g);
             // An ioctl (or another caller) waiting for the state gets it now: a thread woken
             // from the lock's wait would otherwise find it taken again at once.
             if sh.wanting.load(Ordering::Acquire) > 0 {
                 std::thread::yield_now();
             }
+            g = sh.lock_worker();
+            continue;
+        }
+        if let Some(until) = spin_until.filter(|u| std::time::Instant::now() < *u) {
+            // Idle after a run: the caller's next execution usually starts within tens of
+            // microseconds, and a wake-up from `kick` takes ~10-20 µs to reach a VM's halted
+            // vCPU. Watch for one without the lock, then look at the state again from the top
+            // (still idle once the spin is over: the wait below, which misses no wake-up).
+            let seen = sh.kicks.load(Ordering::Acquire);
+            drop(g);
+            spin_for_wake(&sh, seen, until);
             g = sh.lock_worker();
             continue;
         }
@@ -291,6 +314,26 @@ fn worker(sh: Arc<DevShared>) {
     }
 }
 
+/// How long the worker watches for a wake-up after a run before it sleeps.
+const IDLE_SPIN: Duration = Duration::from_micros(100);
+
+/// Spins, offering the CPU to other threads every 64 turns, until `kicks` moves past `seen`,
+/// the device stops, or `until`.
+fn spin_for_wake(sh: &DevShared, seen: u64, until: std::time::Instant) {
+    let mut turns = 0u32;
+    while sh.kicks.load(Ordering::Acquire) == seen && !sh.stop.load(Ordering::Acquire) {
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(64) {
+            if std::time::Instant::now() >= until {
+                return;
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Longest an ioctl waits for a running device to reach a quiescent point. Only a device that
 /// keeps running this long (a program in an endless loop, or an ioctl from another thread
 /// during a long execution) sees an ioctl take effect at a point host timing chooses.
@@ -300,16 +343,17 @@ const QUIESCE_WAIT: Duration = Duration::from_millis(100);
 /// the ioctl does takes effect at a point fixed by the device's own progress, not by host
 /// thread timing: runs and their traces are deterministic), then apply the stores user space
 /// made through register mappings before it (see `worker`). Not in a forked child (its copy of
-/// the device runs nowhere).
-fn claim_mail(sh: &DevShared) {
+/// the device runs nowhere). True where stores were claimed: the caller wakes the worker after
+/// the ioctl.
+fn claim_mail(sh: &DevShared) -> bool {
     if sh.forked() {
-        return;
+        return false;
     }
     let mut g = sh.lock();
     if g.dev.busy() {
         let deadline = std::time::Instant::now() + QUIESCE_WAIT;
         g.ioctls_waiting += 1;
-        sh.kick.notify_all();
+        sh.wake();
         while g.dev.busy() && !sh.stop.load(Ordering::Acquire) {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
@@ -324,15 +368,14 @@ fn claim_mail(sh: &DevShared) {
         g.ioctls_waiting -= 1;
     }
     if !g.dev.has_mail() {
-        return;
+        return false;
     }
     if g.dev.busy() {
         g.drain_pending = true;
     } else {
         g.dev.drain_mailboxes();
     }
-    drop(g);
-    sh.kick.notify_all();
+    true
 }
 
 /// A set of emulated Neuron devices.
@@ -403,6 +446,7 @@ impl Emulator {
                 global: global.clone(),
                 state: Mutex::new(st),
                 kick: Condvar::new(),
+                kicks: AtomicU64::new(0),
                 quiet: Condvar::new(),
                 stop: AtomicBool::new(false),
                 wanting: AtomicU32::new(0),
@@ -492,7 +536,7 @@ impl Drop for Emulator {
         }
         for d in &self.devices {
             d.stop.store(true, Ordering::Release);
-            d.kick.notify_all();
+            d.wake();
         }
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -567,15 +611,18 @@ impl EmuFile {
         arg: u64,
         mem: &dyn uaccess::UserMemory,
     ) -> Result<i32, Errno> {
-        // A bug in a handler answers EIO instead of unwinding into the caller.
-        if !self.misc {
-            claim_mail(&self.sh);
-        }
+        let mail = !self.misc && claim_mail(&self.sh);
         let caller = Caller { pid: self.pid, mem };
+        // A bug in a handler answers EIO instead of unwinding into the caller.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             driver::ioctl(&self.sh, self.misc, &caller, cmd, arg)
         }))
         .unwrap_or(Err(Errno::EIO));
+        // The stores claimed may have given the device work: wake it once the handler is
+        // done, so it does not take the state from the handler in between.
+        if mail {
+            self.sh.wake();
+        }
         let name = neuron_abi::ioctl::lookup(cmd).map_or("unknown", |c| c.name);
         match r {
             Ok(_) => {

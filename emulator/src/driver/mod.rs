@@ -77,7 +77,7 @@ impl Ctx<'_> {
     }
     /// Wake the device worker (the model may have work now).
     fn kick(&self) {
-        self.sh.kick.notify_all();
+        self.sh.wake();
     }
     /// Read command `C`'s argument struct.
     fn arg<C: Ioctl>(&self) -> Result<C::Arg, Errno>
