@@ -29,8 +29,8 @@ pub(super) fn lane_opcode(op: Opcode) -> bool {
 /// streams `elems` elements per partition over up to 128 partitions, and its multiply-adds
 /// (a MATMUL's against the `pe_cols` columns of weights loaded last, any other word's at
 /// `cayman_exec::ELEMENTWISE_WEIGHT` an element, as the helpers count a step) reach
-/// [`LANE_MIN_WORK`] (a test may set another, [`set_lane_min_work`]). A lane already on its thread takes every word behind the ones there,
-/// whatever their size.
+/// [`LANE_MIN_WORK`] (a test may set another, [`set_lane_min_work`]). A lane already on its
+/// thread takes every word behind the ones there, whatever their size.
 pub(super) fn worth_a_thread(op: Opcode, elems: u64, pe_cols: u64) -> bool {
     let per_elem = match op {
         Opcode::Matmul => 128 * pe_cols.max(1),
@@ -51,9 +51,10 @@ pub fn set_lane_min_work(work: u64) {
     MIN_WORK_NOW.store(work, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The least work [`worth_a_thread`] hands to a lane's thread: twice the helpers' share of a
-/// step (`fanout::MIN_WORK`), as a whole word handed over costs the thread's wake-up and
-/// the trip of the core's data between caches where a shared step costs neither.
+/// The least work [`worth_a_thread`] hands to a lane's thread: twice the helpers' least
+/// share of a step (`fanout::MIN_WORK`), as a word handed over whole moves the core's data
+/// to another cache and back and may wait for the lane thread to wake, where a step's helper
+/// takes half of it, usually spinning already.
 /// nkipy-matmul_small, whose second core runs one 128 x 128 x 128 product (2^21) and its
 /// copy an execution: 0.16-0.32 ms an execution with these on a thread, 0.16-0.18 with
 /// them home, as with `NEURON_EMU_THREADS=1` (`docs/performance.md`, 2026-12-06 sixteenth
