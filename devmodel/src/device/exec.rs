@@ -94,15 +94,18 @@ impl Device {
 
     /// Whether core `nc`'s next lane word that stays on the device thread is deferred to
     /// when its result is taken (`LaneSlot::defer`): in Auto, while a higher-numbered core
-    /// that has had data-path work (`Core::has_worked`), whose words may go to its own
-    /// thread meanwhile, runs; never while host time is measured per word. (Deferring for
-    /// a core that never works, an LNC=2 kernel's idle second core waiting at a barrier,
-    /// gains nothing and only moves every word from its issue to its completion.)
+    /// that has had data-path work (`Core::has_worked`) runs with its lane on its own
+    /// thread, so the deferred word runs beside that thread's words; never while host time
+    /// is measured per word. (Deferring for a core that never works, an LNC=2 kernel's idle
+    /// second core waiting at a barrier, or for one whose words all stay on the device
+    /// thread, too small to be worth a thread of their own (`lane::worth_a_thread`), gains
+    /// nothing and only moves every word from its issue to its completion.)
     fn defer_for(&self, nc: usize) -> bool {
         self.threads == super::ThreadMode::Auto
             && self.host_profile.is_none()
             && self.cores[nc + 1..].iter().any(|c| {
                 c.has_worked
+                    && c.lane.is_away()
                     && c.engines
                         .iter()
                         .any(|s| s.status != super::engine::EngStatus::Idle)
