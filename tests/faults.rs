@@ -6,8 +6,8 @@
 use neuron_e2e_tests::{builtin_input, repo_path, setup, Setup};
 use neuron_faults::inject::Injector;
 use neuron_faults::plan::{parse, Limits};
-use neuron_runtime::{ExecOutput, Model, NrtError, NrtStatus};
-use std::sync::atomic::Ordering;
+use neuron_runtime::{ExecOutput, Model, NrtError, NrtStatus, WaitCancel};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn limits() -> Limits {
@@ -275,6 +275,86 @@ fn hangs(plan: &str) {
         status(&run(&mut m)),
         NrtStatus::ExecUnitUnrecoverable.code()
     );
+    // The same hang, its timeout ten minutes away, with a watchdog that ends the wait once
+    // the device is quiescent (as `neuron-emu campaign` does): the same outcome, now.
+    let early = seen_by_a_watchdog(plan);
+    assert_eq!(
+        early.0.message,
+        e.message.replace("(1000 ms)", "(600000 ms)"),
+        "the watchdog's hang differs from the timeout's"
+    );
+    assert_eq!(early.0.status, e.status);
+    assert_eq!(
+        early.1,
+        (true, true, 1, NrtStatus::ExecUnitUnrecoverable.code())
+    );
+}
+
+/// `plan`'s hang on a fresh device with a 600 s timeout and a watchdog
+/// (`WaitCancel::watch` on `Emulator::quiescent`): the error, then whether the fault fired,
+/// whether the kernel log stayed empty, the sysfs timeout count and the next run's status.
+/// Fails if the watchdog has not ended the wait within a minute.
+fn seen_by_a_watchdog(plan: &str) -> (NrtError, (bool, bool, u64, u32)) {
+    let plan = plan.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let f = faulty(&plan, Duration::from_secs(600));
+        let mut m = f.s.rt.load(&mlp(), 0).expect("load");
+        let token = std::sync::Arc::new(WaitCancel::new());
+        m.set_wait_cancel(token.clone());
+        let done = AtomicBool::new(false);
+        let e = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                token.watch(
+                    || f.s.emu.quiescent(0) == Some(true),
+                    &done,
+                    Duration::from_millis(1),
+                )
+            });
+            let _stop = StopOnDrop(&done);
+            run(&mut m)
+        })
+        .expect_err("a hang");
+        let after = (
+            f.fired(),
+            f.kmsg().is_empty(),
+            f.status_counter("timeout"),
+            status(&run(&mut m)),
+        );
+        let _ = tx.send((e, after));
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the watchdog did not end the hung execution's wait")
+}
+
+/// Sets its flag when dropped: a watchdog thread stops even when the test body panics
+/// (a scope would otherwise wait for it forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+#[test]
+fn a_watchdog_never_ends_an_execution_that_completes() {
+    // A watchdog looking as often as it can: the device is quiescent as soon as an execution
+    // ends, often before the runtime has seen the end; the execution is still complete.
+    let g = golden();
+    let s = setup(Duration::from_secs(30));
+    let mut m = s.rt.load(&mlp(), 0).expect("load");
+    let token = std::sync::Arc::new(WaitCancel::new());
+    m.set_wait_cancel(token.clone());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| token.watch(|| s.emu.quiescent(0) == Some(true), &done, Duration::ZERO));
+        let _stop = StopOnDrop(&done);
+        for i in 0..50 {
+            let out = run(&mut m).unwrap_or_else(|e| panic!("execution {i}: {e}"));
+            assert_eq!(out.outputs, g.outputs, "execution {i}");
+        }
+    });
 }
 
 #[test]

@@ -14,10 +14,10 @@ use neuron_emulator::{Emulator, OpenOptions};
 use neuron_faults::plan::{Limits, Plan};
 use neuron_faults::report::{shard_range, Experiment, Report, Setup};
 use neuron_faults::{classify, Class, Injection};
-use neuron_runtime::{Config, NrtStatus, Runtime};
+use neuron_runtime::{Config, NrtStatus, Runtime, WaitCancel};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -169,7 +169,19 @@ pub fn run_once(
     if trace.is_some() {
         emu.set_tracing(0, true);
     }
-    let r = load_and_execute(neff, dev, timeout, &armed);
+    // Once the execution waits on a device that has gone quiescent (nothing pending: only
+    // user space could move it on), it is as hung as at its timeout, with the same status
+    // and message: the watchdog ends the wait then, so the campaign does not wait out the
+    // timeout (a plan's engine hangs and lost semaphore updates were most of a campaign's
+    // wall time). A device still busy (a program in an endless loop) is left to the timeout.
+    let token = Arc::new(WaitCancel::new());
+    let done = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| token.watch(|| emu.quiescent(0) == Some(true), &done, WATCH_EVERY));
+        let r = load_and_execute(neff, dev, timeout, &armed, &token);
+        done.store(true, Ordering::Release);
+        r
+    });
     if let Some(p) = trace {
         let ev = emu.take_trace(0);
         if let Err(e) = crate::trace::write_chrome_trace(p, &ev) {
@@ -179,11 +191,15 @@ pub fn run_once(
     r
 }
 
+/// How often an experiment's watchdog looks at its device.
+const WATCH_EVERY: Duration = Duration::from_millis(1);
+
 fn load_and_execute(
     neff: &[u8],
     dev: Arc<dyn DeviceFile>,
     timeout: Duration,
     armed: &Armed,
+    token: &Arc<WaitCancel>,
 ) -> RunResult {
     let cfg = Config {
         exec_timeout: timeout,
@@ -206,6 +222,7 @@ fn load_and_execute(
         Ok(m) => m,
         Err(e) => return fail(e),
     };
+    model.set_wait_cancel(token.clone());
     let infos: Vec<_> = model.inputs().cloned().collect();
     let data = tensorio::builtin_inputs(infos.iter());
     let refs: Vec<(&str, &[u8])> = data

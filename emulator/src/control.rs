@@ -217,6 +217,16 @@ impl Emulator {
         self.devices.get(index).map(|d| report(d))
     }
 
+    /// Whether device `index` has nothing left to do by itself: no event pending and no
+    /// store made through a register mapping waiting to be applied. Only user space can
+    /// then move it on, so an execution that has not completed on it (its program blocked on
+    /// a semaphore nothing will raise, an engine hung) never will: a hang, known without
+    /// waiting out a timeout (`neuron-emu campaign`).
+    pub fn quiescent(&self, index: usize) -> Option<bool> {
+        let g = self.devices.get(index)?.lock();
+        Some(!g.dev.busy() && !g.drain_pending && !g.dev.has_mail())
+    }
+
     /// Device `index`'s model counters.
     pub fn stats(&self, index: usize) -> Option<Stats> {
         Some(self.devices.get(index)?.lock().dev.stats())

@@ -19,10 +19,12 @@ pub mod real;
 pub mod status;
 pub mod sys;
 pub mod trigger;
+pub mod waitcancel;
 
 pub use config::{Config, HwErrorCodes};
 pub use model::{ExecOutput, Model, TensorInfo};
 pub use status::{NrtError, NrtStatus};
+pub use waitcancel::WaitCancel;
 
 use neuron_abi::arch::Arch;
 use neuron_abi::DeviceFile;

@@ -140,6 +140,8 @@ pub struct Model {
     /// Host time the last two completed executions took from start to end notifications,
     /// the latest first (`poll::expected_wait`).
     last_waits: [Option<Duration>; 2],
+    /// A watchdog's way to end an execution's wait early ([`Model::set_wait_cancel`]).
+    wait_cancel: Option<std::sync::Arc<crate::waitcancel::WaitCancel>>,
 }
 
 /// Which loaded model's programs each physical core is running, by (device, core): the
@@ -579,6 +581,13 @@ impl Model {
         self.timeout = t;
     }
 
+    /// Let `token`'s holder end an execution's wait for its completion early, as at its
+    /// timeout (`crate::waitcancel`): a watchdog that knows the device can make no more
+    /// progress.
+    pub fn set_wait_cancel(&mut self, token: std::sync::Arc<crate::waitcancel::WaitCancel>) {
+        self.wait_cancel = Some(token);
+    }
+
     /// The loaded model, owning the loader's chunks.
     fn assemble(
         l: &mut Loader<'_>,
@@ -599,6 +608,7 @@ impl Model {
             hw_errors: opts.hw_errors,
             unrecoverable: false,
             last_waits: [None; 2],
+            wait_cancel: None,
             id: next_model_id(),
             owners: Vec::new(),
             last_spans: Vec::new(),
@@ -854,7 +864,12 @@ impl Model {
         let mut end = vec![[None::<u64>; 5]; n];
         let mut spins = 0u32;
         let mut numerical: Option<NrtError> = None;
+        let token = self.wait_cancel.clone();
+        let waiting = token.as_deref().map(|t| t.begin());
         loop {
+            // A watchdog asks only once the device is quiet, after everything it posted: read
+            // before the queues, a request means nothing more is coming.
+            let give_up = waiting.as_ref().is_some_and(|w| w.cancelled());
             let mut progressed = false;
             for ci in 0..n {
                 for e in 0..5 {
@@ -890,7 +905,7 @@ impl Model {
                 break;
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || give_up {
                 self.unrecoverable = true;
                 return Err(self.timed_out(&end));
             }
