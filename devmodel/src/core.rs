@@ -47,6 +47,10 @@ pub struct CoreMem {
     /// User space has been handed the SBUF storage's address (a mapping of the SBUF window):
     /// its writes are not counted, so SBUF's count proves nothing from then on.
     sbuf_mapped: bool,
+    /// PSUM's write count when it was last all zero (created zeroed, or zeroed by
+    /// [`CoreMem::clear`]): every PSUM write is counted, so an equal count now means it still
+    /// is.
+    psum_zero_at: u64,
 }
 
 /// Bytes each partition's storage stride adds to its window's: one cache line, so the rows
@@ -108,6 +112,7 @@ impl CoreMem {
             weights: None,
             words: None,
             sbuf_mapped: false,
+            psum_zero_at: 0,
         }
     }
 
@@ -391,13 +396,19 @@ impl CoreMem {
 
     /// Reset-time clearing. PSUM (2 MiB) is zeroed; SBUF keeps its contents, as SRAM does
     /// across a core reset: zeroing the 32 MiB window would touch every page of it on each
-    /// load, and programs must initialise what they read anyway.
+    /// load, and programs must initialise what they read anyway. A PSUM with no write since it
+    /// was last zero is left as it is: filling it would touch every page of storage nothing
+    /// touched (a fresh device's load resets its cores: 512 page faults each, half of a fault
+    /// campaign experiment's, `docs/performance.md`).
     pub fn clear(&mut self) {
-        self.before_write(Space::Psum);
         self.kept = None;
         self.weights = None;
         self.words = None;
-        self.psum.fill(0.0);
+        if self.writes[1] != self.psum_zero_at {
+            self.before_write(Space::Psum);
+            self.psum.fill(0.0);
+            self.psum_zero_at = self.writes[1];
+        }
     }
 
     pub fn bytes(&self, s: Space) -> &[u8] {
@@ -540,6 +551,39 @@ mod tests {
         assert_eq!(count(&m), (4, 2));
         m.clear();
         assert_eq!(count(&m), (4, 3));
+    }
+
+    /// A reset zeroes PSUM where anything wrote it since it was last zero, and leaves a PSUM
+    /// that is still zero untouched (no write counted, no page of it touched).
+    #[test]
+    fn a_reset_zeroes_only_a_psum_written_since_it_was_zero() {
+        let mut m = mem();
+        let psum_writes = |m: &CoreMem| m.writes(Space::Psum);
+        m.clear();
+        assert_eq!(psum_writes(&m), 0, "a fresh PSUM was filled again");
+        assert!(m.f32s(Space::Psum).iter().all(|v| v.to_bits() == 0));
+        let last = m.f32s(Space::Psum).len() - 1;
+        m.f32s_mut(Space::Psum)[3] = 1.5;
+        m.bytes_mut(Space::Psum)[last * 4] = 7;
+        m.clear();
+        assert_eq!(psum_writes(&m), 3, "the clear of a written PSUM is a write");
+        assert!(
+            m.f32s(Space::Psum).iter().all(|v| v.to_bits() == 0),
+            "a written PSUM was not zeroed"
+        );
+        m.clear();
+        assert_eq!(
+            psum_writes(&m),
+            3,
+            "a PSUM zeroed and not written since was filled again"
+        );
+        // Writes to SBUF leave PSUM's zero standing.
+        m.bytes_mut(Space::Sbuf)[0] = 1;
+        m.clear();
+        assert_eq!(psum_writes(&m), 3);
+        let _ = m.across(Space::Sbuf); // a move into PSUM: a PSUM write
+        m.clear();
+        assert_eq!(psum_writes(&m), 5);
     }
 
     /// Storage strides are the window's plus the skew (so one offset of every partition
