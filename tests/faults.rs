@@ -7,7 +7,7 @@ use neuron_e2e_tests::{builtin_input, repo_path, setup, Setup};
 use neuron_faults::inject::Injector;
 use neuron_faults::plan::{parse, Limits};
 use neuron_runtime::{ExecOutput, Model, NrtError, NrtStatus, WaitCancel};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn limits() -> Limits {
@@ -302,19 +302,13 @@ fn seen_by_a_watchdog(plan: &str) -> (NrtError, (bool, bool, u64, u32)) {
         let mut m = f.s.rt.load(&mlp(), 0).expect("load");
         let token = std::sync::Arc::new(WaitCancel::new());
         m.set_wait_cancel(token.clone());
-        let done = AtomicBool::new(false);
-        let e = std::thread::scope(|sc| {
-            sc.spawn(|| {
-                token.watch(
-                    || f.s.emu.quiescent(0) == Some(true),
-                    &done,
-                    Duration::from_millis(1),
-                )
-            });
-            let _stop = StopOnDrop(&done);
-            run(&mut m)
-        })
-        .expect_err("a hang");
+        let e = token
+            .watching(
+                || f.s.emu.quiescent(0) == Some(true),
+                Duration::from_millis(1),
+                || run(&mut m),
+            )
+            .expect_err("a hang");
         let after = (
             f.fired(),
             f.kmsg().is_empty(),
@@ -327,16 +321,6 @@ fn seen_by_a_watchdog(plan: &str) -> (NrtError, (bool, bool, u64, u32)) {
         .expect("the watchdog did not end the hung execution's wait")
 }
 
-/// Sets its flag when dropped: a watchdog thread stops even when the test body panics
-/// (a scope would otherwise wait for it forever).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
 #[test]
 fn a_watchdog_never_ends_an_execution_that_completes() {
     // A watchdog looking as often as it can: the device is quiescent as soon as an execution
@@ -346,15 +330,16 @@ fn a_watchdog_never_ends_an_execution_that_completes() {
     let mut m = s.rt.load(&mlp(), 0).expect("load");
     let token = std::sync::Arc::new(WaitCancel::new());
     m.set_wait_cancel(token.clone());
-    let done = AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        sc.spawn(|| token.watch(|| s.emu.quiescent(0) == Some(true), &done, Duration::ZERO));
-        let _stop = StopOnDrop(&done);
-        for i in 0..50 {
-            let out = run(&mut m).unwrap_or_else(|e| panic!("execution {i}: {e}"));
-            assert_eq!(out.outputs, g.outputs, "execution {i}");
-        }
-    });
+    token.watching(
+        || s.emu.quiescent(0) == Some(true),
+        Duration::ZERO,
+        || {
+            for i in 0..50 {
+                let out = run(&mut m).unwrap_or_else(|e| panic!("execution {i}: {e}"));
+                assert_eq!(out.outputs, g.outputs, "execution {i}");
+            }
+        },
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ use neuron_faults::{classify, Class, Injection};
 use neuron_runtime::{Config, NrtStatus, Runtime, WaitCancel};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -175,13 +175,11 @@ pub fn run_once(
     // timeout (a plan's engine hangs and lost semaphore updates were most of a campaign's
     // wall time). A device still busy (a program in an endless loop) is left to the timeout.
     let token = Arc::new(WaitCancel::new());
-    let done = AtomicBool::new(false);
-    let r = std::thread::scope(|s| {
-        s.spawn(|| token.watch(|| emu.quiescent(0) == Some(true), &done, WATCH_EVERY));
-        let r = load_and_execute(neff, dev, timeout, &armed, &token);
-        done.store(true, Ordering::Release);
-        r
-    });
+    let r = token.watching(
+        || emu.quiescent(0) == Some(true),
+        WATCH_EVERY,
+        || load_and_execute(neff, dev, timeout, &armed, &token),
+    );
     if let Some(p) = trace {
         let ev = emu.take_trace(0);
         if let Err(e) = crate::trace::write_chrome_trace(p, &ev) {

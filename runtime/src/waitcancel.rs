@@ -40,12 +40,28 @@ impl WaitCancel {
         self.cancel.store(exec, Ordering::Release);
     }
 
-    /// A watchdog's loop, until `done`: every `every`, where an execution waits and
-    /// `quiescent()` (the caller's knowledge that the device can make no more progress by
-    /// itself) held at two looks in a row during that wait, ask it to stop waiting. A device
-    /// that completed the execution is quiescent too: the wait then still sees the
-    /// completion (it looks at the queues once more after the request).
-    pub fn watch(&self, quiescent: impl Fn() -> bool, done: &AtomicBool, every: Duration) {
+    /// Run `f` with a watchdog beside it on a thread of its own: every `every`, where an
+    /// execution waits and `quiescent()` (the caller's knowledge that the device can make no
+    /// more progress by itself) held at two looks in a row during that wait, it asks the
+    /// execution to stop waiting. A device that completed the execution is quiescent too: the
+    /// wait then still sees the completion (it looks at the queues once more after the
+    /// request). The watchdog stops when `f` returns or unwinds.
+    pub fn watching<R>(
+        &self,
+        quiescent: impl Fn() -> bool + Sync,
+        every: Duration,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| self.watch(&quiescent, &done, every));
+            let _stop = StopOnDrop(&done);
+            f()
+        })
+    }
+
+    /// The watchdog's loop, until `done` ([`Self::watching`]).
+    fn watch(&self, quiescent: &impl Fn() -> bool, done: &AtomicBool, every: Duration) {
         let mut quiet: Option<(u64, u32)> = None;
         while !done.load(Ordering::Acquire) {
             std::thread::sleep(every);
@@ -68,6 +84,16 @@ impl WaitCancel {
         let exec = self.begun.fetch_add(1, Ordering::AcqRel) + 1;
         self.waiting.store(exec, Ordering::Release);
         Waiting { token: self, exec }
+    }
+}
+
+/// Sets its flag when dropped, on return or unwind alike (a scope would otherwise wait for
+/// the watchdog forever after a panic).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -122,5 +148,42 @@ mod tests {
         assert!(w.cancelled());
         drop(w);
         assert_eq!(t.waiting(), None);
+    }
+
+    #[test]
+    fn the_watchdog_asks_a_wait_on_a_quiet_device_to_stop_and_stops_with_its_caller() {
+        let t = WaitCancel::new();
+        // Quiet at every look: the waiting execution is asked to stop.
+        let asked = t.watching(
+            || true,
+            Duration::ZERO,
+            || {
+                let w = t.begin();
+                while !w.cancelled() {
+                    std::thread::yield_now();
+                }
+                true
+            },
+        );
+        assert!(asked);
+        // Never quiet: not asked (the body gives up after 20 ms).
+        let asked = t.watching(
+            || false,
+            Duration::ZERO,
+            || {
+                let w = t.begin();
+                let t0 = std::time::Instant::now();
+                while !w.cancelled() && t0.elapsed() < Duration::from_millis(20) {
+                    std::thread::yield_now();
+                }
+                w.cancelled()
+            },
+        );
+        assert!(!asked, "an execution on a busy device was asked to stop");
+        // A body that panics stops the watchdog too (else this test would never end).
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            t.watching(|| false, Duration::ZERO, || panic!("the body fails"))
+        }));
+        assert!(r.is_err());
     }
 }
