@@ -291,7 +291,7 @@ fn hangs(plan: &str) {
 }
 
 /// `plan`'s hang on a fresh device with a 600 s timeout and a watchdog
-/// (`WaitCancel::watch` on `Emulator::quiescent`): the error, then whether the fault fired,
+/// (`WaitCancel::watching` on `Emulator::quiescent`): the error, then whether the fault fired,
 /// whether the kernel log stayed empty, the sysfs timeout count and the next run's status.
 /// Fails if the watchdog has not ended the wait within a minute.
 fn seen_by_a_watchdog(plan: &str) -> (NrtError, (bool, bool, u64, u32)) {
