@@ -69,6 +69,39 @@ fn runs_are_bit_identical_in_outputs_and_device_time() {
     assert_eq!(results[0].device_time_ps, results[1].device_time_ps);
 }
 
+/// A NEFF parsed by the caller (`Runtime::load_neff`, as a fault campaign loads one NEFF in
+/// every experiment) loads as its bytes do: the same outputs, device time, memory per
+/// category, name and datastore id, on the project's MLP and a real kernel.
+#[test]
+fn a_parsed_neff_loads_as_its_bytes_do() {
+    for bytes in [
+        mlp_bytes(),
+        neuron_e2e_tests::real_neff("akc-fused_bf16_s512"),
+    ] {
+        let parsed = neuron_neff::Neff::parse(&bytes).expect("parse");
+        let run = |from_bytes: bool| {
+            let s = setup(Duration::from_secs(30));
+            let mut m = if from_bytes {
+                s.rt.load(&bytes, 0)
+            } else {
+                s.rt.load_neff(&parsed, 0)
+            }
+            .expect("load");
+            let out = execute_builtin(&mut m).expect("execute");
+            (
+                out,
+                format!("{:?}", m.usage()),
+                m.name().to_string(),
+                m.datastore_id(),
+            )
+        };
+        let (a, b) = (run(true), run(false));
+        assert_eq!(a.0.outputs, b.0.outputs, "{}", a.2);
+        assert_eq!(a.0.device_time_ps, b.0.device_time_ps, "{}", a.2);
+        assert_eq!((&a.1, &a.2, a.3), (&b.1, &b.2, b.3));
+    }
+}
+
 #[test]
 fn an_engine_that_never_finishes_times_out() {
     let s = setup(Duration::from_millis(300));

@@ -142,9 +142,34 @@ pub struct RunResult {
     pub exec_wall: Duration,
 }
 
+/// The NEFF every experiment of a campaign loads: its bytes, and its container parsed once
+/// (with the runtime's default parse options), so that each load does not inflate and unpack
+/// it again; None where it does not parse (each load then refuses it as the runtime does).
+pub struct NeffImage<'a> {
+    bytes: &'a [u8],
+    parsed: Option<neuron_neff::Neff>,
+}
+
+impl<'a> NeffImage<'a> {
+    pub fn new(bytes: &'a [u8]) -> NeffImage<'a> {
+        NeffImage {
+            bytes,
+            parsed: neuron_neff::Neff::parse(bytes).ok(),
+        }
+    }
+
+    /// Load onto NeuronCore 0 of `rt`'s device.
+    fn load(&self, rt: &Runtime) -> Result<neuron_runtime::Model, neuron_runtime::NrtError> {
+        match &self.parsed {
+            Some(n) => rt.load_neff(n, 0),
+            None => rt.load(self.bytes, 0),
+        }
+    }
+}
+
 /// Load `neff` on a fresh emulated device, arm `inj` (if any), run once on the built-in inputs.
 pub fn run_once(
-    neff: &[u8],
+    neff: &NeffImage<'_>,
     arch: Arch,
     inj: Option<&Injection>,
     timeout: Duration,
@@ -193,7 +218,7 @@ pub fn run_once(
 const WATCH_EVERY: Duration = Duration::from_millis(1);
 
 fn load_and_execute(
-    neff: &[u8],
+    neff: &NeffImage<'_>,
     dev: Arc<dyn DeviceFile>,
     timeout: Duration,
     armed: &Armed,
@@ -216,7 +241,7 @@ fn load_and_execute(
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let mut model = match rt.load(neff, 0) {
+    let mut model = match neff.load(&rt) {
         Ok(m) => m,
         Err(e) => return fail(e),
     };
@@ -283,7 +308,7 @@ fn rel_err(got: &[Vec<f32>], g: &Golden) -> f64 {
     }
 }
 
-fn golden_run(neff: &[u8], arch: Arch) -> Result<Golden, Failure> {
+fn golden_run(neff: &NeffImage<'_>, arch: Arch) -> Result<Golden, Failure> {
     let t = Instant::now();
     let r = run_once(neff, arch, None, Duration::from_secs(120), None);
     let wall = t.elapsed();
@@ -315,7 +340,7 @@ fn golden_run(neff: &[u8], arch: Arch) -> Result<Golden, Failure> {
 struct Campaign<'a> {
     plan: &'a Plan,
     limits: &'a Limits,
-    neff: &'a [u8],
+    neff: &'a NeffImage<'a>,
     arch: Arch,
     seed: u64,
     golden: &'a Golden,
@@ -469,7 +494,8 @@ pub fn run(a: CampaignArgs) -> Result<(), Failure> {
     let neff = std::fs::read(&neff_path)
         .map_err(|e| usage(format!("cannot read {}: {e}", neff_path.display())))?;
     let lim = limits(arch);
-    let golden = golden_run(&neff, arch)?;
+    let image = NeffImage::new(&neff);
+    let golden = golden_run(&image, arch)?;
     let timeout = match c.timeout {
         Some(s) if s.is_finite() && s > 0.0 && s < 1e6 => Duration::from_secs_f64(s),
         Some(_) => return Err(usage("--timeout must be a positive number of seconds")),
@@ -494,7 +520,7 @@ pub fn run(a: CampaignArgs) -> Result<(), Failure> {
     let camp = Campaign {
         plan: &plan,
         limits: &lim,
-        neff: &neff,
+        neff: &image,
         arch,
         seed: c.seed,
         golden: &golden,

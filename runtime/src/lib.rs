@@ -118,6 +118,18 @@ impl Runtime {
 
     /// Load a NEFF onto NeuronCore `nc` of this device.
     pub fn load(&self, neff: &[u8], nc: u32) -> Result<Model, NrtError> {
+        self.load_from(model::Source::Bytes(neff), nc)
+    }
+
+    /// [`Runtime::load`] of a NEFF parsed already (with the caller's parse options; the
+    /// configuration's `validate_hash` is the parse's business then): the same driver calls
+    /// and model, without inflating and unpacking the container again. A caller loading one
+    /// NEFF many times (a fault campaign's experiments) parses it once.
+    pub fn load_neff(&self, neff: &neuron_neff::Neff, nc: u32) -> Result<Model, NrtError> {
+        self.load_from(model::Source::Parsed(neff), nc)
+    }
+
+    fn load_from(&self, src: model::Source<'_>, nc: u32) -> Result<Model, NrtError> {
         if nc >= self.arch.nc_count() {
             return Err(NrtError::new(
                 NrtStatus::LoadNotEnoughNc,
@@ -134,11 +146,16 @@ impl Runtime {
             hw_errors: self.config.hw_errors,
             arch: self.arch,
         };
-        let r = model::load(&self.drv, neff, nc, opts);
+        let r = model::load(&self.drv, src, nc, opts);
         if let Some(ds) = &self.nds {
             match r {
                 Ok(mut m) => {
-                    let uuid = neuron_neff::NeffHeader::decode(neff).map_or([0; 16], |h| h.uuid);
+                    let uuid = match src {
+                        model::Source::Bytes(b) => {
+                            neuron_neff::NeffHeader::decode(b).map_or([0; 16], |h| h.uuid)
+                        }
+                        model::Source::Parsed(n) => n.header().uuid,
+                    };
                     let entry = ds.model_loaded(m.name(), uuid, nc, m.nc_count(), m.usage());
                     m.attach_datastore(entry);
                     return Ok(m);

@@ -255,9 +255,17 @@ pub struct LoadOptions {
     pub arch: neuron_abi::arch::Arch,
 }
 
+/// A NEFF to load: its bytes, parsed by the load, or parsed already by the caller (who then
+/// chose the parse options).
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Bytes(&'a [u8]),
+    Parsed(&'a Neff),
+}
+
 pub(crate) fn load(
     drv: &Driver,
-    neff_bytes: &[u8],
+    src: Source<'_>,
     nc: u32,
     opts: LoadOptions,
 ) -> Result<Model, NrtError> {
@@ -267,7 +275,7 @@ pub(crate) fn load(
         chunks: Vec::new(),
         usage: crate::nds::Usage::default(),
     };
-    match load_inner(&mut l, neff_bytes, opts) {
+    match load_inner(&mut l, src, opts) {
         Ok(m) => Ok(m),
         Err(e) => {
             l.free_all();
@@ -276,18 +284,9 @@ pub(crate) fn load(
     }
 }
 
-fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Result<Model, NrtError> {
-    let nc = l.nc;
-    // Start from a clean core: a fault or timeout of an earlier model leaves engines stopped
-    // mid-program (a reset also destroys the core's notification queues, re-created below).
-    l.drv
-        .nc_reset(1 << nc)
-        .map_err(|e| drv_err("NC_RESET", e))?;
-    let popts = ParseOptions {
-        validate_hash: opts.validate_hash,
-        ..ParseOptions::default()
-    };
-    let neff = Neff::parse_with(neff_bytes, &popts).map_err(|e| {
+/// Parse a NEFF being loaded, logging a version or feature refusal as libnrt does.
+fn parse_for_load(neff_bytes: &[u8], popts: &ParseOptions) -> Result<Neff, NrtError> {
+    Neff::parse_with(neff_bytes, popts).map_err(|e| {
         let h = NeffHeaderSummary::of(neff_bytes);
         if matches!(e, NeffError::UnsupportedVersion { .. } | NeffError::UnknownFeatureBits { .. }) {
             tracing::error!(
@@ -300,7 +299,28 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             );
         }
         neff_err(e)
-    })?;
+    })
+}
+
+fn load_inner(l: &mut Loader<'_>, src: Source<'_>, opts: LoadOptions) -> Result<Model, NrtError> {
+    let nc = l.nc;
+    // Start from a clean core: a fault or timeout of an earlier model leaves engines stopped
+    // mid-program (a reset also destroys the core's notification queues, re-created below).
+    l.drv
+        .nc_reset(1 << nc)
+        .map_err(|e| drv_err("NC_RESET", e))?;
+    let popts = ParseOptions {
+        validate_hash: opts.validate_hash,
+        ..ParseOptions::default()
+    };
+    let parsed;
+    let neff = match src {
+        Source::Parsed(n) => n,
+        Source::Bytes(neff_bytes) => {
+            parsed = parse_for_load(neff_bytes, &popts)?;
+            &parsed
+        }
+    };
     let name = neff.header().name_str();
     let kelf = neff.kelf().map_err(neff_err)?;
     let graph = kelf
@@ -320,7 +340,7 @@ fn load_inner(l: &mut Loader<'_>, neff_bytes: &[u8], opts: LoadOptions) -> Resul
             "NEFF is marked with the project test-encoding feature bit (1 << 62): this runtime loads trn2-encoded NEFFs only; rebuild it with the current kbuild",
         ));
     }
-    load_real(l, &neff, &kelf, &def, tmap.as_ref(), &sg, name, opts)
+    load_real(l, neff, &kelf, &def, tmap.as_ref(), &sg, name, opts)
 }
 
 /// Refuse, before anything is placed, a NEFF compiled for another architecture
