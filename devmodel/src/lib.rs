@@ -25,6 +25,7 @@ pub mod regs;
 pub mod runcopy;
 pub mod sched;
 pub(crate) mod shortcopy;
+pub mod spin;
 pub mod stats;
 pub mod time;
 pub mod writemap;

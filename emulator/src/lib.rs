@@ -297,7 +297,10 @@ fn worker(sh: Arc<DevShared>) {
             // (still idle once the spin is over: the wait below, which misses no wake-up).
             let seen = sh.kicks.load(Ordering::Acquire);
             drop(g);
-            spin_for_wake(&sh, seen, until);
+            neuron_devmodel::spin::until(
+                || sh.kicks.load(Ordering::Acquire) != seen || sh.stop.load(Ordering::Acquire),
+                until,
+            );
             g = sh.lock_worker();
             continue;
         }
@@ -316,23 +319,6 @@ fn worker(sh: Arc<DevShared>) {
 
 /// How long the worker watches for a wake-up after a run before it sleeps.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
-
-/// Spins, offering the CPU to other threads every 64 turns, until `kicks` moves past `seen`,
-/// the device stops, or `until`.
-fn spin_for_wake(sh: &DevShared, seen: u64, until: std::time::Instant) {
-    let mut turns = 0u32;
-    while sh.kicks.load(Ordering::Acquire) == seen && !sh.stop.load(Ordering::Acquire) {
-        turns = turns.wrapping_add(1);
-        if turns.is_multiple_of(64) {
-            if std::time::Instant::now() >= until {
-                return;
-            }
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
 
 /// Longest an ioctl waits for a running device to reach a quiescent point. Only a device that
 /// keeps running this long (a program in an endless loop, or an ioctl from another thread

@@ -184,10 +184,12 @@ impl Device {
                         // over (`lane::worth_a_thread`).
                         let working = known != Some(0);
                         self.cores[nc].has_worked |= working;
-                        let worth = self.threads == super::ThreadMode::Always
-                            || super::lane::worth_a_thread(ci.opcode, facts.features.0, pe.cols);
+                        let worth = || {
+                            self.threads == super::ThreadMode::Always
+                                || super::lane::worth_a_thread(ci.opcode, facts.features.0, pe.cols)
+                        };
                         let threaded = self.lane_thread_for(nc)
-                            && (self.cores[nc].lane.is_away() || (working && worth));
+                            && (self.cores[nc].lane.is_away() || (working && worth()));
                         let defer = self.defer_for(nc);
                         let core = &mut self.cores[nc];
                         // An ordering word has no data-path effect (`cayman_exec::execute`:

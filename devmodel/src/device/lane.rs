@@ -575,28 +575,28 @@ impl LaneSlot {
     }
 }
 
-/// Receive, polling for a while before sleeping: the two sides hand words and results back
-/// and forth every few tens of microseconds, and waking a sleeping thread costs more than
-/// that (100-400 us measured on a 2-CPU VM, where the idle CPU halts: `docs/performance.md`).
-/// Each poll round offers the CPU to anything else that waits for it.
+/// Receive, polling for a while before sleeping (`crate::spin`): the two sides hand words and
+/// results back and forth every few tens of microseconds, and waking a sleeping thread costs
+/// more than that (100-400 us measured on a 2-CPU VM, where the idle CPU halts:
+/// `docs/performance.md`).
 fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
-    let t0 = std::time::Instant::now();
-    let mut spins = 0u32;
-    loop {
-        match rx.try_recv() {
-            Ok(m) => return Some(m),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-            Err(std::sync::mpsc::TryRecvError::Empty) => {}
-        }
-        spins += 1;
-        if spins.is_multiple_of(64) {
-            if t0.elapsed() > SPIN {
-                return rx.recv().ok();
+    use std::sync::mpsc::TryRecvError;
+    let mut got: Option<Result<T, TryRecvError>> = None;
+    let deadline = std::time::Instant::now() + SPIN;
+    let ended = crate::spin::until(
+        || match rx.try_recv() {
+            Err(TryRecvError::Empty) => false,
+            r => {
+                got = Some(r);
+                true
             }
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
+        },
+        deadline,
+    );
+    match (ended, got) {
+        (true, Some(Ok(m))) => Some(m),
+        (true, _) => None, // the other side is gone
+        (false, _) => rx.recv().ok(),
     }
 }
 
