@@ -133,6 +133,27 @@ impl Sequencer {
 /// (`Sequencer::decoded`): 4 MiB of a program, far more than any real NEFF's engine streams.
 const POSITIONS: usize = 1 << 16;
 
+/// Ask the cache for what the engine's next words will read as they issue: the decodings
+/// lie in three places (the position's slot, the shared instruction, its fields), and a
+/// real layer's data (weights, KV cache) streams through the caches between one word of an
+/// engine and its next, so each was a miss on every word (kgm-attn: a third of the event
+/// loop's own time, `docs/performance.md`, seventeenth session). Three words ahead the
+/// slot, two the instruction, one its fields: each read here was asked for a word earlier.
+/// A hint only.
+fn ask_ahead(decoded: &[Option<super::decode::Word>], at: usize) {
+    use crate::prefetch;
+    if let Some(slot) = decoded.get(at + 3) {
+        prefetch::lines(slot as *const _, std::mem::size_of_val(slot));
+    }
+    if let Some(Some(w)) = decoded.get(at + 2) {
+        prefetch::lines(Arc::as_ptr(&w.ci), std::mem::size_of::<CaymanInstr>());
+    }
+    if let Some(Some(w)) = decoded.get(at + 1) {
+        let fields = w.ci.fields.as_slice();
+        prefetch::lines(fields.as_ptr(), std::mem::size_of_val(fields));
+    }
+}
+
 /// Whether semaphore/event wait `w` holds on `regs`.
 pub(super) fn wait_holds(regs: &RegPage, w: &SemWait) -> bool {
     match w.cond {
@@ -158,7 +179,10 @@ impl Device {
         let at = st.consumed / WORD;
         if self.hooks.0.is_none() {
             if let Some(Some(d)) = st.decoded.get(at) {
-                let (d, opcode) = (d.clone(), w[0]);
+                ask_ahead(&st.decoded, at);
+                // (The decoding's copy of byte 0: `ibuf`'s line is not read at all.)
+                debug_assert_eq!(d.ci.opcode_byte, w[0]);
+                let (d, opcode) = (d.clone(), d.ci.opcode_byte);
                 st.take(opcode, d);
                 return true;
             }
