@@ -89,14 +89,20 @@ unsafe fn product_fma<U: Moving>(p: &Product<'_, f32, U>, c: &mut [f32], cv: Vie
         bv,
         beta,
     } = *p;
-    let mut acc = [0f32; ROWS];
+    let mut acc = [0f32; 2 * ROWS];
+    let chunk = chunk();
     for col in 0..n {
-        for r0 in (0..m).step_by(ROWS) {
-            let rows = ROWS.min(m - r0);
+        let mut r0 = 0;
+        while r0 < m {
+            let rows = if m - r0 >= chunk {
+                chunk
+            } else {
+                ROWS.min(m - r0)
+            };
             let acc = &mut acc[..rows];
             for k0 in (0..k).step_by(SGEMM_KC) {
                 let k1 = (k0 + SGEMM_KC).min(k);
-                if av.rs == 1 && rows == ROWS {
+                if av.rs == 1 && rows.is_multiple_of(ROWS) {
                     // Whole chunks of the PE layout: the sums in registers.
                     sums_in_registers(a, av.off + r0 + k0 * av.cs, av.cs, b, bv, col, k0..k1, acc);
                 } else {
@@ -118,6 +124,7 @@ unsafe fn product_fma<U: Moving>(p: &Product<'_, f32, U>, c: &mut [f32], cv: Vie
                 }
                 store(acc, if k0 == 0 { beta } else { 1.0 }, c, cv, r0, col);
             }
+            r0 += rows;
         }
     }
 }
@@ -162,9 +169,13 @@ pub(super) fn product_bits<U: Moving>(p: &Product<'_, u16, U>, c: &mut [f32], cv
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let mut acc = [0f32; ROWS];
+        let mut acc = [0f32; 2 * ROWS];
+        let chunk = chunk();
         for col in 0..n {
-            for r0 in (0..m).step_by(ROWS) {
+            let mut r0 = 0;
+            while r0 < m {
+                // (`m` is whole chunks of ROWS: `bits_apply`.)
+                let acc = &mut acc[..if m - r0 >= chunk { chunk } else { ROWS }];
                 for k0 in (0..k).step_by(SGEMM_KC) {
                     let k1 = (k0 + SGEMM_KC).min(k);
                     // SAFETY: `bits_apply` (via `available`) detected FMA and AVX2; the
@@ -178,11 +189,12 @@ pub(super) fn product_bits<U: Moving>(p: &Product<'_, u16, U>, c: &mut [f32], cv
                             bv,
                             col,
                             k0..k1,
-                            &mut acc,
+                            acc,
                         )
                     };
-                    store(&acc, if k0 == 0 { beta } else { 1.0 }, c, cv, r0, col);
+                    store(acc, if k0 == 0 { beta } else { 1.0 }, c, cv, r0, col);
                 }
+                r0 += acc.len();
             }
         }
         true
@@ -274,6 +286,19 @@ impl Lanes for u16 {
 #[cfg(target_arch = "x86_64")]
 fn wide() -> bool {
     std::is_x86_feature_detected!("avx512f")
+}
+
+/// Rows of C one call of [`sums_in_registers`] sums where the PE layout has that many:
+/// [`ROWS`] eight lanes wide, twice as many sixteen wide. Either way eight registers of
+/// independent FMA chains (four, 64 rows sixteen wide, left the loop waiting on the FMA's
+/// latency); each element's chain is the same whatever the chunk.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn chunk() -> usize {
+    if wide() {
+        2 * ROWS
+    } else {
+        ROWS
+    }
 }
 
 /// [`sums_body`] eight lanes wide, or sixteen where the host has AVX-512F: each sum the same
@@ -425,8 +450,8 @@ unsafe fn sums_avx2<T: Lanes, U: Moving>(
 }
 
 /// `acc[j] = Σ_kk a[at + j + (kk - k0) * cs] · B[kk][col]` over `ks`, each sum one FMA chain in
-/// `kk` order from +0, held in `ROWS / W::N` registers (a stack array of sums is loaded and
-/// stored again by every multiply-add).
+/// `kk` order from +0, held in `acc.len() / W::N` registers, at most eight (a stack array of
+/// sums is loaded and stored again by every multiply-add).
 ///
 /// # Safety
 /// The CPU must have `W`'s features.
@@ -443,15 +468,20 @@ unsafe fn sums_body<W: Width, T: Lanes, U: Moving>(
     ks: std::ops::Range<usize>,
     acc: &mut [f32],
 ) {
-    // (Sized for the narrowest width; only the first `ROWS / W::N` are used.)
+    // Eight registers of sums: 64 rows eight lanes wide, or 128 sixteen wide.
+    let rows = acc.len();
+    let regs = rows / W::N;
+    assert!(
+        rows.is_multiple_of(W::N) && regs <= 8,
+        "{rows} sums do not fill registers"
+    );
     // SAFETY (all vector operations below): `W`'s features by the caller's contract; each
-    // load reads `W::N` elements of `row`, which holds ROWS of them, and each store writes
-    // `W::N` elements of `out`.
-    let mut sums = [unsafe { W::zero() }; ROWS / 8];
-    let regs = ROWS / W::N;
+    // load reads `W::N` elements of `row`, which holds `rows` of them, and each store
+    // writes `W::N` elements of `out`.
+    let mut sums = [unsafe { W::zero() }; 8];
     for (i, kk) in ks.enumerate() {
         let bk = unsafe { W::splat(b[bv.off + kk * bv.rs + col * bv.cs].value()) };
-        let row = &a[at + i * cs..at + i * cs + ROWS];
+        let row = &a[at + i * cs..at + i * cs + rows];
         for (v, s) in sums[..regs].iter_mut().enumerate() {
             *s = unsafe { W::fma(W::load(row.as_ptr().add(W::N * v)), bk, *s) };
         }
