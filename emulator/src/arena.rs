@@ -11,9 +11,12 @@
 //! the arena stays sparse; a forked child never punches (the memory is shared with its parent).
 #![allow(unsafe_code)]
 
+pub mod recycle;
+
 use crate::chunks::RangeAlloc;
 use neuron_devmodel::hostmem::HostRegion;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Arena offsets below this are host bus addresses.
@@ -32,10 +35,24 @@ struct Inner {
     base: usize,
     size: u64,
     dev: Mutex<RangeAlloc>,
+    /// The device index (what a kept arena is found by).
+    index: usize,
+    /// Freed ranges are zeroed, not punched out, and the arena is offered for the next
+    /// device when this one goes ([`recycle`]).
+    recycle: bool,
+    /// The memfd was handed out ([`Arena::fd`]): other processes may map it.
+    exported: AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.recycle
+            && std::process::id() == self.pid
+            && !self.exported.load(Ordering::SeqCst)
+            && recycle::offer(self.index, self.fd, self.base, self.size)
+        {
+            return;
+        }
         // SAFETY: unmapping the mapping made in `Arena::new` and closing its fd, once. User
         // mappings made from it were removed by munmap or outlive it as the kernel's would.
         unsafe {
@@ -60,14 +77,18 @@ impl Drop for Keep {
             // A forked child's copy of the emulator: the bytes belong to the parent.
             return;
         }
+        let kept = self.inner.recycle
+            && recycle::zero_data(self.inner.fd, self.inner.base, self.off, self.len);
         // SAFETY: fallocate on our own memfd; releases the pages of a range nobody uses any more.
-        unsafe {
-            libc::fallocate(
-                self.inner.fd,
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                self.off as libc::off_t,
-                self.len as libc::off_t,
-            );
+        if !kept {
+            unsafe {
+                libc::fallocate(
+                    self.inner.fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    self.off as libc::off_t,
+                    self.len as libc::off_t,
+                );
+            }
         }
         if self.dev {
             self.inner
@@ -97,6 +118,26 @@ impl Arena {
     /// is smaller than 512 GiB) gets a smaller arena, and a device chunk beyond it is refused
     /// with ENOMEM when it is mapped, not every mapping with ENODEV.
     fn sized(index: usize, dev_len: u64) -> Option<Arena> {
+        let recycle = recycle::enabled();
+        if recycle {
+            // A kept arena of the room asked for (one made smaller under a limited address
+            // space is not found again: a fresh one is tried, as before).
+            let room = dev_len.max(DEV_LEN_MIN);
+            if let Some((fd, base)) = recycle::take(index, DEV_START + room) {
+                return Some(Arena {
+                    inner: Arc::new(Inner {
+                        pid: std::process::id(),
+                        fd,
+                        base,
+                        size: DEV_START + room,
+                        dev: Mutex::new(RangeAlloc::new(DEV_START, room)),
+                        index,
+                        recycle,
+                        exported: AtomicBool::new(false),
+                    }),
+                });
+            }
+        }
         let name = std::ffi::CString::new(format!("neuron{index}-arena")).ok()?;
         // SAFETY: plain syscalls on a fresh fd; every result is checked.
         unsafe {
@@ -129,6 +170,9 @@ impl Arena {
                                 base: p as usize,
                                 size,
                                 dev: Mutex::new(RangeAlloc::new(DEV_START, dev_len)),
+                                index,
+                                recycle,
+                                exported: AtomicBool::new(false),
                             }),
                         });
                     }
@@ -159,7 +203,8 @@ impl Arena {
             dev,
         };
         // SAFETY: the range lies inside the arena's read-write mapping, which `keep` keeps alive
-        // (it holds the Arc); memfd memory is zero-initialised (fresh or hole-punched).
+        // (it holds the Arc); memfd memory is zero-initialised (fresh, hole-punched, or zeroed
+        // as its last region went).
         Some(unsafe { HostRegion::from_external(ptr, len as usize, Box::new(keep)) })
     }
 
@@ -229,8 +274,10 @@ impl Arena {
         (off < self.inner.size).then_some(off)
     }
 
-    /// The memfd (owned by the arena; valid while it lives).
+    /// The memfd (owned by the arena; valid while it lives). Handed out, it may be mapped
+    /// by others: the arena is not kept for another device.
     pub fn fd(&self) -> i32 {
+        self.inner.exported.store(true, Ordering::SeqCst);
         self.inner.fd
     }
 
@@ -274,6 +321,75 @@ mod tests {
         let mut b = [9u8];
         assert!(d2.read(0, &mut b));
         assert_eq!(b[0], 0, "freed ranges are punched out");
+    }
+
+    /// Kept arenas (`recycle`): a dropped device's arena is the next one's, every byte it
+    /// had written zero again (regions dropped during its life and at its end, a host
+    /// region, SBUF-like device regions); one still mapped by user space, or whose memfd was
+    /// handed out, is not kept. (One test: the keeping is process-wide.)
+    #[test]
+    fn a_kept_arena_comes_back_zeroed_and_only_when_nothing_else_maps_it() {
+        if Arena::new(96).is_none() {
+            eprintln!("no memfd here; skipping");
+            return;
+        }
+        recycle::set(4);
+        let a = Arena::new(91).expect("arena");
+        // Which memfd an arena has (a fresh one is a new file; addresses may be reused).
+        let ino = |a: &Arena| {
+            // SAFETY: fstat into a zeroed struct on the arena's own fd.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            assert_eq!(unsafe { libc::fstat(a.inner.fd, &mut st) }, 0);
+            st.st_ino
+        };
+        let first = ino(&a);
+        let host = a.host_region(0x2000_0000, 3 << 20).expect("host region");
+        assert!(host.write(5, &[1; 3000]) && host.write((3 << 20) - 1, &[2]));
+        let early = a.device_region(1 << 20).expect("device region");
+        assert!(early.write(4096 * 7 + 3, &[3; 9000]));
+        drop(early); // freed during the device's life: zero for whoever gets the range next
+        let again = a.device_region(1 << 20).expect("the same range again");
+        let mut b = [9u8; 9000];
+        assert!(again.read(4096 * 7 + 3, &mut b));
+        assert!(b.iter().all(|x| *x == 0), "a freed range reads zero");
+        assert!(again.write(100, &[4; 10]));
+        drop((host, again, a));
+
+        let b2 = Arena::new(91).expect("arena");
+        assert_eq!(ino(&b2), first, "the dropped arena came back");
+        let host = b2.host_region(0x2000_0000, 3 << 20).expect("host region");
+        let dev = b2.device_region(1 << 20).expect("device region");
+        let (mut h, mut d) = (vec![9u8; 3 << 20], vec![9u8; 1 << 20]);
+        assert!(host.read(0, &mut h) && dev.read(0, &mut d));
+        assert!(h.iter().chain(&d).all(|x| *x == 0), "every byte zero again");
+
+        // A user mapping that outlives the device: that arena is not kept.
+        let alias = b2
+            .map_user(dev.as_ptr(), 4096, libc::PROT_READ)
+            .expect("alias");
+        drop((host, dev, b2));
+        let c = Arena::new(91).expect("arena");
+        assert_ne!(
+            ino(&c),
+            first,
+            "an arena still mapped is not handed out again"
+        );
+        // SAFETY: the mapping made above, 4096 bytes; nothing else uses it.
+        unsafe { libc::munmap(alias.cast(), 4096) };
+        let (handed, _) = (ino(&c), c.fd());
+        drop(c);
+        let d = Arena::new(91).expect("arena");
+        assert_ne!(
+            ino(&d),
+            handed,
+            "an arena whose memfd was handed out is not kept"
+        );
+        let kept = ino(&d);
+        drop(d);
+        let e = Arena::new(91).expect("arena");
+        assert_eq!(ino(&e), kept, "kept again once nothing else maps it");
+        drop(e);
+        recycle::set(0);
     }
 
     /// An arena with less room gives device regions up to it and refuses beyond, instead of
