@@ -2,7 +2,7 @@
 //! through the firmware mailbox) and PROGRAM_ENGINE / _NC / _NC64 folded into one request
 //! (`driver-abi.md` §2.3, §2.4, §3.7).
 
-use super::copy::COPY_BLOCK;
+use super::copy::{with_bounce, COPY_BLOCK};
 use super::info::{bar0_size, routing_id, BAR0_KVA};
 use super::{fwio, Ctx, R};
 use crate::DevState;
@@ -296,15 +296,17 @@ fn program_engine(cx: &Ctx, nc: u32, dst: u64, buffer: u64, size: u64, offset: u
         return Err(Errno::ENOMEM);
     }
     let src = buffer.checked_add(offset).ok_or(Errno::EFAULT)?;
-    let mut tmp = vec![0u8; (size as usize).min(COPY_BLOCK)];
-    let mut done = 0u64;
-    while done < size {
-        let n = ((size - done) as usize).min(COPY_BLOCK);
-        let t = &mut tmp[..n];
-        cx.copy_in(src + done, t)?;
-        cx.lock().dev.write(at + done, t).map_err(|_| Errno::EIO)?;
-        done += n as u64;
-    }
+    with_bounce(size as usize, |tmp| {
+        let mut done = 0u64;
+        while done < size {
+            let n = ((size - done) as usize).min(COPY_BLOCK);
+            let t = &mut tmp[..n];
+            cx.copy_in(src + done, t)?;
+            cx.lock().dev.write(at + done, t).map_err(|_| Errno::EIO)?;
+            done += n as u64;
+        }
+        Ok::<(), Errno>(())
+    })?;
     cx.kick();
     Ok(0)
 }

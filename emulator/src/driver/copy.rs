@@ -15,6 +15,27 @@ use std::mem::size_of;
 const ASYNC_MAX: u64 = 2031 * 65536;
 /// Bytes moved per lock hold (the bounce buffer of every streamed copy).
 pub(crate) const COPY_BLOCK: usize = 1 << 20;
+/// Run `f` on `len` (at most [`COPY_BLOCK`]) bytes of scratch: the calling thread's bounce
+/// buffer, kept between copies (a fresh one each copy was zeroed and its pages faulted in
+/// every time: a quarter of a fault-campaign experiment's page faults, `docs/performance.md`,
+/// seventeenth session). Its bytes are whatever the last copy left: every use overwrites
+/// what it then reads. A copy made inside another on the same thread gets a buffer of its own.
+pub(crate) fn with_bounce<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    thread_local! {
+        static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let len = len.min(COPY_BLOCK);
+    BOUNCE.with(|b| match b.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < len {
+                v.resize(len, 0);
+            }
+            f(&mut v[..len])
+        }
+        Err(_) => f(&mut vec![0u8; len]),
+    })
+}
+
 /// Most batches / ops per MEM_BUF_ZEROCOPY64_BATCHES call the emulator takes.
 const ZC_MAX_ITEMS: u32 = 1 << 16;
 /// Most HBM bytes the model may hold resident after a MEMSET with a non-zero byte: the sparse
@@ -223,26 +244,28 @@ fn buf_copy(cx: &Ctx, c: BufCopy) -> R {
     if c.size > 0 && c.buffer == 0 {
         return Err(Errno::EFAULT);
     }
-    let mut tmp = vec![0u8; (c.size as usize).min(COPY_BLOCK)];
-    let mut done = 0u64;
-    while done < c.size {
-        let n = ((c.size - done) as usize).min(COPY_BLOCK);
-        let t = &mut tmp[..n];
-        if c.to_chunk {
-            cx.copy_in(c.buffer + done, t)?;
-            cx.lock()
-                .dev
-                .write(addr + done, t)
-                .map_err(|_| Errno::EFAULT)?;
-        } else {
-            cx.lock()
-                .dev
-                .read(addr + done, t)
-                .map_err(|_| Errno::EFAULT)?;
-            cx.copy_out(c.buffer + done, t)?;
+    with_bounce(c.size as usize, |tmp| {
+        let mut done = 0u64;
+        while done < c.size {
+            let n = ((c.size - done) as usize).min(COPY_BLOCK);
+            let t = &mut tmp[..n];
+            if c.to_chunk {
+                cx.copy_in(c.buffer + done, t)?;
+                cx.lock()
+                    .dev
+                    .write(addr + done, t)
+                    .map_err(|_| Errno::EFAULT)?;
+            } else {
+                cx.lock()
+                    .dev
+                    .read(addr + done, t)
+                    .map_err(|_| Errno::EFAULT)?;
+                cx.copy_out(c.buffer + done, t)?;
+            }
+            done += n as u64;
         }
-        done += n as u64;
-    }
+        Ok(())
+    })?;
     cx.kick();
     Ok(0)
 }
@@ -268,19 +291,20 @@ fn mem_copy(cx: &Ctx, c: MemCopy) -> R {
     let mut g = cx.lock();
     let s = chunk_range(&g, c.src, c.src_off, c.size)?;
     let d = chunk_range(&g, c.dst, c.dst_off, c.size)?;
-    let mut tmp = vec![0u8; (c.size as usize).min(COPY_BLOCK)];
-    let mut done = 0u64;
-    while done < c.size {
-        let n = ((c.size - done) as usize).min(COPY_BLOCK);
-        g.dev
-            .read(s + done, &mut tmp[..n])
-            .map_err(|_| Errno::EFAULT)?;
-        g.dev
-            .write(d + done, &tmp[..n])
-            .map_err(|_| Errno::EFAULT)?;
-        done += n as u64;
-    }
-    Ok(0)
+    with_bounce(c.size as usize, |tmp| {
+        let mut done = 0u64;
+        while done < c.size {
+            let n = ((c.size - done) as usize).min(COPY_BLOCK);
+            g.dev
+                .read(s + done, &mut tmp[..n])
+                .map_err(|_| Errno::EFAULT)?;
+            g.dev
+                .write(d + done, &tmp[..n])
+                .map_err(|_| Errno::EFAULT)?;
+            done += n as u64;
+        }
+        Ok(0)
+    })
 }
 
 fn zerocopy_batches(cx: &Ctx, a: &MemBufCopy64zcBatches) -> R {
