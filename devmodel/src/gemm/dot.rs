@@ -61,10 +61,15 @@ pub fn available() -> bool {
 pub fn preferred() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::__cpuid;
-        let v = __cpuid(0);
-        let vendor = [v.ebx, v.edx, v.ecx];
-        vendor == [0x6874_7541, 0x6974_6e65, 0x444d_4163] // "AuthenticAMD"
+        // Read once: under a hypervisor every CPUID is a trap to it, and each core's
+        // state asks this when it is made (every device of a fault campaign).
+        static AMD: OnceLock<bool> = OnceLock::new();
+        *AMD.get_or_init(|| {
+            use std::arch::x86_64::__cpuid;
+            let v = __cpuid(0);
+            let vendor = [v.ebx, v.edx, v.ecx];
+            vendor == [0x6874_7541, 0x6974_6e65, 0x444d_4163] // "AuthenticAMD"
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
