@@ -42,6 +42,9 @@ struct Inner {
     recycle: bool,
     /// The memfd was handed out ([`Arena::fd`]): other processes may map it.
     exported: AtomicBool,
+    /// The device is going ([`Arena::closing`]): with `recycle`, its regions are left as
+    /// they are, for `recycle::offer` to zero the whole file once (or for the file to go).
+    closing: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -78,7 +81,8 @@ impl Drop for Keep {
             return;
         }
         let kept = self.inner.recycle
-            && recycle::zero_data(self.inner.fd, self.inner.base, self.off, self.len);
+            && (self.inner.closing.load(Ordering::Relaxed)
+                || recycle::zero_data(self.inner.fd, self.inner.base, self.off, self.len));
         // SAFETY: fallocate on our own memfd; releases the pages of a range nobody uses any more.
         if !kept {
             unsafe {
@@ -134,6 +138,7 @@ impl Arena {
                         index,
                         recycle,
                         exported: AtomicBool::new(false),
+                        closing: AtomicBool::new(false),
                     }),
                 });
             }
@@ -173,6 +178,7 @@ impl Arena {
                                 index,
                                 recycle,
                                 exported: AtomicBool::new(false),
+                                closing: AtomicBool::new(false),
                             }),
                         });
                     }
@@ -274,6 +280,12 @@ impl Arena {
         (off < self.inner.size).then_some(off)
     }
 
+    /// The device is going: its regions are all about to be dropped. A kept arena is then
+    /// zeroed once as a whole (`recycle::offer`) instead of region by region.
+    pub fn closing(&self) {
+        self.inner.closing.store(true, Ordering::Relaxed);
+    }
+
     /// The memfd (owned by the arena; valid while it lives). Handed out, it may be mapped
     /// by others: the arena is not kept for another device.
     pub fn fd(&self) -> i32 {
@@ -353,6 +365,7 @@ mod tests {
         assert!(again.read(4096 * 7 + 3, &mut b));
         assert!(b.iter().all(|x| *x == 0), "a freed range reads zero");
         assert!(again.write(100, &[4; 10]));
+        a.closing(); // the device's end: its regions are left for the arena's zeroing
         drop((host, again, a));
 
         let b2 = Arena::new(91).expect("arena");

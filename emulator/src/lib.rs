@@ -112,6 +112,15 @@ struct Origin {
 
 pub use neuron_emu_remote::ranges::carve;
 
+impl Drop for DevState {
+    fn drop(&mut self) {
+        // Every region of the arena goes with the fields: a kept arena is zeroed once, whole.
+        if let Some(a) = &self.arena {
+            a.closing();
+        }
+    }
+}
+
 /// One attach slot (`attached_processes[16]`, `driver-abi.md` §1).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Proc {

@@ -73,8 +73,8 @@ pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
 }
 
 /// Offer the arena of a dropped device; true if it was kept (else the caller unmaps it).
-/// Every range was zeroed as its region went ([`zero_data`]); the whole file is zeroed once
-/// more here, for bytes a user mapping wrote after that and was then removed.
+/// The whole file is zeroed here: the regions left at the device's end were not, and bytes
+/// a user mapping wrote after its region went (and was then removed) are found too.
 pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bool {
     let pid = std::process::id();
     if lock().len() >= KEEP.load(Ordering::SeqCst) || mapped_elsewhere(fd, base, size) {
