@@ -224,7 +224,7 @@ impl Emulator {
     /// waiting out a timeout (`neuron-emu campaign`).
     pub fn quiescent(&self, index: usize) -> Option<bool> {
         let g = self.devices.get(index)?.lock();
-        Some(!g.dev.busy() && !g.drain_pending && !g.dev.has_mail())
+        Some(!g.dev.busy() && !g.drain_pending && !g.mail_waiting())
     }
 
     /// Device `index`'s model counters.

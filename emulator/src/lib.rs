@@ -112,6 +112,19 @@ struct Origin {
 
 pub use neuron_emu_remote::ranges::carve;
 
+impl DevState {
+    /// Whether stores made through register mappings wait to be applied. Only a page
+    /// mapped writable without traps takes stores in its mailbox words unseen; otherwise
+    /// every store was posted, and the posted ones are known without reading the words.
+    pub(crate) fn mail_waiting(&self) -> bool {
+        if self.untrapped_views {
+            self.dev.has_mail()
+        } else {
+            self.dev.has_posted_mail()
+        }
+    }
+}
+
 impl Drop for DevState {
     fn drop(&mut self) {
         // Every region of the arena goes with the fields: a kept arena is zeroed once, whole.
@@ -377,7 +390,7 @@ fn claim_mail(sh: &DevShared) -> bool {
         }
         g.ioctls_waiting -= 1;
     }
-    if !g.dev.has_mail() {
+    if !g.mail_waiting() {
         return false;
     }
     if g.dev.busy() {

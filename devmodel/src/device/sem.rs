@@ -24,6 +24,12 @@ impl Device {
         self.cores.iter().any(|c| c.regs.has_mail())
     }
 
+    /// [`Device::has_mail`] where no mapping of a register page takes stores untrapped
+    /// (`regs::RegPage::has_posted_mail`).
+    pub fn has_posted_mail(&self) -> bool {
+        self.cores.iter().any(|c| c.regs.has_posted_mail())
+    }
+
     /// Apply stores user space made through mapped register pages. Call only at quiescent
     /// points (see `regs`). Returns whether anything changed.
     pub fn drain_mailboxes(&mut self) -> bool {
