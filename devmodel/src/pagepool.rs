@@ -5,10 +5,12 @@
 //! 32 device pages. Off by default: in a VM whose free memory goes back to the host, each
 //! huge page's first touch can cost milliseconds (`docs/performance.md`). Where a chunk cannot
 //! be mapped a page comes from the heap. A chunk whose pages are all freed goes back to the
-//! kernel.
+//! kernel, unless the process keeps empty chunks for later pages ([`PagePool::keep_empty`]:
+//! a fault campaign's fresh device per experiment).
 #![allow(unsafe_code)]
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of one page (`hbm::PAGE`).
@@ -43,6 +45,8 @@ struct Pools {
 #[derive(Debug)]
 pub struct PagePool {
     inner: Mutex<Pools>,
+    /// Chunks kept mapped once all their pages are free ([`PagePool::keep_empty`]).
+    keep: AtomicUsize,
 }
 
 static GLOBAL: PagePool = PagePool::new();
@@ -60,6 +64,31 @@ impl PagePool {
                 chunks: Vec::new(),
                 partial: Vec::new(),
             }),
+            keep: AtomicUsize::new(0),
+        }
+    }
+
+    /// Keep up to `n` chunks mapped once all their pages are free, for pages taken later
+    /// (0, the default: a chunk goes back to the kernel with its last page; setting 0
+    /// returns those kept). For a process that makes a fresh device per run, e.g. a fault
+    /// campaign: each page of a new chunk cost a fault to allocate, while a page of a kept
+    /// chunk is only zeroed (a reused slot always is).
+    pub fn keep_empty(&self, n: usize) {
+        self.keep.store(n, Ordering::SeqCst);
+        let mut p = self.lock();
+        let mut empty = 0;
+        for i in 0..p.chunks.len() {
+            if let Some(c) = &p.chunks[i] {
+                if c.free == ALL {
+                    empty += 1;
+                    if empty > n {
+                        let base = c.base;
+                        p.chunks[i] = None;
+                        // SAFETY: as in `give`: mapped by `map_chunk`, no page in use.
+                        unsafe { libc::munmap(base as *mut libc::c_void, CHUNK) };
+                    }
+                }
+            }
         }
     }
 
@@ -147,14 +176,20 @@ impl PagePool {
             return;
         };
         c.free |= 1 << slot;
-        if c.free == ALL {
-            let base = c.base;
+        let (empty, listed, base) = (c.free == ALL, c.listed, c.base);
+        let keep = self.keep.load(Ordering::Relaxed);
+        // An empty chunk stays mapped while at most `keep` are (this one counted).
+        let stays = !empty
+            || (keep > 0 && p.chunks.iter().flatten().filter(|c| c.free == ALL).count() <= keep);
+        if !stays {
             p.chunks[chunk] = None;
             // SAFETY: the chunk was mapped by `map_chunk` with this length and no page points
             // into it any more.
             unsafe { libc::munmap(base as *mut libc::c_void, CHUNK) };
-        } else if !c.listed {
-            c.listed = true;
+        } else if !listed {
+            if let Some(c) = p.chunks.get_mut(chunk).and_then(Option::as_mut) {
+                c.listed = true;
+            }
             p.partial.push(chunk);
         }
     }
@@ -376,6 +411,36 @@ mod tests {
         }
         assert!(p.mapped_chunks() <= live.len());
         live.clear();
+        assert_eq!(p.mapped_chunks(), 0);
+    }
+
+    /// With empty chunks kept, a chunk whose pages are all freed stays mapped (up to the
+    /// number kept) and its pages come back zeroed; keeping none returns them.
+    #[test]
+    fn kept_empty_chunks_give_zeroed_pages_and_go_when_no_longer_kept() {
+        let p = pool();
+        p.keep_empty(1);
+        let mut pages: Vec<PageBuf> = (0..2 * PER_CHUNK).map(|_| p.page()).collect();
+        for pg in &mut pages {
+            pg.fill(0xA5);
+        }
+        assert_eq!(p.mapped_chunks(), 2);
+        pages.clear();
+        assert_eq!(
+            p.mapped_chunks(),
+            1,
+            "one empty chunk kept, the other returned"
+        );
+        let again: Vec<PageBuf> = (0..PER_CHUNK).map(|_| p.page()).collect();
+        assert_eq!(
+            p.mapped_chunks(),
+            1,
+            "the kept chunk's pages are taken first"
+        );
+        assert!(again.iter().all(|pg| pg.iter().all(|b| *b == 0)));
+        drop(again);
+        assert_eq!(p.mapped_chunks(), 1);
+        p.keep_empty(0);
         assert_eq!(p.mapped_chunks(), 0);
     }
 
