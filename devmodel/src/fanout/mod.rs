@@ -33,6 +33,8 @@ pub const MIN_WORK: u64 = 1 << 21;
 /// How long an idle helper spins before it sleeps: a kernel's large steps come every few
 /// tens of microseconds, and waking a sleeping thread costs about as much as a step.
 const SPIN: Duration = Duration::from_micros(300);
+/// How long an idle helper sleeps before it looks again (unless woken).
+const PARK: Duration = Duration::from_millis(100);
 
 thread_local! {
     static ALLOWED: Cell<bool> = const { Cell::new(false) };
@@ -123,6 +125,8 @@ struct Pool {
     posted: AtomicBool,
     sleeping: AtomicUsize,
     helpers: OnceLock<Vec<Thread>>,
+    /// Sleeping helpers woken for a probe ([`probe`]).
+    probe_wakes: AtomicU64,
 }
 
 static POOL: OnceLock<Pool> = OnceLock::new();
@@ -203,6 +207,7 @@ fn pool() -> Option<&'static Pool> {
         posted: AtomicBool::new(false),
         sleeping: AtomicUsize::new(0),
         helpers: OnceLock::new(),
+        probe_wakes: AtomicU64::new(0),
     });
     let helpers = p.helpers.get_or_init(|| start_helpers(p));
     (!helpers.is_empty()).then_some(p)
@@ -228,7 +233,7 @@ fn start_helpers(p: &'static Pool) -> Vec<Thread> {
 fn helper(p: &'static Pool) {
     let mut seen = 0u64;
     loop {
-        let idle = Instant::now();
+        let mut idle = Instant::now();
         // Since when this thread has been spinning: a post made before then was taken late
         // for that, not for the distance.
         let mut awake = stamp();
@@ -248,7 +253,14 @@ fn helper(p: &'static Pool) {
             }
             p.sleeping.fetch_add(1, Ordering::SeqCst);
             if !(p.posted.load(Ordering::SeqCst) && p.seq.load(Ordering::SeqCst) != seen) {
-                thread::park_timeout(Duration::from_millis(100));
+                let slept = Instant::now();
+                thread::park_timeout(PARK);
+                if slept.elapsed() < PARK {
+                    // Woken (a probe wakes a sleeping helper, then posts once it spins):
+                    // spin again. Parking at once left every probe finding it asleep and
+                    // waking it again, an unpark every `PROBE_WAKE_NS` while far.
+                    idle = Instant::now();
+                }
             }
             p.sleeping.fetch_sub(1, Ordering::SeqCst);
             awake = stamp();
@@ -354,6 +366,7 @@ fn probe(p: &'static Pool) {
         return;
     }
     if p.sleeping.load(Ordering::SeqCst) > 0 {
+        p.probe_wakes.fetch_add(1, Ordering::Relaxed);
         p.helpers
             .get()
             .into_iter()
@@ -580,6 +593,44 @@ mod tests {
         assert_eq!(at(110, 58).near_since(&start), Some((0.5, true)));
         assert_eq!(at(110, 57).near_since(&start), Some((0.49, false)));
         assert_eq!(at(110, 8).near_since(&start), Some((0.0, false)));
+    }
+
+    /// While far, a probe wakes a sleeping helper and posts once it spins: one wake-up a
+    /// probe. (A woken helper that went back to sleep at once was found asleep by every
+    /// probe after it, and woken again every `PROBE_WAKE_NS`: ~6,000 in the 300 ms here.)
+    #[test]
+    fn a_helper_woken_for_a_probe_spins_until_the_probe_comes() {
+        let p: &'static Pool = Box::leak(Box::new(Pool {
+            slot: Mutex::new(None),
+            seq: AtomicU64::new(0),
+            posted: AtomicBool::new(false),
+            sleeping: AtomicUsize::new(0),
+            helpers: OnceLock::new(),
+            probe_wakes: AtomicU64::new(0),
+        }));
+        let h = thread::Builder::new()
+            .name("probe-test-helper".into())
+            .spawn(move || helper(p))
+            .expect("spawn");
+        p.helpers.get_or_init(|| vec![h.thread().clone()]);
+        // (Left running, asleep between looks: the test's own pool.)
+        drop(h);
+        let t = Instant::now();
+        while p.sleeping.load(Ordering::SeqCst) == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the helper never slept"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            probe(p);
+            std::hint::spin_loop();
+        }
+        let wakes = p.probe_wakes.load(Ordering::Relaxed);
+        // Six probes in 300 ms, each waking it once; room for a helper slow to be run.
+        assert!(wakes <= 600, "{wakes} wake-ups for six probes");
     }
 
     /// Far, a thread allowed to fan out counts as one worker, as with fan-out off.
