@@ -131,6 +131,20 @@ struct Pool {
 
 static POOL: OnceLock<Pool> = OnceLock::new();
 
+impl Pool {
+    /// A pool with no job posted and its helpers not yet started.
+    fn new() -> Pool {
+        Pool {
+            slot: Mutex::new(None),
+            seq: AtomicU64::new(0),
+            posted: AtomicBool::new(false),
+            sleeping: AtomicUsize::new(0),
+            helpers: OnceLock::new(),
+            probe_wakes: AtomicU64::new(0),
+        }
+    }
+}
+
 /// Steps shared out, and their pieces run by helpers (for `bench`).
 static SHARED_STEPS: AtomicU64 = AtomicU64::new(0);
 static HELPER_PIECES: AtomicU64 = AtomicU64::new(0);
@@ -201,14 +215,7 @@ pub fn helpers() -> usize {
 /// The process's pool: one helper per CPU beyond the first (at most 7), started on first
 /// use; None on a one-CPU host or where no helper could start.
 fn pool() -> Option<&'static Pool> {
-    let p = POOL.get_or_init(|| Pool {
-        slot: Mutex::new(None),
-        seq: AtomicU64::new(0),
-        posted: AtomicBool::new(false),
-        sleeping: AtomicUsize::new(0),
-        helpers: OnceLock::new(),
-        probe_wakes: AtomicU64::new(0),
-    });
+    let p = POOL.get_or_init(Pool::new);
     let helpers = p.helpers.get_or_init(|| start_helpers(p));
     (!helpers.is_empty()).then_some(p)
 }
@@ -600,14 +607,7 @@ mod tests {
     /// probe after it, and woken again every `PROBE_WAKE_NS`: ~6,000 in the 300 ms here.)
     #[test]
     fn a_helper_woken_for_a_probe_spins_until_the_probe_comes() {
-        let p: &'static Pool = Box::leak(Box::new(Pool {
-            slot: Mutex::new(None),
-            seq: AtomicU64::new(0),
-            posted: AtomicBool::new(false),
-            sleeping: AtomicUsize::new(0),
-            helpers: OnceLock::new(),
-            probe_wakes: AtomicU64::new(0),
-        }));
+        let p: &'static Pool = Box::leak(Box::new(Pool::new()));
         let h = thread::Builder::new()
             .name("probe-test-helper".into())
             .spawn(move || helper(p))
