@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Arenas kept at most (0: off).
+/// Arenas kept at most for each device index (0: off).
 static KEEP: AtomicUsize = AtomicUsize::new(0);
 /// Arenas handed out again (for tests and reports).
 static REUSED: AtomicU64 = AtomicU64::new(0);
@@ -33,16 +33,25 @@ struct Idle {
     size: u64,
 }
 
-/// Keep up to `n` arenas of dropped devices for the next ones (0 turns keeping off and
-/// releases those kept).
+/// Keep up to `n` arenas of dropped devices of each device index for the next ones (0 turns
+/// keeping off and releases those kept).
 pub fn set(n: usize) {
     KEEP.store(n, Ordering::SeqCst);
     let mut idle = lock();
-    while idle.len() > n {
-        if let Some(a) = idle.pop() {
-            release(a);
+    let mut i = 0;
+    while i < idle.len() {
+        let index = idle[i].index;
+        if idle[..i].iter().filter(|a| a.index == index).count() >= n {
+            release(idle.swap_remove(i));
+        } else {
+            i += 1;
         }
     }
+}
+
+/// Arenas of device `index` kept now.
+fn kept(idle: &[Idle], index: usize) -> usize {
+    idle.iter().filter(|a| a.index == index).count()
 }
 
 /// Whether arenas made now are kept when their device goes.
@@ -77,14 +86,14 @@ pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
 /// a user mapping wrote after its region went (and was then removed) are found too.
 pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bool {
     let pid = std::process::id();
-    if lock().len() >= KEEP.load(Ordering::SeqCst) || mapped_elsewhere(fd, base, size) {
+    if kept(&lock(), index) >= KEEP.load(Ordering::SeqCst) || mapped_elsewhere(fd, base, size) {
         return false;
     }
     if !zero_data(fd, base, 0, size) {
         return false;
     }
     let mut idle = lock();
-    if idle.len() >= KEEP.load(Ordering::SeqCst) {
+    if kept(&idle, index) >= KEEP.load(Ordering::SeqCst) {
         return false;
     }
     idle.push(Idle {
