@@ -41,6 +41,17 @@ struct Pools {
     partial: Vec<usize>,
 }
 
+impl Pools {
+    /// Give chunk `i`, all of whose pages are free, back to the kernel.
+    fn unmap(&mut self, i: usize) {
+        if let Some(c) = self.chunks.get_mut(i).and_then(Option::take) {
+            // SAFETY: the chunk was mapped by `map_chunk` with this length, and no page
+            // points into it any more (all are free).
+            unsafe { libc::munmap(c.base as *mut libc::c_void, CHUNK) };
+        }
+    }
+}
+
 /// A set of chunks pages are taken from ([`PagePool::global`] for the device model).
 #[derive(Debug)]
 pub struct PagePool {
@@ -82,10 +93,7 @@ impl PagePool {
                 if c.free == ALL {
                     empty += 1;
                     if empty > n {
-                        let base = c.base;
-                        p.chunks[i] = None;
-                        // SAFETY: as in `give`: mapped by `map_chunk`, no page in use.
-                        unsafe { libc::munmap(base as *mut libc::c_void, CHUNK) };
+                        p.unmap(i);
                     }
                 }
             }
@@ -176,16 +184,13 @@ impl PagePool {
             return;
         };
         c.free |= 1 << slot;
-        let (empty, listed, base) = (c.free == ALL, c.listed, c.base);
+        let (empty, listed) = (c.free == ALL, c.listed);
         let keep = self.keep.load(Ordering::Relaxed);
         // An empty chunk stays mapped while at most `keep` are (this one counted).
         let stays = !empty
             || (keep > 0 && p.chunks.iter().flatten().filter(|c| c.free == ALL).count() <= keep);
         if !stays {
-            p.chunks[chunk] = None;
-            // SAFETY: the chunk was mapped by `map_chunk` with this length and no page points
-            // into it any more.
-            unsafe { libc::munmap(base as *mut libc::c_void, CHUNK) };
+            p.unmap(chunk);
         } else if !listed {
             if let Some(c) = p.chunks.get_mut(chunk).and_then(Option::as_mut) {
                 c.listed = true;

@@ -33,9 +33,8 @@ pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
 
 /// Keep the shared memory of up to `n` dropped devices of each device index, and the chunks
 /// their HBM pages came from, zeroed, for devices made after (0: off, the default, and what
-/// is kept is released). For a process that makes a fresh
-/// emulator per run, e.g. a fault campaign: allocating each page anew was most of a small
-/// run's cost. Nothing a device computes changes; what is kept stays allocated until the
+/// is kept is released). For a process that makes a fresh emulator per run, e.g. a fault
+/// campaign: allocating each page anew was most of a small run's cost. Nothing a device computes changes; what is kept stays allocated until the
 /// process ends or this is set to 0. An arena user space may still reach (a mapping that
 /// outlived its device, a memfd handed to a daemon's client, a forked child) is never kept.
 pub fn keep_device_memory(n: usize) {

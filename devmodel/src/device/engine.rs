@@ -136,7 +136,7 @@ const POSITIONS: usize = 1 << 16;
 /// Ask the cache for what the engine's next words will read as they issue: the decodings
 /// lie in three places (the position's slot, the shared instruction, its fields), and a
 /// real layer's data (weights, KV cache) streams through the caches between one word of an
-/// engine and its next, so each was a miss on every word (kgm-attn: a third of the event
+/// engine and its next, so each was a miss on every word (kgm-attn: two thirds of the event
 /// loop's own time, `docs/performance.md`, seventeenth session). Three words ahead the
 /// slot, two the instruction, one its fields: each read here was asked for a word earlier.
 /// A hint only.
