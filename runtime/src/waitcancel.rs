@@ -45,7 +45,9 @@ impl WaitCancel {
     /// more progress by itself) held at two looks in a row during that wait, it asks the
     /// execution to stop waiting. A device that completed the execution is quiescent too: the
     /// wait then still sees the completion (it looks at the queues once more after the
-    /// request). The watchdog stops when `f` returns or unwinds.
+    /// request). The watchdog stops when `f` returns or unwinds: it is woken then, not left
+    /// to finish its sleep (a campaign runs thousands of short executions, each of which would
+    /// otherwise wait up to `every` for its watchdog to join).
     pub fn watching<R>(
         &self,
         quiescent: impl Fn() -> bool + Sync,
@@ -54,8 +56,8 @@ impl WaitCancel {
     ) -> R {
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
-            s.spawn(|| self.watch(&quiescent, &done, every));
-            let _stop = StopOnDrop(&done);
+            let watchdog = s.spawn(|| self.watch(&quiescent, &done, every));
+            let _stop = StopOnDrop(&done, watchdog.thread());
             f()
         })
     }
@@ -64,7 +66,10 @@ impl WaitCancel {
     fn watch(&self, quiescent: &impl Fn() -> bool, done: &AtomicBool, every: Duration) {
         let mut quiet: Option<(u64, u32)> = None;
         while !done.load(Ordering::Acquire) {
-            std::thread::sleep(every);
+            sleep_unless(done, every);
+            if done.load(Ordering::Acquire) {
+                return;
+            }
             quiet = match self.waiting() {
                 Some(e) if quiescent() => match quiet {
                     Some((q, n)) if q == e => Some((e, n.saturating_add(1))),
@@ -87,13 +92,27 @@ impl WaitCancel {
     }
 }
 
-/// Sets its flag when dropped, on return or unwind alike (a scope would otherwise wait for
-/// the watchdog forever after a panic).
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// Sleep `d`, parked (an unpark ends it early: spurious wake-ups and early unparks are
+/// slept out unless `done` is set).
+fn sleep_unless(done: &AtomicBool, d: Duration) {
+    let until = std::time::Instant::now() + d;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || done.load(Ordering::Acquire) {
+            return;
+        }
+        std::thread::park_timeout(left);
+    }
+}
+
+/// Sets its flag and wakes the watchdog when dropped, on return or unwind alike (a scope
+/// would otherwise wait for the watchdog forever after a panic).
+struct StopOnDrop<'a>(&'a AtomicBool, &'a std::thread::Thread);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
+        self.1.unpark();
     }
 }
 
@@ -185,5 +204,20 @@ mod tests {
             t.watching(|| false, Duration::ZERO, || panic!("the body fails"))
         }));
         assert!(r.is_err());
+    }
+
+    /// A watchdog asleep between looks is woken when its caller's body returns: the scope
+    /// does not wait out its sleep (a minute here; without the wake-up this test takes it).
+    #[test]
+    fn the_watchdog_is_woken_when_the_body_returns() {
+        let t = WaitCancel::new();
+        let t0 = std::time::Instant::now();
+        let v = t.watching(|| false, Duration::from_secs(60), || 7);
+        assert_eq!(v, 7);
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "watching waited {:?} for its sleeping watchdog",
+            t0.elapsed()
+        );
     }
 }
