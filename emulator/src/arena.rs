@@ -50,7 +50,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.recycle
-            && std::process::id() == self.pid
+            && neuron_emu_remote::selfpid::get() == self.pid
             && !self.exported.load(Ordering::SeqCst)
             && recycle::offer(self.index, self.fd, self.base, self.size)
         {
@@ -76,7 +76,7 @@ struct Keep {
 
 impl Drop for Keep {
     fn drop(&mut self) {
-        if std::process::id() != self.inner.pid {
+        if neuron_emu_remote::selfpid::get() != self.inner.pid {
             // A forked child's copy of the emulator: the bytes belong to the parent.
             return;
         }
@@ -130,7 +130,7 @@ impl Arena {
             if let Some((fd, base)) = recycle::take(index, DEV_START + room) {
                 return Some(Arena {
                     inner: Arc::new(Inner {
-                        pid: std::process::id(),
+                        pid: neuron_emu_remote::selfpid::get(),
                         fd,
                         base,
                         size: DEV_START + room,
@@ -170,7 +170,7 @@ impl Arena {
                         }
                         return Some(Arena {
                             inner: Arc::new(Inner {
-                                pid: std::process::id(),
+                                pid: neuron_emu_remote::selfpid::get(),
                                 fd,
                                 base: p as usize,
                                 size,
@@ -193,7 +193,7 @@ impl Arena {
     }
 
     fn region(&self, off: u64, len: u64, dev: bool) -> Option<HostRegion> {
-        if std::process::id() != self.inner.pid {
+        if neuron_emu_remote::selfpid::get() != self.inner.pid {
             // A forked child's copy must not hand out memory its parent may hand out too.
             return None;
         }

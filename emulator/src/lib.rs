@@ -81,7 +81,7 @@ pub struct OpenOptions {
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
-            pid: std::process::id(),
+            pid: neuron_emu_remote::selfpid::get(),
             write_only: false,
         }
     }
@@ -181,7 +181,8 @@ pub(crate) struct DevState {
 impl DevState {
     pub(crate) fn attached(&self, pid: u32) -> bool {
         // In a forked child nobody is attached: the child inherited the fds, not the slots.
-        std::process::id() == self.os_pid && self.procs.iter().flatten().any(|p| p.pid == pid)
+        neuron_emu_remote::selfpid::get() == self.os_pid
+            && self.procs.iter().flatten().any(|p| p.pid == pid)
     }
 
     /// Register host memory for a new host chunk at device address `pa`.
@@ -263,7 +264,7 @@ impl DevShared {
 
     /// Whether this is a forked child's copy: no device thread, nothing here is the child's.
     fn forked(&self) -> bool {
-        std::process::id() != self.os_pid
+        neuron_emu_remote::selfpid::get() != self.os_pid
     }
 }
 
@@ -461,7 +462,7 @@ impl Emulator {
                 origins: HashMap::new(),
                 next_origin: 0,
                 node_open_count: 0,
-                os_pid: std::process::id(),
+                os_pid: neuron_emu_remote::selfpid::get(),
                 arena,
                 drv: DrvState::new(arch),
                 drain_pending: false,
@@ -478,7 +479,7 @@ impl Emulator {
                 quiet: Condvar::new(),
                 stop: AtomicBool::new(false),
                 wanting: AtomicU32::new(0),
-                os_pid: std::process::id(),
+                os_pid: neuron_emu_remote::selfpid::get(),
             });
             forks::register(&sh);
             let w = sh.clone();

@@ -46,7 +46,16 @@ pub fn copy_from_self(addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     };
     // SAFETY: `local` describes our own exclusively borrowed buffer; the kernel validates
     // `remote` and reports EFAULT instead of touching invalid memory.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    let n = unsafe {
+        libc::process_vm_readv(
+            crate::selfpid::get() as libc::pid_t,
+            &local,
+            1,
+            &remote,
+            1,
+            0,
+        )
+    };
     if n == buf.len() as isize {
         Ok(())
     } else {
@@ -71,7 +80,16 @@ pub fn copy_to_self(addr: u64, data: &[u8]) -> Result<(), Errno> {
         iov_len: data.len(),
     };
     // SAFETY: `local` describes our own buffer (only read); the kernel validates `remote`.
-    let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+    let n = unsafe {
+        libc::process_vm_writev(
+            crate::selfpid::get() as libc::pid_t,
+            &local,
+            1,
+            &remote,
+            1,
+            0,
+        )
+    };
     if n == data.len() as isize {
         Ok(())
     } else {

@@ -10,6 +10,7 @@ pub mod client;
 pub mod fdpass;
 pub mod proto;
 pub mod ranges;
+pub mod selfpid;
 pub mod socket;
 
 pub use client::{dmesg, shutdown, ControlError, RemoteFile, RemoteMachine};

@@ -71,7 +71,7 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<Idle>> {
 
 /// A kept arena of device `index` mapped `size` bytes long: its memfd and base.
 pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
-    let pid = std::process::id();
+    let pid = neuron_emu_remote::selfpid::get();
     let mut idle = lock();
     let at = idle
         .iter()
@@ -85,7 +85,7 @@ pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
 /// The whole file is zeroed here: the regions left at the device's end were not, and bytes
 /// a user mapping wrote after its region went (and was then removed) are found too.
 pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bool {
-    let pid = std::process::id();
+    let pid = neuron_emu_remote::selfpid::get();
     if kept(&lock(), index) >= KEEP.load(Ordering::SeqCst) || mapped_elsewhere(fd, base, size) {
         return false;
     }
@@ -107,7 +107,7 @@ pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bo
 }
 
 fn release(a: Idle) {
-    if a.pid != std::process::id() {
+    if a.pid != neuron_emu_remote::selfpid::get() {
         return; // A forked child's copy of the list: the parent's arena, not ours to unmap.
     }
     // SAFETY: the kept arena's own mapping and fd, which nothing else refers to any more.
