@@ -317,6 +317,15 @@ impl Emulator {
         self.devices.get(index)?.lock().dev.host_profile().cloned()
     }
 
+    /// Where device `index`'s data paths run (`ThreadMode`; outputs, device times and traces
+    /// are the same in every mode). False if there is no such device.
+    pub fn set_threads(&self, index: usize, mode: neuron_devmodel::device::ThreadMode) -> bool {
+        self.devices
+            .get(index)
+            .map(|d| d.lock().dev.set_threads(mode))
+            .is_some()
+    }
+
     /// Replace device `index`'s cost table (calibration: costs change timing, never data).
     pub fn set_cost(&self, index: usize, cost: CostTable) -> bool {
         self.devices
