@@ -417,6 +417,31 @@ mod tests {
         );
     }
 
+    /// A copy that gives the model no work (no engine waits on those bytes) leaves the
+    /// device worker asleep: no wake-up is counted.
+    #[test]
+    fn a_copy_that_schedules_nothing_wakes_no_one() {
+        let b = Bench::v3();
+        let h = b.alloc(4096, false);
+        let src = b.mem.put_bytes(&[7u8; 100]);
+        let kicks = || {
+            b.emu.devices[0]
+                .kicks
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        let before = kicks();
+        let a = MemBufCopy64 {
+            mem_handle: h,
+            buffer: src,
+            size: 100,
+            copy_to_mem_handle: 1,
+            ..Default::default()
+        };
+        assert_eq!(b.run(NEURON_IOCTL_MEM_BUF_COPY64, &a), Ok(0));
+        assert!(!b.emu.devices[0].lock().dev.busy());
+        assert_eq!(kicks(), before, "an idle device's worker was woken");
+    }
+
     #[test]
     fn huge_sizes_are_refused_without_allocating() {
         let b = Bench::v3();

@@ -75,9 +75,13 @@ impl Ctx<'_> {
     fn global(&self) -> &Global {
         &self.sh.global
     }
-    /// Wake the device worker (the model may have work now).
+    /// Wake the device worker where the request gave the model work (events pending). A
+    /// store that scheduled nothing leaves an idle worker asleep: a load's hundreds of copies
+    /// each woke it for nothing, a context switch on the other CPU every time.
     fn kick(&self) {
-        self.sh.wake();
+        if self.lock().dev.busy() {
+            self.sh.wake();
+        }
     }
     /// Read command `C`'s argument struct.
     fn arg<C: Ioctl>(&self) -> Result<C::Arg, Errno>
