@@ -4,7 +4,7 @@
 //! through PRINTK, and the sticky state with its recovery.
 
 use neuron_e2e_tests::{builtin_input, repo_path, setup, Setup};
-use neuron_faults::inject::Injector;
+use neuron_faults::inject::{Injector, InjectorSet};
 use neuron_faults::plan::{parse, Limits};
 use neuron_runtime::{ExecOutput, Model, NrtError, NrtStatus, WaitCancel};
 use std::sync::atomic::Ordering;
@@ -443,6 +443,38 @@ fn memory_upsets_and_stuck_bits_land_in_sbuf() {
         assert!(f.fired(), "{plan}");
         assert_eq!(status(&r), 0, "an upset is silent: masked or corrupt data, never a status");
     }
+}
+
+/// A NaN's injection watches memory only until its word's write lands (later words take
+/// the unwatched paths); beside a stuck word in one set, memory stays watched for it.
+#[test]
+fn memory_is_watched_only_while_an_injection_needs_it() {
+    let nan = "[[fault]]\nid = \"n\"\neffect = \"nan\"\nengine = \"Vector\"\ninstruction = 1\n";
+    let watching = |s: &Setup| s.emu.status(0).expect("device").watching_memory;
+    let f = faulty(nan, Duration::from_secs(10));
+    let mut m = f.s.rt.load(&mlp(), 0).expect("load");
+    let r = run(&mut m);
+    assert!(f.fired());
+    assert_eq!(status(&r), NrtStatus::ExecCompletedWithNumErr.code());
+    assert!(!watching(&f.s), "the NaN landed: nothing left to watch");
+
+    let stuck = "[[fault]]\nid = \"s\"\neffect = \"stuck-at\"\nregion = \"psum\"\ncore = 0\nvalue = 1\nbits = 8\nat-ns = 100\n";
+    let plan = parse(&format!("{nan}\n{stuck}"), &limits()).unwrap_or_else(|e| panic!("{e}"));
+    let set = InjectorSet::from_plan(&plan, &limits(), 0);
+    let fired = set.fired();
+    let s = setup(Duration::from_secs(10));
+    assert!(s.emu.set_hooks(0, Some(Box::new(set))));
+    let mut m = s.rt.load(&mlp(), 0).expect("load");
+    let r = run(&mut m);
+    assert!(
+        fired.iter().all(|f| f.load(Ordering::Acquire)),
+        "both fired"
+    );
+    assert_eq!(status(&r), NrtStatus::ExecCompletedWithNumErr.code());
+    assert!(
+        watching(&s),
+        "the stuck word is still watched after the NaN"
+    );
 }
 
 #[test]

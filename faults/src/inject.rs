@@ -121,6 +121,14 @@ impl Injector {
         }
     }
 
+    /// Whether the injection still looks at memory accesses: a stuck word, a poisoned HBM
+    /// line, or a NaN/Inf waiting for its word's write.
+    fn wants_memory(&self) -> bool {
+        self.stuck.is_some()
+            || self.poison.is_some()
+            || (self.pending && matches!(self.inj.effect, Effect::Nan | Effect::Inf))
+    }
+
     /// The device address of the injection's memory word.
     fn word_addr(&self, ctx: &HookCtx<'_>) -> Option<u64> {
         let nc = self.inj.core.unwrap_or(0) as usize;
@@ -490,6 +498,11 @@ impl DeviceHooks for Injector {
                 let w = if nan { NAN_WORD } else { INF_WORD };
                 data[..4].copy_from_slice(&w.to_le_bytes());
                 self.pending = false;
+                // Nothing more to see in memory: later words take the unwatched paths (the
+                // same results; every operand's bytes were copied out and back otherwise).
+                if !self.wants_memory() {
+                    ctx.watch_memory(false);
+                }
                 // The engines flag a NaN they produce (an overflow to infinity is not an
                 // error: `users-faults-and-tools.md` §2.1); execution goes on.
                 if nan {
@@ -604,7 +617,12 @@ impl DeviceHooks for InjectorSet {
         a: &MemAccess,
         data: &mut [u8],
     ) -> MemAction {
-        self.first(MemAction::Proceed, |i| i.on_mem_access(ctx, a, data))
+        let r = self.first(MemAction::Proceed, |i| i.on_mem_access(ctx, a, data));
+        // One injection done with memory turns the watch off; another may still want it.
+        if self.0.iter().any(Injector::wants_memory) {
+            ctx.watch_memory(true);
+        }
+        r
     }
     fn on_ioctl(&mut self, cmd: u32, pid: u32) -> Option<i32> {
         self.first(None, |i| i.on_ioctl(cmd, pid))

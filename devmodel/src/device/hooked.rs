@@ -185,8 +185,13 @@ impl Device {
                         op.space, op.lo, op.hi
                     )));
                 }
-                if let Some(m) = self.cores[nc].lane.get().mem.bytes_mut(op.space).get_mut(r) {
-                    m.copy_from_slice(&buf);
+                // Only what the hook changed is written back: taking the bytes to write
+                // marks them written (a kept PSUM page is copied first).
+                let mem = &mut self.cores[nc].lane.get().mem;
+                if mem.bytes(op.space).get(r.clone()) != Some(buf.as_slice()) {
+                    if let Some(m) = mem.bytes_mut(op.space).get_mut(r) {
+                        m.copy_from_slice(&buf);
+                    }
                 }
             }
         }

@@ -24,6 +24,9 @@ pub struct DeviceStatus {
     pub stats: Stats,
     pub faults: Vec<Fault>,
     pub hooks_installed: bool,
+    /// The hook watches memory accesses (`HookCtx::watch_memory`): data-path operands and
+    /// DMA bytes go through it, on slower paths.
+    pub watching_memory: bool,
 }
 
 /// One NeuronCore.
@@ -169,6 +172,7 @@ impl Device {
             stats: self.stats,
             faults: self.faults.clone(),
             hooks_installed: self.hooks.0.is_some(),
+            watching_memory: self.mem_watch,
         }
     }
 
@@ -226,6 +230,7 @@ mod tests {
             .iter()
             .all(|e| e.state == EngineState::Idle && e.pc == 0));
         assert!(s.dma.is_empty() && s.faults.is_empty() && !s.hooks_installed);
+        assert!(!s.watching_memory);
         // Pool waits for $S[4] >= 2 then bumps $S[5]; the host raises $S[4] to 1.
         let port = dev.instr_port(0, Engine::Pool);
         dev.write(port, &b::event_semaphore((4, 5, 2), 0x13, 5, 0))
