@@ -139,7 +139,7 @@ pub fn run_ioctl(f: &EmuFile, cmd: u32, arg: &[u8], scratch: &[u8]) -> Result<i3
     }
     // SAFETY: the argument buffer is ARG_LEN bytes (more than any argument struct) and every
     // pointer in it is 0 or inside the guarded scratch buffer; the emulator reaches user memory
-    // only through process_vm_readv/writev.
+    // only through `uaccess` (guarded copies or process_vm_readv/writev: EFAULT, never a fault).
     unsafe { f.ioctl(cmd, a.base) }
 }
 

@@ -22,6 +22,7 @@ pub mod envconfig;
 mod forks;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guarded;
 pub mod instance;
 pub mod kmsg;
 pub mod mmio;
@@ -676,8 +677,9 @@ impl EmuFile {
 }
 
 impl DeviceFile for EmuFile {
-    // The argument is only ever touched through `uaccess` (process_vm_readv/writev), which
-    // turns bad pointers into EFAULT, so this implementation is sound for any `arg`.
+    // The argument is only ever touched through `uaccess` (a guarded copy, else
+    // process_vm_readv/writev), which turns bad pointers into EFAULT, so this implementation
+    // is sound for any `arg`.
     #[allow(unsafe_code)]
     unsafe fn ioctl(&self, cmd: u32, arg: *mut u8) -> Result<i32, Errno> {
         self.ioctl_with(cmd, arg as u64, &uaccess::OwnProcess)

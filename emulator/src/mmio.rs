@@ -173,7 +173,17 @@ mod imp {
         })
     }
 
+    /// The handler's address (`guarded` checks it is still installed).
+    pub(super) fn handler() -> usize {
+        on_segv as *const () as usize
+    }
+
     extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // A fault of a guarded user-memory copy ends that copy (EFAULT), nothing else.
+        // SAFETY: the kernel passes a valid ucontext to an SA_SIGINFO handler.
+        if unsafe { crate::guarded::resume(ctx) } {
+            return;
+        }
         ACTIVE.fetch_add(1, SeqCst);
         // SAFETY: the kernel passes a valid siginfo and ucontext for an SA_SIGINFO handler.
         let done = unsafe { try_store(info, ctx) };
@@ -318,9 +328,22 @@ mod imp {
     pub(super) fn install() -> bool {
         false
     }
+    pub(super) fn handler() -> usize {
+        0
+    }
 }
 
 use imp::install;
+
+/// Install the SIGSEGV handler (once); whether it is installed.
+pub(crate) fn install_handler() -> bool {
+    install()
+}
+
+/// The SIGSEGV handler's address.
+pub(crate) fn segv_handler() -> usize {
+    imp::handler()
+}
 
 /// What a store instruction does to its memory operand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,21 +3,42 @@
 //!
 //! The runtime hands the emulator raw user pointers exactly as it would hand them to the
 //! kernel. Dereferencing them directly would crash the process on a bad pointer, where the
-//! kernel returns EFAULT. `process_vm_readv`/`process_vm_writev` on our own pid give the
-//! kernel's behaviour: a bad address fails with EFAULT instead of faulting.
+//! kernel returns EFAULT. A guarded copy ([`crate::guarded`]: a `rep movsb` whose fault the
+//! signal handlers turn into a short copy, as the kernel's exception table does) gives the
+//! kernel's behaviour at memcpy speed; where it cannot be relied on, `process_vm_readv` /
+//! `process_vm_writev` on our own pid do (a bad address fails with EFAULT there too).
 
 use neuron_abi::Errno;
 use zerocopy::{FromBytes, IntoBytes};
 
-/// Copy `buf.len()` bytes from user address `addr` (the implementation is shared with the
-/// daemon's client, which answers the daemon's reads the same way).
+/// Copy `buf.len()` bytes from user address `addr`: a guarded copy ([`crate::guarded`])
+/// where it is available, else `process_vm_readv` (shared with the daemon's client, which
+/// answers the daemon's reads the same way).
 pub fn copy_from_user(addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
-    neuron_emu_remote::client::copy_from_self(addr, buf)
+    if addr == 0 && !buf.is_empty() {
+        return Err(Errno::EFAULT);
+    }
+    match usize::try_from(addr)
+        .ok()
+        .and_then(|a| crate::guarded::copy(buf.as_mut_ptr() as usize, a, buf.len()))
+    {
+        Some(r) => r.map_err(|()| Errno::EFAULT),
+        None => neuron_emu_remote::client::copy_from_self(addr, buf),
+    }
 }
 
-/// Copy `data` to user address `addr`.
+/// Copy `data` to user address `addr` (guarded, else `process_vm_writev`).
 pub fn copy_to_user(addr: u64, data: &[u8]) -> Result<(), Errno> {
-    neuron_emu_remote::client::copy_to_self(addr, data)
+    if addr == 0 && !data.is_empty() {
+        return Err(Errno::EFAULT);
+    }
+    match usize::try_from(addr)
+        .ok()
+        .and_then(|a| crate::guarded::copy(a, data.as_ptr() as usize, data.len()))
+    {
+        Some(r) => r.map_err(|()| Errno::EFAULT),
+        None => neuron_emu_remote::client::copy_to_self(addr, data),
+    }
 }
 
 /// Read a whole argument struct.
