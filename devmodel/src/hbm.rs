@@ -151,8 +151,19 @@ impl SparseMem {
             let a = addr + done as u64;
             let (pg, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(data.len() - done);
-            if let Some(page) = self.page_made(pg) {
-                page[off..off + n].copy_from_slice(&data[done..done + n]);
+            let src = &data[done..done + n];
+            if n == PAGE as usize && self.background.is_empty() {
+                // A whole absent page is made from the bytes (not zeroed, then overwritten).
+                match self.pages.entry(pg) {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(PagePool::global().page_with(src));
+                    }
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        o.get_mut().copy_from_slice(src);
+                    }
+                }
+            } else if let Some(page) = self.page_made(pg) {
+                page[off..off + n].copy_from_slice(src);
             }
             done += n;
         }
@@ -406,6 +417,34 @@ impl SparseMem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whole pages written into absent pages, beside partial ones: every byte reads back as
+    /// written and the rest of a partly written page as zeros (whatever the pool's reused
+    /// slots held before).
+    #[test]
+    fn whole_page_writes_make_pages_from_the_bytes() {
+        let mut dirty = SparseMem::new();
+        dirty.fill(0, 4 * PAGE, 0xEE);
+        drop(dirty);
+        let mut m = SparseMem::new();
+        let data: Vec<u8> = (0..3 * PAGE + 300).map(|i| (i % 253) as u8).collect();
+        m.write(PAGE - 100, &data);
+        assert_eq!(m.resident_bytes(), 5 * PAGE);
+        let mut back = vec![0u8; data.len()];
+        m.read(PAGE - 100, &mut back);
+        assert_eq!(back, data);
+        let mut edge = vec![1u8; PAGE as usize - 100];
+        m.read(0, &mut edge);
+        assert!(edge.iter().all(|b| *b == 0), "before the write: zeros");
+        let mut tail = vec![1u8; 100];
+        m.read(PAGE - 100 + data.len() as u64, &mut tail);
+        assert!(tail.iter().all(|b| *b == 0), "after the write: zeros");
+        // A page already there is overwritten in place.
+        m.write(2 * PAGE, &vec![9u8; PAGE as usize]);
+        let mut one = vec![0u8; PAGE as usize];
+        m.read(2 * PAGE, &mut one);
+        assert!(one.iter().all(|b| *b == 9));
+    }
 
     #[test]
     fn sparse_read_write_across_pages() {

@@ -140,6 +140,37 @@ impl PagePool {
         }
     }
 
+    /// A page holding `data` (exactly a page of bytes; otherwise a zeroed page with `data`
+    /// at its start): taken and written once, not zeroed first (a model's inputs and weights
+    /// are copied in whole pages: the zeroing was 12% of the samples of a 384 MiB model's
+    /// fault campaign, though without it the copy pays the cache misses: 0-5% of its CPU).
+    pub fn page_with(&'static self, data: &[u8]) -> PageBuf {
+        if data.len() != PAGE {
+            let mut p = self.page();
+            let n = data.len().min(PAGE);
+            p[..n].copy_from_slice(&data[..n]);
+            return p;
+        }
+        match self.take() {
+            Some((chunk, slot, ptr, _)) => {
+                // SAFETY: the slot lies inside its chunk's mapping and was just taken, so
+                // nothing else refers to it; `data` is exactly a page long.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), PAGE) };
+                PageBuf {
+                    at: At::Pool {
+                        pool: self,
+                        ptr,
+                        chunk,
+                        slot,
+                    },
+                }
+            }
+            None => PageBuf {
+                at: At::Heap(data.to_vec().into_boxed_slice()),
+            },
+        }
+    }
+
     /// A free page's chunk, slot and address, and whether it was never used (still the
     /// kernel's zeros).
     fn take(&self) -> Option<(usize, u8, NonNull<u8>, bool)> {
@@ -447,6 +478,26 @@ mod tests {
         assert_eq!(p.mapped_chunks(), 1);
         p.keep_empty(0);
         assert_eq!(p.mapped_chunks(), 0);
+    }
+
+    /// A page made from a page of bytes holds exactly them, also in a reused slot whose
+    /// last owner left other bytes; a shorter slice gives zeros after it.
+    #[test]
+    fn a_page_made_from_bytes_holds_them_and_nothing_left_over() {
+        let p = pool();
+        p.keep_empty(1);
+        let mut used = p.page();
+        used.fill(0xA5);
+        drop(used);
+        let data: Vec<u8> = (0..PAGE).map(|i| (i % 251) as u8).collect();
+        let pg = p.page_with(&data);
+        assert_eq!(&pg[..], &data[..]);
+        drop(pg);
+        let short = p.page_with(&data[..100]);
+        assert_eq!(&short[..100], &data[..100]);
+        assert!(short[100..].iter().all(|b| *b == 0), "the rest zeroed");
+        drop(short);
+        p.keep_empty(0);
     }
 
     #[test]
