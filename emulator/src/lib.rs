@@ -40,6 +40,8 @@ pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
 /// outlived its device, a memfd handed to a daemon's client, a forked child) is never kept.
 pub fn keep_device_memory(n: usize) {
     arena::recycle::set(n);
+    // The devices' instruction decodings too (a word decodes the same on any device).
+    neuron_devmodel::device::keep_decodings(n);
     // And the HBM pages' chunks, up to 256 MiB a device (only chunks a device emptied).
     neuron_devmodel::pagepool::PagePool::global().keep_empty(n.saturating_mul(KEPT_HBM_CHUNKS));
 }

@@ -86,6 +86,76 @@ impl Facts {
     }
 }
 
+/// Decode caches of dropped devices kept for the next devices of the process (at most
+/// [`keep_decodings`]'s count; none by default): a fault campaign makes a fresh device per
+/// experiment, and each decoded the same program anew (~6% of its device thread). A word
+/// decodes the same on any device (the bytes alone are the key), so a kept cache changes no
+/// result.
+static KEPT: Keeper = Keeper::new();
+
+/// Keep the decode caches of up to `n` dropped devices for the next devices made (0 turns
+/// keeping off and drops those kept).
+pub fn keep_decodings(n: usize) {
+    KEPT.keep(n);
+}
+
+/// Dropped devices' caches and how many of them to keep.
+#[derive(Debug)]
+struct Keeper {
+    keep: std::sync::atomic::AtomicUsize,
+    caches: std::sync::Mutex<Vec<DecodeCache>>,
+}
+
+impl Keeper {
+    const fn new() -> Keeper {
+        Keeper {
+            keep: std::sync::atomic::AtomicUsize::new(0),
+            caches: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn caches(&self) -> std::sync::MutexGuard<'_, Vec<DecodeCache>> {
+        // Pushing or popping a cache never panics midway: a poisoned list is still whole.
+        self.caches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn keep(&self, n: usize) {
+        self.keep.store(n, std::sync::atomic::Ordering::Relaxed);
+        self.caches().truncate(n);
+    }
+
+    /// A kept cache, or an empty one.
+    fn take(&self) -> DecodeCache {
+        if self.keep.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return DecodeCache::default();
+        }
+        self.caches().pop().unwrap_or_default()
+    }
+
+    /// Keep `c` if keeping is on and fewer than the count are kept.
+    fn offer(&self, c: DecodeCache) {
+        let n = self.keep.load(std::sync::atomic::Ordering::Relaxed);
+        if n > 0 && !c.words.is_empty() {
+            let mut k = self.caches();
+            if k.len() < n {
+                k.push(c);
+            }
+        }
+    }
+}
+
+impl DecodeCache {
+    /// A kept cache of a dropped device ([`keep_decodings`]), or an empty one.
+    pub(super) fn kept_or_new() -> DecodeCache {
+        KEPT.take()
+    }
+
+    /// Offer a dropped device's cache to the next device.
+    pub(super) fn offer(self) {
+        KEPT.offer(self);
+    }
+}
+
 /// Distinct words the cache holds before it starts afresh: a bound (~15 MiB) for programs
 /// that generate words or hooks that flip their bits; the real model layers have ~2-3.3 k.
 const DECODE_CACHE_WORDS: usize = 1 << 14;
@@ -183,6 +253,35 @@ mod tests {
             let _ = c.get(&v);
         }
         assert!(c.words.len() <= DECODE_CACHE_WORDS);
+    }
+
+    /// With keeping on, an offered cache comes back (its decodings as decoded afresh), up
+    /// to the count kept; with it off, nothing is kept and a fresh cache is empty.
+    #[test]
+    fn kept_caches_come_back_up_to_the_count() {
+        let k = Keeper::new();
+        let w = word(&format!("{:0<128}", "41"));
+        let filled = || {
+            let mut c = DecodeCache::default();
+            let _ = c.get(&w);
+            c
+        };
+        k.offer(filled());
+        assert!(k.take().words.is_empty(), "keeping off: nothing kept");
+        k.keep(1);
+        k.offer(filled());
+        k.offer(filled());
+        assert_eq!(k.caches().len(), 1, "at most the count");
+        let c = k.take();
+        let back = c.words.get(&Key(w)).cloned();
+        assert_eq!(
+            back.map(|x| x.map(|x| (x.sync, (*x.ci).clone()))),
+            Some(decode_real(&w))
+        );
+        assert!(k.take().words.is_empty(), "none left");
+        k.offer(c);
+        k.keep(0);
+        assert!(k.caches().is_empty(), "keeping off drops those kept");
     }
 
     /// Keys are equal exactly when all 64 bytes are: a difference in any one byte (each

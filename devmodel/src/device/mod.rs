@@ -28,6 +28,7 @@ mod sem;
 mod status;
 
 pub use crate::stats::{HostProfile, Stats, TraceEvent, TraceMark};
+pub use decode::keep_decodings;
 pub use dma::QueueState;
 pub use lane::{set_lane_min_work, ThreadMode, LANE_MIN_WORK, THREADS_ENV};
 pub use memory::MemError;
@@ -88,6 +89,12 @@ enum Ev {
     Notice(Notice),
     /// A timer a hook asked for.
     Timer(u64),
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.decoded).offer();
+    }
 }
 
 impl Ev {
@@ -269,7 +276,7 @@ impl Device {
             stats: Stats::default(),
             trace: None,
             host_profile: None,
-            decoded: Default::default(),
+            decoded: decode::DecodeCache::kept_or_new(),
             copybuf: Vec::new(),
             dma2d_free: vec![Ps(0); cores_n],
             dmaout: Vec::new(),
