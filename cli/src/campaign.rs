@@ -244,7 +244,7 @@ pub fn run_once(
 /// Where a campaign's experiments run their data paths: where the jobs fill the host's CPUs,
 /// each on its device thread alone (helper threads and a second core's lane would only take
 /// CPU from the other jobs' experiments: 1,000 experiments of akc-fused_bf16_s512 on two jobs
-/// of a 2-CPU host ran ~6% faster so); otherwise, or where `NEURON_EMU_THREADS` is set, the
+/// of a 2-CPU host ran 4-11% faster so); otherwise, or where `NEURON_EMU_THREADS` is set, the
 /// device's default. Reports are the same either way (every mode gives the same bits).
 fn experiment_threads(jobs: usize) -> Option<ThreadMode> {
     let set = std::env::var_os(THREADS_ENV).is_some_and(|v| !v.is_empty());
