@@ -118,26 +118,16 @@ impl PagePool {
 
     /// A zeroed page: from a chunk, or from the heap if no chunk could be mapped.
     pub fn page(&'static self) -> PageBuf {
-        match self.take() {
-            Some((chunk, slot, ptr, fresh)) => {
-                if !fresh {
-                    // SAFETY: the slot lies inside its chunk's mapping and was just taken, so
-                    // nothing else refers to it (zeroed outside the pool's lock).
-                    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, PAGE) };
-                }
-                PageBuf {
-                    at: At::Pool {
-                        pool: self,
-                        ptr,
-                        chunk,
-                        slot,
-                    },
-                }
+        self.page_filled(|ptr, fresh| {
+            if !fresh {
+                // SAFETY: the slot lies inside its chunk's mapping and was just taken, so
+                // nothing else refers to it (zeroed outside the pool's lock).
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, PAGE) };
             }
-            None => PageBuf {
-                at: At::Heap(vec![0u8; PAGE].into_boxed_slice()),
-            },
-        }
+        })
+        .unwrap_or_else(|| PageBuf {
+            at: At::Heap(vec![0u8; PAGE].into_boxed_slice()),
+        })
     }
 
     /// A page holding `data` (exactly a page of bytes; otherwise a zeroed page with `data`
@@ -151,24 +141,29 @@ impl PagePool {
             p[..n].copy_from_slice(&data[..n]);
             return p;
         }
-        match self.take() {
-            Some((chunk, slot, ptr, _)) => {
-                // SAFETY: the slot lies inside its chunk's mapping and was just taken, so
-                // nothing else refers to it; `data` is exactly a page long.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), PAGE) };
-                PageBuf {
-                    at: At::Pool {
-                        pool: self,
-                        ptr,
-                        chunk,
-                        slot,
-                    },
-                }
-            }
-            None => PageBuf {
-                at: At::Heap(data.to_vec().into_boxed_slice()),
+        self.page_filled(|ptr, _| {
+            // SAFETY: the slot lies inside its chunk's mapping and was just taken, so nothing
+            // else refers to it; `data` is exactly a page long.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), PAGE) };
+        })
+        .unwrap_or_else(|| PageBuf {
+            at: At::Heap(data.to_vec().into_boxed_slice()),
+        })
+    }
+
+    /// A page of a chunk, `fill` given its address and whether it was never used (still the
+    /// kernel's zeros) to set its bytes; None where no chunk could be mapped.
+    fn page_filled(&'static self, fill: impl FnOnce(NonNull<u8>, bool)) -> Option<PageBuf> {
+        let (chunk, slot, ptr, fresh) = self.take()?;
+        fill(ptr, fresh);
+        Some(PageBuf {
+            at: At::Pool {
+                pool: self,
+                ptr,
+                chunk,
+                slot,
             },
-        }
+        })
     }
 
     /// A free page's chunk, slot and address, and whether it was never used (still the
