@@ -244,8 +244,7 @@ fn bar_rw(cx: &Ctx, a: BarRw, read: bool) -> R {
         }
         // Other registers accept the store and keep nothing (not modelled).
     }
-    drop(g);
-    cx.kick();
+    cx.kick_with(g);
     Ok(0)
 }
 

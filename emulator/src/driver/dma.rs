@@ -164,8 +164,7 @@ impl Req {
                         a.rx_desc_count,
                     )
                     .map_err(|_| Errno::EINVAL)?;
-                drop(g);
-                cx.kick();
+                cx.kick_with(g);
                 Ok(0)
             }
             Req::QueueState(a) => queue_state(cx, a),

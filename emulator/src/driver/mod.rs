@@ -79,7 +79,13 @@ impl Ctx<'_> {
     /// store that scheduled nothing leaves an idle worker asleep: a load's hundreds of copies
     /// each woke it for nothing, a context switch on the other CPU every time.
     fn kick(&self) {
-        if self.lock().dev.busy() {
+        self.kick_with(self.lock());
+    }
+    /// [`Ctx::kick`] with the state already held (released here, before the wake-up).
+    fn kick_with(&self, g: MutexGuard<'_, DevState>) {
+        let busy = g.dev.busy();
+        drop(g);
+        if busy {
             self.sh.wake();
         }
     }

@@ -90,8 +90,7 @@ fn reg<T: IntoBytes + Immutable>(cx: &Ctx, mut op: RegOp<T>, value: fn(&mut T) -
     }
     let v = *value(&mut op.arg);
     g.dev.reg_write(op.nc as usize, op.off, v);
-    drop(g);
-    cx.kick();
+    cx.kick_with(g);
     Ok(0)
 }
 
