@@ -45,6 +45,8 @@ struct Inner {
     /// The device is going ([`Arena::closing`]): with `recycle`, its regions are left as
     /// they are, for `recycle::offer` to zero the whole file once (or for the file to go).
     closing: AtomicBool,
+    /// Where the file held data when it was last zeroed (a kept arena's; else none known).
+    known: recycle::Extents,
 }
 
 impl Drop for Inner {
@@ -52,7 +54,13 @@ impl Drop for Inner {
         if self.recycle
             && neuron_emu_remote::selfpid::get() == self.pid
             && !self.exported.load(Ordering::SeqCst)
-            && recycle::offer(self.index, self.fd, self.base, self.size)
+            && recycle::offer(
+                self.index,
+                self.fd,
+                self.base,
+                self.size,
+                std::mem::take(&mut self.known),
+            )
         {
             return;
         }
@@ -127,7 +135,7 @@ impl Arena {
             // A kept arena of the room asked for (one made smaller under a limited address
             // space is not found again: a fresh one is tried, as before).
             let room = dev_len.max(DEV_LEN_MIN);
-            if let Some((fd, base)) = recycle::take(index, DEV_START + room) {
+            if let Some((fd, base, known)) = recycle::take(index, DEV_START + room) {
                 return Some(Arena {
                     inner: Arc::new(Inner {
                         pid: neuron_emu_remote::selfpid::get(),
@@ -139,6 +147,7 @@ impl Arena {
                         recycle,
                         exported: AtomicBool::new(false),
                         closing: AtomicBool::new(false),
+                        known,
                     }),
                 });
             }
@@ -179,6 +188,7 @@ impl Arena {
                                 recycle,
                                 exported: AtomicBool::new(false),
                                 closing: AtomicBool::new(false),
+                                known: recycle::Extents::default(),
                             }),
                         });
                     }
@@ -398,10 +408,26 @@ mod tests {
             "an arena whose memfd was handed out is not kept"
         );
         let kept = ino(&d);
-        drop(d);
+        let host = d.host_region(0x2000_0000, 1 << 20).expect("host region");
+        assert!(host.write(3, &[5; 5000]));
+        d.closing();
+        drop((host, d));
+        // Zeroed again where the last zeroing found data and where it did not.
         let e = Arena::new(91).expect("arena");
         assert_eq!(ino(&e), kept, "kept again once nothing else maps it");
-        drop(e);
+        let host = e.host_region(0x2000_0000, 1 << 20).expect("host region");
+        let dev = e.device_region(1 << 20).expect("device region");
+        assert!(host.write(7, &[6; 9000]) && dev.write(4096 * 9, &[6; 3]));
+        e.closing();
+        drop((host, dev, e));
+        let f = Arena::new(91).expect("arena");
+        assert_eq!(ino(&f), kept);
+        let host = f.host_region(0x2000_0000, 1 << 20).expect("host region");
+        let dev = f.device_region(1 << 20).expect("device region");
+        let (mut h, mut d) = (vec![9u8; 1 << 20], vec![9u8; 1 << 20]);
+        assert!(host.read(0, &mut h) && dev.read(0, &mut d));
+        assert!(h.iter().chain(&d).all(|x| *x == 0), "every byte zero again");
+        drop((host, dev, f));
         recycle::set(0);
     }
 

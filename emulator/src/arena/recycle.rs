@@ -11,6 +11,10 @@
 //! to remote callers), not while any other mapping of it exists in the process (a user
 //! mapping that outlived its device). Zero is found with `SEEK_DATA`/`SEEK_HOLE` on the
 //! memfd (allocated extents, resident or swapped out; holes read as zeros), never guessed.
+//! A kept arena remembers where its file held data ([`Extents`]): those pages stay
+//! allocated, so the next zeroing writes them without asking, and asks the file only
+//! between them (one `SEEK_DATA` a gap; the `SEEK_HOLE` walk over every page of an extent
+//! was most of the zeroing's time, `docs/performance.md`, nineteenth session).
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -31,6 +35,37 @@ struct Idle {
     fd: libc::c_int,
     base: usize,
     size: u64,
+    known: Extents,
+}
+
+/// Extents of a kept arena's file that held data when it was last zeroed: sorted, disjoint
+/// `[start, end)` byte ranges. A kept arena is never punched, so they still hold pages (a
+/// range that somehow lost them reads zero and is merely allocated again by the zeroing).
+#[derive(Debug, Default)]
+pub(super) struct Extents(Vec<(u64, u64)>);
+
+/// Extents remembered at most: beyond, the list is dropped and the next zeroing asks the
+/// file everywhere, as with a fresh arena.
+const MAX_EXTENTS: usize = 1 << 16;
+
+impl Extents {
+    /// The union of `self` and the sorted, disjoint `found`, or none past [`MAX_EXTENTS`].
+    fn merged(self, found: Vec<(u64, u64)>) -> Extents {
+        let mut all = self.0;
+        all.extend(found);
+        all.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+        for (s, e) in all {
+            match out.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => out.push((s, e)),
+            }
+        }
+        if out.len() > MAX_EXTENTS {
+            out = Vec::new();
+        }
+        Extents(out)
+    }
 }
 
 /// Keep up to `n` arenas of dropped devices of each device index for the next ones (0 turns
@@ -69,8 +104,9 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<Idle>> {
     IDLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A kept arena of device `index` mapped `size` bytes long: its memfd and base.
-pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
+/// A kept arena of device `index` mapped `size` bytes long: its memfd, base and the
+/// extents its file holds.
+pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize, Extents)> {
     let pid = neuron_emu_remote::selfpid::get();
     let mut idle = lock();
     let at = idle
@@ -78,20 +114,23 @@ pub(super) fn take(index: usize, size: u64) -> Option<(libc::c_int, usize)> {
         .position(|a| a.pid == pid && a.index == index && a.size == size)?;
     let a = idle.swap_remove(at);
     REUSED.fetch_add(1, Ordering::Relaxed);
-    Some((a.fd, a.base))
+    Some((a.fd, a.base, a.known))
 }
 
-/// Offer the arena of a dropped device; true if it was kept (else the caller unmaps it).
-/// The whole file is zeroed here: the regions left at the device's end were not, and bytes
-/// a user mapping wrote after its region went (and was then removed) are found too.
-pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bool {
+/// Offer the arena of a dropped device, whose file held data at least in `known`; true if
+/// it was kept (else the caller unmaps it). The whole file is zeroed here: the regions left
+/// at the device's end were not, and bytes a user mapping wrote after its region went (and
+/// was then removed) are found too.
+pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64, known: Extents) -> bool {
     let pid = neuron_emu_remote::selfpid::get();
     if kept(&lock(), index) >= KEEP.load(Ordering::SeqCst) || mapped_elsewhere(fd, base, size) {
         return false;
     }
-    if !zero_data(fd, base, 0, size) {
+    let mut found = Vec::new();
+    if !zero_range(fd, base, 0, size, &known.0, &mut found) {
         return false;
     }
+    let known = known.merged(found);
     let mut idle = lock();
     if kept(&idle, index) >= KEEP.load(Ordering::SeqCst) {
         return false;
@@ -102,6 +141,7 @@ pub(super) fn offer(index: usize, fd: libc::c_int, base: usize, size: u64) -> bo
         fd,
         base,
         size,
+        known,
     });
     true
 }
@@ -121,21 +161,64 @@ fn release(a: Idle) {
 /// checked by the caller), leaving the pages allocated. False, with part of it maybe zeroed,
 /// where the file cannot say where its data is: the caller punches the range out instead.
 pub(super) fn zero_data(fd: libc::c_int, base: usize, off: u64, len: u64) -> bool {
-    let Some(end) = off.checked_add(len) else {
-        return false;
+    match off.checked_add(len) {
+        Some(end) => zero_range(fd, base, off, end, &[], &mut Vec::new()),
+        None => false,
+    }
+}
+
+/// Zero every allocated byte of `[off, end)` of the memfd mapped at `base`: the `known`
+/// extents (sorted, disjoint) without asking the file, the file asked where its data is
+/// only between them; the extents found there are pushed on `found` (sorted, disjoint). As
+/// [`zero_data`] otherwise.
+fn zero_range(
+    fd: libc::c_int,
+    base: usize,
+    off: u64,
+    end: u64,
+    known: &[(u64, u64)],
+    found: &mut Vec<(u64, u64)>,
+) -> bool {
+    let zero = |from: u64, to: u64| {
+        // SAFETY: `[from, to)` lies inside `[off, end)`, inside the file, which is mapped
+        // read-write at `base` for its whole size; no Rust reference covers arena bytes
+        // whose region is gone (this runs as a region is dropped, or once none is left).
+        unsafe {
+            std::ptr::write_bytes(
+                (base as u64 + from) as usize as *mut u8,
+                0,
+                (to - from) as usize,
+            )
+        };
     };
+    let mut next = 0; // the first known extent that may end past `at`
     let mut at = off;
-    // Each turn moves `at` past one extent, and a file has finitely many.
+    // Each turn moves `at` past a known extent, a gap's end or one extent of the file: all
+    // finitely many.
     while at < end {
+        while known.get(next).is_some_and(|k| k.1 <= at) {
+            next += 1;
+        }
+        let gap_end = match known.get(next) {
+            Some(&(s, e)) if s <= at => {
+                let stop = e.min(end);
+                zero(at, stop);
+                at = stop;
+                continue;
+            }
+            Some(&(s, _)) => s.min(end),
+            None => end,
+        };
         // SAFETY: lseek on our own memfd; the offset is in range of the file.
         let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
         if data < 0 {
-            // ENXIO: no data at or after `at`.
+            // ENXIO: no data at or after `at` (a known extent left holds none either).
             return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
         }
         let data = data as u64;
-        if data >= end {
-            return true;
+        if data >= gap_end {
+            at = gap_end;
+            continue;
         }
         // SAFETY: as above.
         let hole = unsafe { libc::lseek(fd, data as libc::off_t, libc::SEEK_HOLE) };
@@ -143,16 +226,8 @@ pub(super) fn zero_data(fd: libc::c_int, base: usize, off: u64, len: u64) -> boo
             return false;
         }
         let stop = (hole as u64).min(end);
-        // SAFETY: `[data, stop)` lies inside `[off, end)`, inside the file, which is mapped
-        // read-write at `base` for its whole size; no Rust reference covers arena bytes
-        // whose region is gone (this runs as a region is dropped, or once none is left).
-        unsafe {
-            std::ptr::write_bytes(
-                (base as u64 + data) as usize as *mut u8,
-                0,
-                (stop - data) as usize,
-            )
-        };
+        zero(data, stop);
+        found.push((data, stop));
         at = stop;
     }
     true
@@ -192,4 +267,123 @@ fn mapped_elsewhere(fd: libc::c_int, base: usize, size: u64) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+    const SIZE: u64 = 64 << 20;
+
+    /// A memfd of [`SIZE`] bytes mapped shared: (fd, base).
+    fn memfd() -> Option<(libc::c_int, usize)> {
+        // SAFETY: plain syscalls on a fresh fd; every result is checked.
+        unsafe {
+            let fd = libc::memfd_create(c"recycle-test".as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 || libc::ftruncate(fd, SIZE as libc::off_t) != 0 {
+                return None;
+            }
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                SIZE as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            (p != libc::MAP_FAILED).then_some((fd, p as usize))
+        }
+    }
+
+    fn write(base: usize, at: u64, bytes: &[u8]) {
+        assert!(at + bytes.len() as u64 <= SIZE);
+        // SAFETY: inside the test's own mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (base as u64 + at) as usize as *mut u8,
+                bytes.len(),
+            )
+        };
+    }
+
+    /// The whole file read through the fd (holes read as zeros without being allocated).
+    fn all_zero(fd: libc::c_int) -> bool {
+        let mut buf = vec![1u8; SIZE as usize];
+        // SAFETY: pread into a buffer of exactly that size.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        n == SIZE as isize && buf.iter().all(|b| *b == 0)
+    }
+
+    /// The zeroing of a kept arena: the file asked everywhere the first time, the extents
+    /// found remembered; the next time, known extents are zeroed without asking and only
+    /// what lies between them is asked for (a new extent, one growing a known one). A known
+    /// extent that lost its pages is merely written (zero) again.
+    #[test]
+    fn known_extents_are_zeroed_and_new_data_between_them_found() {
+        let Some((fd, base)) = memfd() else {
+            eprintln!("no memfd here; skipping");
+            return;
+        };
+        let (a, b, c) = (1 << 20, (10 << 20) + 100, 30 << 20);
+        write(base, a, &[7; 3 * PAGE as usize]);
+        write(base, b, &[8; 50]);
+        let mut found = Vec::new();
+        assert!(zero_range(fd, base, 0, SIZE, &[], &mut found));
+        assert_eq!(found, [(a, a + 3 * PAGE), (10 << 20, (10 << 20) + PAGE)]);
+        assert!(all_zero(fd));
+        let known = Extents::default().merged(found);
+
+        write(base, a + 5000, &[9; 10]); // inside a known extent
+        write(base, a + 3 * PAGE, &[9; 10]); // the page after it: the extent grows
+        write(base, c + 1, &[9; 10]); // a new extent
+                                      // SAFETY: punching a page of our own memfd: the known extent at `b` loses its page.
+        assert_eq!(
+            unsafe {
+                libc::fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    10 << 20,
+                    PAGE as libc::off_t,
+                )
+            },
+            0
+        );
+        let mut found = Vec::new();
+        assert!(zero_range(fd, base, 0, SIZE, &known.0, &mut found));
+        assert_eq!(found, [(a + 3 * PAGE, a + 4 * PAGE), (c, c + PAGE)]);
+        assert!(all_zero(fd));
+        let known = known.merged(found);
+        assert_eq!(
+            known.0,
+            [
+                (a, a + 4 * PAGE),
+                (10 << 20, (10 << 20) + PAGE),
+                (c, c + PAGE)
+            ]
+        );
+
+        // Nothing new: every byte zero again with nothing found.
+        write(base, c + 100, &[1; 100]);
+        let mut found = Vec::new();
+        assert!(zero_range(fd, base, 0, SIZE, &known.0, &mut found));
+        assert!(found.is_empty() && all_zero(fd));
+        // SAFETY: the test's own mapping and fd.
+        unsafe {
+            libc::munmap(base as *mut libc::c_void, SIZE as usize);
+            libc::close(fd);
+        }
+    }
+
+    /// Overlapping and touching ranges merge; past [`MAX_EXTENTS`] nothing is remembered.
+    #[test]
+    fn extents_merge_and_are_bounded() {
+        let e = Extents(vec![(0, 10), (20, 30)]).merged(vec![(5, 12), (30, 40), (50, 60)]);
+        assert_eq!(e.0, [(0, 12), (20, 40), (50, 60)]);
+        let many: Vec<(u64, u64)> = (0..=MAX_EXTENTS as u64)
+            .map(|i| (i * 2, i * 2 + 1))
+            .collect();
+        assert!(Extents::default().merged(many).0.is_empty());
+    }
 }
