@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, BufReader, Read};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use flate2::bufread::GzDecoder;
 use serde::de::DeserializeOwned;
@@ -15,6 +16,7 @@ use crate::header::{NeffHeader, HEADER_SIZE};
 use crate::json::{
     parse_json, EngineJson, InfoJson, Kelf, NeffJson, SubgraphDef, TensorMap, VarType,
 };
+use crate::memo::Memo;
 use crate::npy::NpyArray;
 
 /// Default kelf member when neff.json names none.
@@ -25,6 +27,9 @@ pub const NEFF_JSON: &str = "neff.json";
 pub const INFO_JSON: &str = "info.json";
 /// The per-subgraph tensor map file name.
 pub const TENSOR_MAP_JSON: &str = "tensor_map.json";
+/// What the kelf is kept under by [`Neff::shared_kelf`] (its member is found through
+/// neff.json first; no member path holds a NUL).
+const KELF_KEY: &str = "\0kelf";
 
 /// Resource limits applied while unpacking (all enforced while streaming).
 ///
@@ -68,6 +73,8 @@ pub struct Neff {
     header: NeffHeader,
     members: Vec<(String, Vec<u8>)>,
     index: BTreeMap<String, usize>,
+    /// JSON members parsed by the `shared_*` getters, kept for the next call.
+    memo: Memo,
 }
 
 impl fmt::Debug for Neff {
@@ -370,6 +377,7 @@ impl Neff {
             header,
             members,
             index,
+            memo: Memo::default(),
         })
     }
 
@@ -459,6 +467,32 @@ impl Neff {
     pub fn engine_json(&self, sg_dir: &str, file: &str) -> Result<EngineJson, NeffError> {
         let path = join_member(sg_dir, file)?;
         self.json(&path, &format!("{}/def.json", sg_dir))
+    }
+
+    /// [`Neff::kelf`], parsed at the first call and shared by later ones (see `memo`).
+    pub fn shared_kelf(&self) -> Result<Arc<Kelf>, NeffError> {
+        self.memo.get(KELF_KEY, || self.kelf())
+    }
+
+    /// [`Neff::subgraph_def`], parsed at the first call and shared by later ones.
+    pub fn shared_subgraph_def(&self, def_path: &str) -> Result<Arc<SubgraphDef>, NeffError> {
+        self.memo.get(def_path, || self.subgraph_def(def_path))
+    }
+
+    /// [`Neff::engine_json`], parsed at the first call and shared by later ones.
+    pub fn shared_engine_json(
+        &self,
+        sg_dir: &str,
+        file: &str,
+    ) -> Result<Arc<EngineJson>, NeffError> {
+        let path = join_member(sg_dir, file)?;
+        self.memo.get(&path, || self.engine_json(sg_dir, file))
+    }
+
+    /// [`Neff::tensor_map`], parsed at the first call and shared by later ones.
+    pub fn shared_tensor_map(&self, sg_dir: &str) -> Result<Arc<TensorMap>, NeffError> {
+        let path = join_member(sg_dir, TENSOR_MAP_JSON)?;
+        self.memo.get(&path, || self.tensor_map(sg_dir))
     }
 
     /// A file named by a subgraph's def.json (instruction stream, table, ...),

@@ -40,6 +40,7 @@ mod container;
 mod error;
 mod header;
 mod json;
+mod memo;
 pub mod npy;
 mod writer;
 

@@ -342,6 +342,46 @@ fn typed_views_parse_for_every_subgraph() {
     }
 }
 
+/// The `shared_*` getters: the same values as the owned ones, parsed once per NEFF (a second
+/// call, or a clone's, hands out the value kept by the first).
+#[test]
+fn shared_views_equal_the_owned_ones_and_are_parsed_once() {
+    use std::sync::Arc;
+    for e in EXPECTED {
+        let n = parse(e);
+        let kelf = n.shared_kelf().expect("kelf");
+        assert_eq!(*kelf, n.kelf().expect("kelf"), "{}", e.file);
+        assert!(Arc::ptr_eq(&kelf, &n.shared_kelf().expect("kelf")));
+        let c = n.clone();
+        assert!(Arc::ptr_eq(&kelf, &c.shared_kelf().expect("kelf")));
+        for g in &kelf.graphs {
+            let sg = g.dir();
+            let def = n.shared_subgraph_def(&g.definition).expect("def");
+            assert_eq!(*def, n.subgraph_def(&g.definition).expect("def"));
+            assert!(Arc::ptr_eq(
+                &def,
+                &n.shared_subgraph_def(&g.definition).expect("def")
+            ));
+            for (_, json, _) in def.engine_files() {
+                let json = json.expect("engine json");
+                let ej = n.shared_engine_json(sg, json).expect("engine json");
+                assert_eq!(*ej, n.engine_json(sg, json).expect("engine json"));
+                assert!(Arc::ptr_eq(
+                    &ej,
+                    &n.shared_engine_json(sg, json).expect("again")
+                ));
+            }
+            let tm = n.shared_tensor_map(sg).expect("tensor map");
+            assert_eq!(*tm, n.tensor_map(sg).expect("tensor map"));
+            assert!(Arc::ptr_eq(&tm, &n.shared_tensor_map(sg).expect("again")));
+        }
+        assert!(matches!(
+            n.shared_subgraph_def("sg99/def.json"),
+            Err(NeffError::MissingMember { .. })
+        ));
+    }
+}
+
 /// Real neuronx-cc hashes do NOT follow the libnrt rule as reverse-engineered
 /// (pkg 2 → MD5 over data[0..data_size]; reference §3.4). Pin that down.
 #[test]

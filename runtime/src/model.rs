@@ -322,15 +322,17 @@ fn load_inner(l: &mut Loader<'_>, src: Source<'_>, opts: LoadOptions) -> Result<
         }
     };
     let name = neff.header().name_str();
-    let kelf = neff.kelf().map_err(neff_err)?;
+    let kelf = neff.shared_kelf().map_err(neff_err)?;
     let graph = kelf
         .graphs
         .first()
         .ok_or_else(|| NrtError::invalid("kelf lists no subgraphs"))?;
     check_target(&kelf, opts.arch, l.nc)?;
     let sg = graph.dir().to_string();
-    let def = neff.subgraph_def(&graph.definition).map_err(neff_err)?;
-    let tmap = neff.tensor_map(&sg).ok();
+    let def = neff
+        .shared_subgraph_def(&graph.definition)
+        .map_err(neff_err)?;
+    let tmap = neff.shared_tensor_map(&sg).ok();
 
     if neff.header().feature_bits & neuron_neff::FEATURE_EMU_TEST_ISA != 0 {
         // The project's kernels have been built in the trn2 encoding since 2026-11-30; a NEFF
@@ -340,7 +342,7 @@ fn load_inner(l: &mut Loader<'_>, src: Source<'_>, opts: LoadOptions) -> Result<
             "NEFF is marked with the project test-encoding feature bit (1 << 62): this runtime loads trn2-encoded NEFFs only; rebuild it with the current kbuild",
         ));
     }
-    load_real(l, neff, &kelf, &def, tmap.as_ref(), &sg, name, opts)
+    load_real(l, neff, &kelf, &def, tmap.as_deref(), &sg, name, opts)
 }
 
 /// Refuse, before anything is placed, a NEFF compiled for another architecture
@@ -1144,7 +1146,7 @@ fn real_image(
     for g in &kelf.graphs {
         graphs.push((
             g.dir().to_string(),
-            neff.subgraph_def(&g.definition).map_err(neff_err)?,
+            neff.shared_subgraph_def(&g.definition).map_err(neff_err)?,
         ));
     }
     // Inputs and outputs are shared by the subgraphs of one model (one buffer per name).
@@ -1304,7 +1306,7 @@ struct RealImage {
 fn plan_triggers(
     l: &mut Loader<'_>,
     neff: &Neff,
-    graphs: &[(String, neuron_neff::SubgraphDef)],
+    graphs: &[(String, std::sync::Arc<neuron_neff::SubgraphDef>)],
     bases: &[BTreeMap<u8, u64>],
     tpbs: &[u64],
 ) -> Result<Vec<crate::trigger::Triggers>, NrtError> {

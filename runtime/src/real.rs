@@ -46,7 +46,7 @@ pub fn features(
     json: Option<&str>,
 ) -> ProgramFeatures {
     let dge_table = def.var.values().any(|v| v.ty == VarType::DgeTable);
-    let ej = json.and_then(|j| neff.engine_json(sg, j).ok());
+    let ej = json.and_then(|j| neff.shared_engine_json(sg, j).ok());
     ProgramFeatures {
         dge_table,
         act_tables: engine == Engine::Act && ej.as_ref().is_some_and(|j| j.has_activation_tables()),
@@ -182,7 +182,7 @@ fn translate_body(
 /// g; `triggers[g]` are its DMA queues.
 pub fn build_programs(
     neff: &Neff,
-    graphs: &[(String, SubgraphDef)],
+    graphs: &[(String, std::sync::Arc<SubgraphDef>)],
     bases: &[BTreeMap<u8, u64>],
     places: &[CorePlace],
     triggers: &[crate::trigger::Triggers],

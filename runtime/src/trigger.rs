@@ -158,10 +158,10 @@ pub fn engine_blocks(
     for (_, json, _) in def.engine_files() {
         let Some(j) = json else { continue };
         let e = neff
-            .engine_json(sg, j)
+            .shared_engine_json(sg, j)
             .map_err(|e| invalid(format!("{sg}/{j}: {e}")))?;
         if !e.dma.is_empty() {
-            out.push((j.trim_end_matches(".json").to_string(), e.dma));
+            out.push((j.trim_end_matches(".json").to_string(), e.dma.clone()));
         }
     }
     Ok(out)
