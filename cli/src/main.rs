@@ -217,6 +217,9 @@ fn default_sigpipe() {
 
 fn main() -> ExitCode {
     default_sigpipe();
+    // This program is all our code: nothing else touches SIGSEGV/SIGBUS, so the driver's
+    // user-memory copies need not ask the kernel about them before each copy.
+    neuron_emulator::guarded::own_signals();
     let cli = Cli::parse();
     // A campaign's experiments fail by design: the runtime's error lines would drown the
     // progress bar (each experiment keeps its message in the report). -v brings them back.

@@ -15,9 +15,13 @@
 //! blocked in the calling thread (a handler replaced by the program, or a blocked signal,
 //! would turn a bad pointer into a crash): two `sigaction` queries and a `pthread_sigmask`
 //! query, ~0.4 µs, before each copy. Elsewhere (another target, or any check failing) the
-//! portable path runs.
+//! portable path runs. A program all of whose code is ours (the `neuron-emu` binary) says so
+//! once ([`own_signals`]): its copies then skip those queries until a signal that is not
+//! the copy's passes through our handlers (which may hand the signal's disposition back).
 // Inline assembly, a signal handler and ucontext registers; every block has a SAFETY note.
 #![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether this target has the guarded copy.
 pub const SUPPORTED: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
@@ -34,6 +38,44 @@ pub fn copy(dst: usize, src: usize, len: usize) -> Option<Result<(), ()>> {
 /// both are.
 pub fn install() -> bool {
     imp::install()
+}
+
+/// Set by [`own_signals`]: nothing but this crate changes the SIGSEGV or SIGBUS disposition
+/// or blocks either signal in a thread.
+static OWNED: AtomicBool = AtomicBool::new(false);
+/// Cleared when a signal that is not a guarded copy's fault passed through our handlers:
+/// they hand it to the disposition found before them, which may replace them.
+static UNDISTURBED: AtomicBool = AtomicBool::new(true);
+
+/// Declare that every piece of code in this process is ours: nothing else installs a
+/// SIGSEGV or SIGBUS handler or blocks those signals. Copies then check the handlers once,
+/// not before every copy (two `sigaction` and a `pthread_sigmask` query each, ~4% of a fault
+/// campaign's CPU). Call it from `main` before any thread starts: it unblocks both signals
+/// in the calling thread (a parent may have started the program with them blocked), and
+/// every thread started later inherits that mask. A library loaded into someone else's
+/// program must not call it.
+pub fn own_signals() {
+    // SAFETY: unblocking two signals in the calling thread's mask, from a fully built set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGSEGV);
+        libc::sigaddset(&mut set, libc::SIGBUS);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    OWNED.store(true, Ordering::SeqCst);
+}
+
+/// Whether copies skip the per-copy queries now ([`own_signals`], and no foreign signal
+/// has passed through our handlers since).
+pub fn owned() -> bool {
+    OWNED.load(Ordering::Relaxed) && UNDISTURBED.load(Ordering::Relaxed)
+}
+
+/// A signal that is not a guarded copy's fault is being handed on by one of our handlers
+/// (async-signal-safe: one atomic store).
+pub(crate) fn disturbed() {
+    UNDISTURBED.store(false, Ordering::SeqCst);
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -103,6 +145,7 @@ mod imp {
         if unsafe { resume(ctx) } {
             return;
         }
+        super::disturbed();
         let Some(prev) = PREV_BUS.get() else { return };
         let h = prev.sa_sigaction;
         // SAFETY: behaving as the previous disposition: restore it and return, so the
@@ -159,6 +202,9 @@ mod imp {
 
     /// Whether a fault in this thread would reach our handlers now.
     fn armed() -> bool {
+        if super::owned() {
+            return install();
+        }
         if !install()
             || !ours(libc::SIGBUS, on_bus as *const () as usize)
             || !ours(libc::SIGSEGV, crate::mmio::segv_handler())

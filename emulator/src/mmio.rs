@@ -189,6 +189,7 @@ mod imp {
         let done = unsafe { try_store(info, ctx) };
         ACTIVE.fetch_sub(1, SeqCst);
         if !done {
+            crate::guarded::disturbed();
             // SAFETY: handing the same arguments on to the previous disposition.
             unsafe { chain(sig, info, ctx) };
         }
