@@ -174,6 +174,49 @@ fn partial_munmap_keeps_the_rest_of_the_mapping() {
     assert_eq!(device_read(&*dev, h, 0, 3 * 4096), data);
 }
 
+/// One munmap over mappings that lie end to end (a chunk's and the register page's) removes
+/// them all, as munmap(2) does: each is gone from the bookkeeping, the device keeps working
+/// and the chunk's memory is intact.
+#[test]
+fn one_munmap_across_adjacent_mappings_removes_them_all() {
+    let (_emu, dev) = open();
+    let (h, off) = host_chunk(&*dev, 8192).expect("chunk");
+    let mut maps: Vec<(usize, usize)> = Vec::new();
+    for _ in 0..3 {
+        maps.push((dev.mmap(8192, off, PROT_RW).expect("map") as usize, 8192));
+        maps.push((sem_page(&*dev, PROT_RW) as usize, 0x2000));
+    }
+    maps.sort_unstable();
+    // The kernel picks the addresses; new mappings usually go right below the last ones.
+    let Some(i) = (1..maps.len()).find(|&i| maps[i - 1].0 + maps[i - 1].1 == maps[i].0) else {
+        eprintln!("no two mappings placed end to end here; skipping");
+        return;
+    };
+    let (lo, hi) = (maps[i - 1], maps[i]);
+    dev.munmap(lo.0 as *mut u8, lo.1 + hi.1)
+        .expect("one munmap over both");
+    assert_eq!(
+        dev.munmap(lo.0 as *mut u8, lo.1),
+        Err(Errno::EINVAL),
+        "gone"
+    );
+    assert_eq!(
+        dev.munmap(hi.0 as *mut u8, hi.1),
+        Err(Errno::EINVAL),
+        "gone"
+    );
+    for &(p, n) in maps.iter().filter(|m| **m != lo && **m != hi) {
+        dev.munmap(p as *mut u8, n)
+            .expect("the others unmap on their own");
+    }
+    let mut data = vec![9u8; 8192];
+    device_write(&*dev, h, 0, &mut data);
+    assert_eq!(device_read(&*dev, h, 0, 8192), data);
+    let c = sem_page(&*dev, PROT_RW);
+    map_write_u32(c, SEM_INC + 4 * 2, 4);
+    assert_eq!(sem_read(&*dev, 2), 4, "a fresh register view works");
+}
+
 #[test]
 fn a_partly_unmapped_register_view_still_counts_stores_in_the_rest() {
     let (_emu, dev) = open();

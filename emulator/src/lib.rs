@@ -803,19 +803,23 @@ impl DeviceFile for EmuFile {
         }
         let mut g = self.sh.lock();
         let parts = carve(&mut g.maps, addr, len).ok_or(Errno::EINVAL)?;
-        for (start, n, id) in parts {
-            let Some(o) = g.origins.get_mut(&id) else {
-                continue;
-            };
-            if let MapKind::Regs { traps, .. } = &mut o.kind {
+        for &(start, n, id) in &parts {
+            if let Some(MapKind::Regs { traps, .. }) = g.origins.get_mut(&id).map(|o| &mut o.kind) {
                 // Stop trapping before the view goes, so a racing store cannot be misread.
                 traps.retain(|t| !(start..start + n).contains(&t.start()));
             }
+        }
+        // The range is ours without a gap (`carve`): one munmap for every mapping it meets
+        // (one TLB shootdown on the process's other CPUs, not one per mapping).
+        if let Some(a) = g.arena.as_ref() {
+            a.unmap_user(addr as *mut u8, len);
+        }
+        for (_, n, id) in parts {
+            let Some(o) = g.origins.get_mut(&id) else {
+                continue;
+            };
             o.live = o.live.saturating_sub(n);
             let done = o.live == 0;
-            if let Some(a) = g.arena.as_ref() {
-                a.unmap_user(start as *mut u8, n);
-            }
             if done {
                 if let Some(o) = g.origins.remove(&id) {
                     finish_mapping(&mut g, &self.sh.global, o);

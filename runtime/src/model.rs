@@ -513,7 +513,7 @@ fn make_nqs(
         let (off, _) = drv
             .nq_init(nc, NQ_TYPE_NOTIFY, e, bytes)
             .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
-        let map = Mapped::new(dev.clone(), bytes as usize, off)
+        let map = Mapped::read_only(dev.clone(), bytes as usize, off)
             .map_err(|er| drv_err("mmap(notification queue)", er))?;
         nqs.push(NqReader {
             map,
@@ -525,7 +525,7 @@ fn make_nqs(
         .nq_init(nc, NQ_TYPE_ERROR, 0, NQ_BYTES)
         .map_err(|er| drv_err("NOTIFICATIONS_INIT_V2", er))?;
     let err_nq = NqReader {
-        map: Mapped::new(dev, NQ_BYTES as usize, off)
+        map: Mapped::read_only(dev, NQ_BYTES as usize, off)
             .map_err(|er| drv_err("mmap(error queue)", er))?,
         entries: (NQ_BYTES as usize / ENTRY_SIZE) as u64,
         index: 0,
@@ -1132,6 +1132,14 @@ impl Drop for Model {
         for c in self.chunks.drain(..) {
             let _ = self.drv.mem_free(c.handle);
         }
+        // The cores' mappings, end to end as the kernel placed them, go in one munmap.
+        let mut maps: Vec<&mut Mapped> = Vec::new();
+        for c in &mut self.cores {
+            maps.extend(c.nqs.iter_mut().map(|q| &mut q.map));
+            maps.push(&mut c.err_nq.map);
+            maps.push(&mut c.sem_page);
+        }
+        crate::mapped::unmap_together(&mut maps);
     }
 }
 
