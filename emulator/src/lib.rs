@@ -35,19 +35,20 @@ pub use driver::{pci_bdf, Caller, BAR0_KVA, REVISION};
 /// Keep the shared memory of up to `n` dropped devices of each device index, and the chunks
 /// their HBM pages came from, zeroed, for devices made after (0: off, the default, and what
 /// is kept is released). For a process that makes a fresh emulator per run, e.g. a fault
-/// campaign: allocating each page anew was most of a small run's cost. Nothing a device computes changes; what is kept stays allocated until the
-/// process ends or this is set to 0. An arena user space may still reach (a mapping that
+/// campaign: allocating each page anew was most of a small run's cost. Nothing a device
+/// computes changes; what is kept stays allocated until the process ends or this is set to 0
+/// (the HBM chunks kept are at most what the process's devices held at once). An arena user space may still reach (a mapping that
 /// outlived its device, a memfd handed to a daemon's client, a forked child) is never kept.
 pub fn keep_device_memory(n: usize) {
     arena::recycle::set(n);
     // The devices' instruction decodings too (a word decodes the same on any device).
     neuron_devmodel::device::keep_decodings(n);
-    // And the HBM pages' chunks, up to 256 MiB a device (only chunks a device emptied).
-    neuron_devmodel::pagepool::PagePool::global().keep_empty(n.saturating_mul(KEPT_HBM_CHUNKS));
+    // And every HBM page chunk a device emptied: the process held them all at once, and the
+    // next devices, alike, take them again (at 256 MiB a device, a 384 MiB model's pages
+    // beyond it were faulted in anew every experiment: half its campaign's system time,
+    // `docs/performance.md`, nineteenth session).
+    neuron_devmodel::pagepool::PagePool::global().keep_empty(if n == 0 { 0 } else { usize::MAX });
 }
-
-/// 2 MiB HBM page chunks kept a device by [`keep_device_memory`].
-const KEPT_HBM_CHUNKS: usize = 128;
 
 /// Devices whose shared memory was a dropped device's ([`keep_device_memory`]).
 pub fn device_memory_reused() -> u64 {
