@@ -475,6 +475,15 @@ fn memory_is_watched_only_while_an_injection_needs_it() {
         watching(&s),
         "the stuck word is still watched after the NaN"
     );
+    let on_chip = |s: &Setup| s.emu.status(0).expect("device").watching_on_chip;
+    assert!(on_chip(&s), "a PSUM word is watched on chip");
+
+    // A poisoned HBM line is watched off chip only: the engines' operands stay home.
+    let f = faulty(HBM_PLAN, Duration::from_secs(10));
+    let mut m = f.s.rt.load(&mlp(), 0).expect("load");
+    let _ = run(&mut m);
+    assert!(f.fired());
+    assert!(watching(&f.s) && !on_chip(&f.s), "HBM: off chip only");
 }
 
 #[test]

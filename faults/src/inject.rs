@@ -10,7 +10,7 @@ use neuron_abi::notify::NotifyKind;
 use neuron_abi::udma::UdmaDesc;
 use neuron_devmodel::hooks::{
     DescAction, DeviceHooks, Dir, HookCtx, IssueAction, MemAccess, MemAction, Notice, NotifyAction,
-    SemAction,
+    SemAction, Watch,
 };
 use neuron_devmodel::{FaultKind, Ps};
 use neuron_isa::cayman::{CaymanInstr, Namespace, Opcode, WORD};
@@ -121,12 +121,25 @@ impl Injector {
         }
     }
 
-    /// Whether the injection still looks at memory accesses: a stuck word, a poisoned HBM
-    /// line, or a NaN/Inf waiting for its word's write.
-    fn wants_memory(&self) -> bool {
-        self.stuck.is_some()
-            || self.poison.is_some()
-            || (self.pending && matches!(self.inj.effect, Effect::Nan | Effect::Inf))
+    /// The memories whose accesses the injection still looks at: a stuck word's (its
+    /// location's), a poisoned HBM line's (off chip), and for a NaN/Inf waiting for its
+    /// engine's next write, every memory (an engine's WRITE may store off chip).
+    fn watch(&self) -> Watch {
+        let mut w = Watch::NONE;
+        if self.stuck.is_some() {
+            w = w.with(match self.inj.location {
+                Some(Location::Sbuf { .. } | Location::Psum { .. }) => Watch::ON_CHIP,
+                Some(Location::Hbm { .. }) => Watch::OFF_CHIP,
+                None => Watch::ALL,
+            });
+        }
+        if self.poison.is_some() {
+            w = w.with(Watch::OFF_CHIP);
+        }
+        if self.pending && matches!(self.inj.effect, Effect::Nan | Effect::Inf) {
+            w = Watch::ALL;
+        }
+        w
     }
 
     /// The device address of the injection's memory word.
@@ -155,7 +168,7 @@ impl Injector {
             Effect::StuckAt { value, .. } => {
                 self.stuck = Some((addr, self.inj.mask, value == 1));
                 self.apply_stuck(ctx);
-                ctx.watch_memory(true);
+                ctx.watch_memory_too(self.watch());
             }
             _ => {}
         }
@@ -184,7 +197,7 @@ impl Injector {
             Effect::HbmUe { .. } => {
                 if let Some(Location::Hbm { address }) = self.inj.location {
                     self.poison = Some(address & !(HBM_LINE - 1));
-                    ctx.watch_memory(true);
+                    ctx.watch_memory_too(self.watch());
                 }
             }
             Effect::SramUe => {
@@ -200,7 +213,7 @@ impl Injector {
             }
             Effect::Nan | Effect::Inf => {
                 self.pending = true;
-                ctx.watch_memory(true);
+                ctx.watch_memory_too(self.watch());
             }
             // Word, descriptor and notification effects wait for their next opportunity.
             _ => self.pending = true,
@@ -370,7 +383,7 @@ impl DeviceHooks for Injector {
             Effect::Nan | Effect::Inf if instr_trigger => {
                 self.fire();
                 self.pending = true;
-                ctx.watch_memory(true);
+                ctx.watch_memory_too(self.watch());
                 IssueAction::Proceed
             }
             Effect::EngineSlow { .. } if instr_trigger => {
@@ -500,9 +513,7 @@ impl DeviceHooks for Injector {
                 self.pending = false;
                 // Nothing more to see in memory: later words take the unwatched paths (the
                 // same results; every operand's bytes were copied out and back otherwise).
-                if !self.wants_memory() {
-                    ctx.watch_memory(false);
-                }
+                ctx.watch_memory_in(self.watch());
                 // The engines flag a NaN they produce (an overflow to infinity is not an
                 // error: `users-faults-and-tools.md` §2.1); execution goes on.
                 if nan {
@@ -618,10 +629,9 @@ impl DeviceHooks for InjectorSet {
         data: &mut [u8],
     ) -> MemAction {
         let r = self.first(MemAction::Proceed, |i| i.on_mem_access(ctx, a, data));
-        // One injection done with memory turns the watch off; another may still want it.
-        if self.0.iter().any(Injector::wants_memory) {
-            ctx.watch_memory(true);
-        }
+        // One injection done with memory narrows the watch to its own; the others' stay.
+        let w = self.0.iter().fold(Watch::NONE, |w, i| w.with(i.watch()));
+        ctx.watch_memory_in(w);
         r
     }
     fn on_ioctl(&mut self, cmd: u32, pid: u32) -> Option<i32> {

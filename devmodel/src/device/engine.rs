@@ -304,7 +304,7 @@ impl Device {
         };
         let host_t0 = self.host_profile.is_some().then(std::time::Instant::now);
         // Memory-access hooks see a data-path word's operands: reads before, writes after.
-        let ops = if self.mem_watch && self.hooks.0.is_some() {
+        let ops = if self.watch.on_chip && self.hooks.0.is_some() {
             let lane = self.cores[nc].lane.get();
             crate::cayman_exec::operands(&ci, &lane.mem, &lane.pe)
         } else {

@@ -7,7 +7,7 @@ use crate::addrmap::Target;
 use crate::arch::tpb;
 use crate::cayman_exec::Operand;
 use crate::fault::OpFault;
-use crate::hooks::{DeviceHooks, Dir, HookCtx, MemAccess, MemAction, Site};
+use crate::hooks::{DeviceHooks, Dir, HookCtx, MemAccess, MemAction, Site, Watch};
 use crate::time::Ps;
 use neuron_isa::{Engine, Space};
 
@@ -15,7 +15,7 @@ impl Device {
     /// Install (or, with `None`, remove) the device's hooks. An installed hook's
     /// `on_install` runs at once.
     pub fn set_hooks(&mut self, hooks: Option<Box<dyn DeviceHooks>>) {
-        self.mem_watch = false;
+        self.set_mem_watch(Watch::NONE);
         // A hook may write memory between the two passes of an fp32 pass pair, which a fused
         // pair would not see: with hooks installed every pass runs as issued.
         let fuse = hooks.is_none() && crate::cayman_exec::passpair_enabled();
@@ -64,8 +64,14 @@ impl Device {
         }
     }
 
-    pub(crate) fn set_mem_watch(&mut self, on: bool) {
-        self.mem_watch = on;
+    pub(crate) fn set_mem_watch(&mut self, w: Watch) {
+        self.watch = w;
+        self.mem_watch = w.any();
+    }
+
+    /// The memories the memory-access hook is shown now.
+    pub(crate) fn mem_watch(&self) -> Watch {
+        self.watch
     }
 
     /// Schedule a hook timer (deterministic: an event at device time `at`).
@@ -92,6 +98,9 @@ impl Device {
         }
         let (target, offset) = self.resolve(addr, buf.len() as u64, false)?;
         self.read_at(target, offset, addr, buf)?;
+        if !self.watch.shows(target) {
+            return Ok(());
+        }
         let a = MemAccess {
             dir: Dir::Read,
             target,
@@ -115,6 +124,9 @@ impl Device {
             return self.write(addr, data);
         }
         let (target, offset) = self.resolve(addr, data.len() as u64, true)?;
+        if !self.watch.shows(target) {
+            return self.write_at(target, offset, addr, data);
+        }
         let a = MemAccess {
             dir: Dir::Write,
             target,

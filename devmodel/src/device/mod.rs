@@ -185,8 +185,10 @@ pub struct Device {
     dmaruns: Vec<(u64, usize, usize)>,
     dmamoves: Vec<crate::runcopy::Run>,
     hooks: Installed,
-    /// Memory-access hooks are on (set by the hook).
+    /// Memory-access hooks are on for some memory (set by the hook): `watch.any()`.
     mem_watch: bool,
+    /// Which memories they are on for.
+    watch: crate::hooks::Watch,
     /// The firmware's memory-error counters (kept across core resets).
     ecc: crate::ecc::EccCounters,
     /// The resident firmware: mailbox and reset handshake.
@@ -284,6 +286,7 @@ impl Device {
             dmamoves: Vec::new(),
             hooks: Installed::default(),
             mem_watch: false,
+            watch: crate::hooks::Watch::NONE,
             ecc: crate::ecc::EccCounters::default(),
             fw: Firmware::default(),
             threads,

@@ -27,6 +27,9 @@ pub struct DeviceStatus {
     /// The hook watches memory accesses (`HookCtx::watch_memory`): data-path operands and
     /// DMA bytes go through it, on slower paths.
     pub watching_memory: bool,
+    /// Its watch takes in SBUF and PSUM (`hooks::Watch::on_chip`): every data-path word's
+    /// operands go out to it and back.
+    pub watching_on_chip: bool,
 }
 
 /// One NeuronCore.
@@ -173,6 +176,7 @@ impl Device {
             faults: self.faults.clone(),
             hooks_installed: self.hooks.0.is_some(),
             watching_memory: self.mem_watch,
+            watching_on_chip: self.watch.on_chip,
         }
     }
 

@@ -265,9 +265,71 @@ impl HookCtx<'_> {
     pub fn set_timer(&mut self, at: Ps, token: u64) {
         self.dev.hook_timer(at, token);
     }
-    /// Turn memory-access hooks on or off.
+    /// Turn memory-access hooks on (for every memory) or off.
     pub fn watch_memory(&mut self, on: bool) {
-        self.dev.set_mem_watch(on);
+        self.dev
+            .set_mem_watch(if on { Watch::ALL } else { Watch::NONE });
+    }
+    /// Show the memory-access hook exactly the memories `w` names (none: off).
+    pub fn watch_memory_in(&mut self, w: Watch) {
+        self.dev.set_mem_watch(w);
+    }
+    /// Show the memory-access hook the memories `w` names too, besides those it sees now.
+    pub fn watch_memory_too(&mut self, w: Watch) {
+        let now = self.dev.mem_watch();
+        self.dev.set_mem_watch(now.with(w));
+    }
+}
+
+/// Which device memories the memory-access hook is shown ([`HookCtx::watch_memory_in`]): a
+/// hook that looks at one word or line asks for its memory only, and the accesses to the
+/// others take the unwatched paths (a data-path word's SBUF/PSUM operands are copied out to
+/// the hook and back only where on-chip memory is watched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Watch {
+    /// The cores' SBUF and PSUM: data-path words' operands, DMAs to or from them.
+    pub on_chip: bool,
+    /// Everything else a DMA or an engine reaches: HBM, host memory, register pages.
+    pub off_chip: bool,
+}
+
+impl Watch {
+    pub const NONE: Watch = Watch {
+        on_chip: false,
+        off_chip: false,
+    };
+    pub const ALL: Watch = Watch {
+        on_chip: true,
+        off_chip: true,
+    };
+    pub const ON_CHIP: Watch = Watch {
+        on_chip: true,
+        off_chip: false,
+    };
+    pub const OFF_CHIP: Watch = Watch {
+        on_chip: false,
+        off_chip: true,
+    };
+
+    /// Whether any memory is watched.
+    pub fn any(self) -> bool {
+        self.on_chip || self.off_chip
+    }
+
+    /// The memories of `self` and of `other`.
+    pub fn with(self, other: Watch) -> Watch {
+        Watch {
+            on_chip: self.on_chip || other.on_chip,
+            off_chip: self.off_chip || other.off_chip,
+        }
+    }
+
+    /// Whether accesses to `t` are shown.
+    pub(crate) fn shows(self, t: Target) -> bool {
+        match t {
+            Target::Sbuf(_) | Target::Psum(_) => self.on_chip,
+            _ => self.off_chip,
+        }
     }
 }
 

@@ -39,6 +39,8 @@ struct Rec {
     corrupt_pc: Option<u32>,
     timer_at: Option<Ps>,
     watch: bool,
+    /// Watch exactly these memories (else all or none, by `watch`).
+    watch_in: Option<Watch>,
     flip: Option<u8>,
     fail_reads: bool,
     notify: NotifyAction,
@@ -55,6 +57,7 @@ impl Rec {
             corrupt_pc: None,
             timer_at: None,
             watch: false,
+            watch_in: None,
             flip: None,
             fail_reads: false,
             notify: NotifyAction::Post,
@@ -71,7 +74,10 @@ impl DeviceHooks for Rec {
         if let Some(t) = self.timer_at {
             ctx.set_timer(t, 42);
         }
-        ctx.watch_memory(self.watch);
+        match self.watch_in {
+            Some(w) => ctx.watch_memory_in(w),
+            None => ctx.watch_memory(self.watch),
+        }
     }
     fn before_issue(&mut self, ctx: &mut HookCtx<'_>, w: &mut [u8; WORD]) -> IssueAction {
         let s = ctx.site;
@@ -464,4 +470,67 @@ fn memory_hooks_see_engine_operands() {
     let f = dev.faults().first().expect("fault");
     assert_eq!((f.kind, f.pc), (FaultKind::OutOfBounds, 0));
     assert!(f.detail.contains("uncorrectable"), "{}", f.detail);
+}
+
+/// A watch naming some memories shows the hook those only: off chip, a DMA's HBM read and
+/// not its SBUF write (nor the engines' SBUF/PSUM operands); on chip, the reverse.
+#[test]
+fn a_watch_shows_the_hook_the_memories_it_names_only() {
+    use neuron_isa::cayman::Namespace;
+    let hex = |s: &str| -> [u8; WORD] {
+        let v: Vec<u8> = (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect();
+        let w: [u8; WORD] = v.try_into().expect("64 bytes");
+        CaymanInstr::decode(Namespace::Neff, &w)
+            .with_namespace(Namespace::Loaded)
+            .encode()
+    };
+    // As in memory_hooks_see_engine_operands: a LDWEIGHTS and the MATMUL against it.
+    let ldw = hex("01100000000000000000000000000000fe730300ffff0000e0ff2000010004000600010000008080000000000f0f000000000000000000000000000000000000");
+    let mm = hex("02100000000013050000000000000000007e03000100000000008000010001000600010000008080000000030f0f000000010002010000000000800001000100");
+    let sbuf = |dev: &Device| dev.profile().tpb_base(0) + tpb::SBUF + tpb::SBUF_PARTITION_STRIDE;
+    for (w, hbm_seen, sbuf_seen) in [
+        (Watch::OFF_CHIP, true, false),
+        (Watch::ON_CHIP, false, true),
+    ] {
+        let log = Log::default();
+        let mut dev = trn2();
+        let mut h = Rec::new(&log);
+        h.watch_in = Some(w);
+        h.flip = Some(0x80);
+        dev.set_hooks(Some(Box::new(h)));
+        dev.write(0x20_0000, &[1, 2, 3, 4]).expect("src");
+        let dst = sbuf(&dev);
+        dma(&mut dev, 0x20_0000, dst, 4);
+        dev.run(100);
+        let mut got = [0u8; 4];
+        dev.read(dst, &mut got).expect("dst");
+        let l = logged(&log);
+        assert_eq!(
+            l.contains(&"mem Read Hbm(0) 4".to_string()),
+            hbm_seen,
+            "{w:?} {l:?}"
+        );
+        assert_eq!(
+            l.contains(&"mem Write Sbuf(0) 4".to_string()),
+            sbuf_seen,
+            "{w:?} {l:?}"
+        );
+        let flipped = if sbuf_seen { 0x81 } else { 1 };
+        assert_eq!(
+            got,
+            [flipped, 2, 3, 4],
+            "{w:?}: only a shown write is altered"
+        );
+
+        log.lock().expect("log").clear();
+        feed(&mut dev, Engine::Pe, &[ldw, mm]);
+        dev.run(100);
+        let l = logged(&log);
+        let operands = l.iter().filter(|s| s.contains("Sbuf(0) 256")).count();
+        assert_eq!(operands > 0, sbuf_seen, "{w:?}: operands {operands}");
+        assert_eq!(dev.status().watching_memory, w.any());
+    }
 }
