@@ -248,7 +248,7 @@ pub fn run_once(
 /// device's default. Reports are the same either way (every mode gives the same bits).
 fn experiment_threads(jobs: usize) -> Option<ThreadMode> {
     let set = std::env::var_os(THREADS_ENV).is_some_and(|v| !v.is_empty());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = neuron_devmodel::hostcpus::host_cpus();
     threads_for(jobs, cpus, set)
 }
 
@@ -550,7 +550,7 @@ pub fn run(a: CampaignArgs) -> Result<(), Failure> {
     let image = NeffImage::new(&neff);
     let jobs = c
         .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .unwrap_or_else(neuron_devmodel::hostcpus::host_cpus)
         .clamp(1, 256);
     // Every experiment is a fresh device: each takes the shared memory (SBUF, PSUM, rings)
     // of one gone before it, zeroed, instead of allocating it page by page anew.

@@ -17,6 +17,7 @@ pub mod firmware;
 pub mod gemm;
 pub mod hbm;
 pub mod hooks;
+pub mod hostcpus;
 pub mod hostmem;
 pub mod kept;
 pub mod pagepool;

@@ -304,7 +304,10 @@ impl Datastore {
             .map_or(0, |d| d.as_millis() as u64);
         rta::set_c_str(&mut p.runtime_version, &version_string());
         rta::set_c_str(&mut p.tag, tag.unwrap_or(&pid.to_string()));
-        let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+        // Read once a process (a fault campaign opens a runtime per experiment).
+        static CMDLINE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let cmdline =
+            CMDLINE.get_or_init(|| std::fs::read("/proc/self/cmdline").unwrap_or_default());
         let n = cmdline.len().min(rta::CMDLINE_MAX);
         p.cmdline[..n].copy_from_slice(&cmdline[..n]);
         p.cmdline_len = n as u32;

@@ -654,7 +654,7 @@ impl ThreadMode {
             "always" => ThreadMode::Always,
             _ => ThreadMode::Auto,
         };
-        let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let host = crate::hostcpus::host_cpus();
         match mode {
             ThreadMode::Auto if host < 2 => ThreadMode::Off,
             m => m,

@@ -222,7 +222,7 @@ fn pool() -> Option<&'static Pool> {
 
 /// Start the helper threads (a failed spawn leaves fewer).
 fn start_helpers(p: &'static Pool) -> Vec<Thread> {
-    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = crate::hostcpus::host_cpus();
     let want = cpus.saturating_sub(1).min(7);
     let mut threads = Vec::new();
     for i in 0..want {
