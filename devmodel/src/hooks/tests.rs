@@ -418,8 +418,9 @@ fn after_execute_alters_results_and_timing() {
 /// Watching memory also reports a data-path word's SBUF/PSUM operands, one access per
 /// partition: LDWEIGHTS reads its rows, MATMUL reads its moving tensor and writes PSUM;
 /// a failed read faults the engine as an out-of-bounds access.
-#[test]
-fn memory_hooks_see_engine_operands() {
+/// akc-fused_bf16_s512 sg00 PE pc 71/72 (as in kbuild's corpus test), in the loaded
+/// encoding: a transposing LDWEIGHTS of 128 rows and the MATMUL against it.
+fn ldweights_and_matmul() -> [[u8; WORD]; 2] {
     use neuron_isa::cayman::Namespace;
     let hex = |s: &str| -> [u8; WORD] {
         let v: Vec<u8> = (0..s.len())
@@ -431,10 +432,15 @@ fn memory_hooks_see_engine_operands() {
             .with_namespace(Namespace::Loaded)
             .encode()
     };
-    // akc-fused_bf16_s512 sg00 PE pc 71/72 (as in kbuild's corpus test): a transposing
-    // LDWEIGHTS of 128 rows and the MATMUL against it.
-    let ldw = hex("01100000000000000000000000000000fe730300ffff0000e0ff2000010004000600010000008080000000000f0f000000000000000000000000000000000000");
-    let mm = hex("02100000000013050000000000000000007e03000100000000008000010001000600010000008080000000030f0f000000010002010000000000800001000100");
+    [
+        hex("01100000000000000000000000000000fe730300ffff0000e0ff2000010004000600010000008080000000000f0f000000000000000000000000000000000000"),
+        hex("02100000000013050000000000000000007e03000100000000008000010001000600010000008080000000030f0f000000010002010000000000800001000100"),
+    ]
+}
+
+#[test]
+fn memory_hooks_see_engine_operands() {
+    let [ldw, mm] = ldweights_and_matmul();
     let log = Log::default();
     let mut dev = trn2();
     let mut h = Rec::new(&log);
@@ -476,20 +482,7 @@ fn memory_hooks_see_engine_operands() {
 /// not its SBUF write (nor the engines' SBUF/PSUM operands); on chip, the reverse.
 #[test]
 fn a_watch_shows_the_hook_the_memories_it_names_only() {
-    use neuron_isa::cayman::Namespace;
-    let hex = |s: &str| -> [u8; WORD] {
-        let v: Vec<u8> = (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-            .collect();
-        let w: [u8; WORD] = v.try_into().expect("64 bytes");
-        CaymanInstr::decode(Namespace::Neff, &w)
-            .with_namespace(Namespace::Loaded)
-            .encode()
-    };
-    // As in memory_hooks_see_engine_operands: a LDWEIGHTS and the MATMUL against it.
-    let ldw = hex("01100000000000000000000000000000fe730300ffff0000e0ff2000010004000600010000008080000000000f0f000000000000000000000000000000000000");
-    let mm = hex("02100000000013050000000000000000007e03000100000000008000010001000600010000008080000000030f0f000000010002010000000000800001000100");
+    let [ldw, mm] = ldweights_and_matmul();
     let sbuf = |dev: &Device| dev.profile().tpb_base(0) + tpb::SBUF + tpb::SBUF_PARTITION_STRIDE;
     for (w, hbm_seen, sbuf_seen) in [
         (Watch::OFF_CHIP, true, false),
