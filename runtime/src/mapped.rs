@@ -40,9 +40,9 @@ impl Mapped {
     }
 
     /// Map memory the runtime only reads (a notification queue) read-only: its writes
-    /// would be a bug, and a page the device wrote that comes in through a writable shared
-    /// mapping is mapped dirty, which costs the process's other CPUs a TLB shootdown of
-    /// its own when the mapping goes (`unmap_together`).
+    /// would be a bug, and each writable queue mapping cost the process's other CPUs a TLB
+    /// shootdown of its own when it went, even inside one `munmap` (`unmap_together`; the
+    /// `tlb:tlb_flush` tracepoint, a 6.18 kernel), read-only ones one per `munmap`.
     pub fn read_only(dev: Arc<dyn DeviceFile>, len: usize, offset: u64) -> Result<Mapped, Errno> {
         Self::with_prot(dev, len, offset, neuron_abi::device::PROT_READ)
     }
