@@ -386,4 +386,45 @@ mod tests {
             .collect();
         assert!(Extents::default().merged(many).0.is_empty());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 24,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// Whatever was written and whatever the known list says (true extents, stale ones,
+        /// ranges that never held data), one zeroing leaves every byte zero, and the known
+        /// list it leaves covers every page that holds data.
+        #[test]
+        fn any_writes_and_any_known_list_end_all_zero(
+            writes in proptest::collection::vec((0u64..SIZE / PAGE, 1usize..3 * PAGE as usize), 1..12),
+            known in proptest::collection::vec((0u64..SIZE / PAGE, 1u64..8), 0..8),
+        ) {
+            let Some((fd, base)) = memfd() else { return Ok(()) };
+            for &(page, len) in &writes {
+                let at = page * PAGE;
+                let len = len.min((SIZE - at) as usize);
+                write(base, at, &vec![0xA5; len]);
+            }
+            let list: Vec<(u64, u64)> = known
+                .iter()
+                .map(|&(p, n)| (p * PAGE, ((p + n) * PAGE).min(SIZE)))
+                .collect();
+            let known = Extents::default().merged(list);
+            let mut found = Vec::new();
+            proptest::prop_assert!(zero_range(fd, base, 0, SIZE, &known.0, &mut found));
+            proptest::prop_assert!(all_zero(fd));
+            let after = known.merged(found);
+            for &(page, _) in &writes {
+                let at = page * PAGE;
+                proptest::prop_assert!(after.0.iter().any(|&(s, e)| s <= at && at < e), "page {page} known");
+            }
+            // SAFETY: the test's own mapping and fd.
+            unsafe {
+                libc::munmap(base as *mut libc::c_void, SIZE as usize);
+                libc::close(fd);
+            }
+        }
+    }
 }
