@@ -241,7 +241,12 @@ fn mapped_elsewhere(fd: libc::c_int, base: usize, size: u64) -> bool {
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return true;
     }
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+    // Read into room for a few hundred mappings at once: the kernel writes the file a
+    // read at a time, and a small first buffer cost a `statx` and three or four reads.
+    let mut bytes = Vec::with_capacity(1 << 16);
+    let read = std::fs::File::open("/proc/self/maps")
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes));
+    let (Ok(_), Ok(maps)) = (read, std::str::from_utf8(&bytes)) else {
         return true;
     };
     let end = base as u64 + size;
