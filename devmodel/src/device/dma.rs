@@ -430,7 +430,7 @@ impl Device {
         let src_dense = d.src_step[0] == d.src_elem;
         let dst_dense = d.dst_step[0] == d.dst_elem;
         let (mut bytes, mut k) = (0u64, 0u64);
-        if !self.mem_watch {
+        if !self.watch.any() {
             (k, bytes) = self.window_runs(src, dst, d, sn, convert);
         }
         while k < sn {
@@ -449,7 +449,7 @@ impl Device {
                 .wrapping_add(j1.wrapping_mul(d.dst_step[1]));
             // Between HBM and a core's SBUF/PSUM, with no conversion and no hook watching:
             // one copy, no bounce buffer.
-            if convert.is_none() && !self.mem_watch && self.direct_run(s, t, run * d.src_elem) {
+            if convert.is_none() && !self.watch.any() && self.direct_run(s, t, run * d.src_elem) {
                 bytes += run * d.src_elem;
                 k += run;
                 continue;

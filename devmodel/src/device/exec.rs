@@ -75,7 +75,7 @@ impl Device {
     /// Whether data-path words go to the lanes: not while hooks watch each word's effects
     /// (they run inline, at issue, as before).
     fn lanes_on(&self) -> bool {
-        self.hooks.0.is_none() && !self.mem_watch
+        self.hooks.0.is_none() && !self.watch.any()
     }
 
     /// Whether core `nc`'s next lane word goes to its thread (`lane::ThreadMode`): in Auto,

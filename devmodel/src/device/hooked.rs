@@ -66,7 +66,6 @@ impl Device {
 
     pub(crate) fn set_mem_watch(&mut self, w: Watch) {
         self.watch = w;
-        self.mem_watch = w.any();
     }
 
     /// The memories the memory-access hook is shown now.
@@ -93,7 +92,7 @@ impl Device {
         buf: &mut [u8],
         site: impl FnOnce(&Device) -> Site,
     ) -> Result<(), MemError> {
-        if !self.mem_watch {
+        if !self.watch.any() {
             return self.read(addr, buf);
         }
         let (target, offset) = self.resolve(addr, buf.len() as u64, false)?;
@@ -120,7 +119,7 @@ impl Device {
         data: &mut [u8],
         site: impl FnOnce(&Device) -> Site,
     ) -> Result<(), MemError> {
-        if !self.mem_watch {
+        if !self.watch.any() {
             return self.write(addr, data);
         }
         let (target, offset) = self.resolve(addr, data.len() as u64, true)?;

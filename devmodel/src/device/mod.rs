@@ -185,9 +185,7 @@ pub struct Device {
     dmaruns: Vec<(u64, usize, usize)>,
     dmamoves: Vec<crate::runcopy::Run>,
     hooks: Installed,
-    /// Memory-access hooks are on for some memory (set by the hook): `watch.any()`.
-    mem_watch: bool,
-    /// Which memories they are on for.
+    /// The memories memory-access hooks are on for (set by the hook; none: off).
     watch: crate::hooks::Watch,
     /// The firmware's memory-error counters (kept across core resets).
     ecc: crate::ecc::EccCounters,
@@ -285,7 +283,6 @@ impl Device {
             dmaruns: Vec::new(),
             dmamoves: Vec::new(),
             hooks: Installed::default(),
-            mem_watch: false,
             watch: crate::hooks::Watch::NONE,
             ecc: crate::ecc::EccCounters::default(),
             fw: Firmware::default(),

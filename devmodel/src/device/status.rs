@@ -175,7 +175,7 @@ impl Device {
             stats: self.stats,
             faults: self.faults.clone(),
             hooks_installed: self.hooks.0.is_some(),
-            watching_memory: self.mem_watch,
+            watching_memory: self.watch.any(),
             watching_on_chip: self.watch.on_chip,
         }
     }
